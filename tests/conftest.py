@@ -1,0 +1,56 @@
+"""Shared test fixtures.
+
+Real data lives in ``../shared/data`` beside the checkout; ``COUNTING_SHARED_DATA`` overrides
+that location. In CI (``CI`` set) a missing folder fails loudly; on a laptop without it the
+tests that need it are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(
+    os.environ.get("COUNTING_SHARED_DATA", str(REPO_ROOT.parent / "shared" / "data"))
+).resolve()
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        message = (
+            f"{path}: real test data not found; set COUNTING_SHARED_DATA to the folder "
+            "holding mall-train/, shanghaitech-B-train/ and voc2007-mini/"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    return _require(SHARED_DATA)
+
+
+@pytest.fixture(scope="session")
+def mall_root(shared_data: Path) -> Path:
+    return _require(shared_data / "mall-train")
+
+
+@pytest.fixture(scope="session")
+def shanghaitech_root(shared_data: Path) -> Path:
+    return _require(shared_data / "shanghaitech-B-train")
+
+
+@pytest.fixture(scope="session")
+def voc_root(shared_data: Path) -> Path:
+    return _require(shared_data / "voc2007-mini" / "VOCdevkit")
+
+
+@pytest.fixture(scope="session")
+def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One feature cache for the whole test session, so real images are encoded once."""
+    return tmp_path_factory.mktemp("feature-cache")
