@@ -1,0 +1,129 @@
+"""Split strings: which samples are train and which are test.
+
+Syntax (one of):
+  ``standard``                    each dataset's published split
+  ``train=A-B,test=C-D``          1-based inclusive ranges of frame / image numbers; a part may
+                                  join several ranges with ``+`` (``test=1-600+1401-2000``) and
+                                  either part may be left out; numbers in neither part are dropped
+  ``random:FRACTION[:SEED]``      a random FRACTION (0 < FRACTION < 1) of the samples is test,
+                                  drawn with SEED (default 0)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+
+from counting.errors import DatasetError
+
+SPLITS: tuple[str, str] = ("train", "test")
+SPLIT_SYNTAX = (
+    "use 'standard', 'train=A-B,test=C-D' (1-based inclusive, '+' joins ranges) "
+    "or 'random:FRACTION[:SEED]'"
+)
+
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """A parsed split string."""
+
+    kind: str  # "standard" | "ranges" | "random"
+    ranges: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    fraction: float = 0.0
+    seed: int = 0
+    text: str = "standard"
+
+    def range_labels(self, indices: np.ndarray) -> np.ndarray:
+        """'train' / 'test' / '' (not requested) for each frame number, for a ``ranges`` spec."""
+        labels = np.full(len(indices), "", dtype=object)
+        for split, ranges in self.ranges.items():
+            for low, high in ranges:
+                labels[(indices >= low) & (indices <= high)] = split
+        return labels
+
+    def requested_numbers(self) -> np.ndarray:
+        """Every frame / image number a ``ranges`` spec asks for, ascending."""
+        spans = [
+            np.arange(low, high + 1) for ranges in self.ranges.values() for low, high in ranges
+        ]
+        return np.unique(np.concatenate(spans)) if spans else np.zeros(0, dtype=int)
+
+
+def parse_split(text: str) -> SplitSpec:
+    """Parse a split string; anything else raises DatasetError explaining the syntax."""
+    if not isinstance(text, str) or not text.strip():
+        raise DatasetError(f"split {text!r}: empty split; {SPLIT_SYNTAX}")
+    cleaned = text.strip()
+    if cleaned == "standard":
+        return SplitSpec(kind="standard", text=cleaned)
+    if cleaned.startswith("random"):
+        return _parse_random(cleaned)
+    if "=" in cleaned:
+        return _parse_ranges(cleaned)
+    raise DatasetError(f"split {text!r}: unknown split; {SPLIT_SYNTAX}")
+
+
+def random_labels(n: int, fraction: float, seed: int) -> np.ndarray:
+    """'train' / 'test' labels with ``round(fraction * n)`` test samples, reproducible by seed."""
+    labels = np.full(n, "train", dtype=object)
+    if n < 2:
+        raise DatasetError(f"split random:{fraction}: needs at least 2 samples, found {n}")
+    _, test_rows = train_test_split(np.arange(n), test_size=fraction, random_state=seed)
+    labels[test_rows] = "test"
+    return labels
+
+
+def _parse_random(text: str) -> SplitSpec:
+    parts = text.split(":")
+    if parts[0] != "random" or len(parts) not in (2, 3):
+        raise DatasetError(f"split {text!r}: expected 'random:FRACTION[:SEED]'; {SPLIT_SYNTAX}")
+    try:
+        fraction = float(parts[1])
+        seed = int(parts[2]) if len(parts) == 3 else 0
+    except ValueError:
+        raise DatasetError(
+            f"split {text!r}: FRACTION must be a number and SEED an integer; {SPLIT_SYNTAX}"
+        ) from None
+    if not 0.0 < fraction < 1.0:
+        raise DatasetError(f"split {text!r}: FRACTION must lie strictly between 0 and 1")
+    if seed < 0:
+        raise DatasetError(f"split {text!r}: SEED must be a non-negative integer")
+    return SplitSpec(kind="random", fraction=fraction, seed=seed, text=text)
+
+
+def _parse_ranges(text: str) -> SplitSpec:
+    ranges: dict[str, tuple[tuple[int, int], ...]] = {}
+    for part in text.split(","):
+        name, sep, spans = part.partition("=")
+        name = name.strip()
+        if not sep or name not in SPLITS:
+            raise DatasetError(
+                f"split {text!r}: '{part.strip()}' is not 'train=…' or 'test=…'; {SPLIT_SYNTAX}"
+            )
+        if name in ranges:
+            raise DatasetError(f"split {text!r}: '{name}' is given twice")
+        ranges[name] = tuple(_parse_span(text, span) for span in spans.split("+"))
+    flat = sorted((low, high, name) for name, spans in ranges.items() for low, high in spans)
+    for (low_a, high_a, name_a), (low_b, high_b, name_b) in zip(flat, flat[1:], strict=False):
+        if low_b <= high_a:
+            raise DatasetError(
+                f"split {text!r}: ranges {low_a}-{high_a} ({name_a}) and "
+                f"{low_b}-{high_b} ({name_b}) overlap"
+            )
+    return SplitSpec(kind="ranges", ranges=ranges, text=text)
+
+
+def _parse_span(text: str, span: str) -> tuple[int, int]:
+    match = _RANGE.match(span)
+    if not match:
+        raise DatasetError(f"split {text!r}: '{span.strip()}' is not a range A-B; {SPLIT_SYNTAX}")
+    low = int(match.group(1))
+    high = int(match.group(2)) if match.group(2) else low
+    if low < 1 or high < low:
+        raise DatasetError(f"split {text!r}: range {low}-{high} must satisfy 1 <= A <= B")
+    return low, high
