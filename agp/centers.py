@@ -1,0 +1,91 @@
+"""Center selection (Section 5.2 of the paper): k-means, random sampling, spectral, GMM, explicit.
+
+A center's target is the mean target of its members; for sampling it is the sample's own
+target, and the sampled rows are then left out of the training loss (the paper trains on
+X \\ X̄).  Clustering is delegated to scikit-learn.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.cluster import KMeans, SpectralClustering
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+
+from agp.kernels import squared_distances
+
+CENTER_METHODS = ("kmeans", "sampling", "spectral", "gmm")
+
+
+@dataclass(frozen=True)
+class Centers:
+    points: np.ndarray  # (N, D)
+    targets: np.ndarray  # (N, K)
+    sample_rows: np.ndarray  # rows of X that became centers (only for sampling), else empty
+
+
+def _member_means(labels: np.ndarray, n_clusters: int, y: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-cluster mean of X and y via one-hot matrix products; empty clusters are dropped."""
+    onehot = np.zeros((len(labels), n_clusters))
+    onehot[np.arange(len(labels)), labels] = 1.0
+    counts = onehot.sum(axis=0)
+    keep = counts > 0
+    onehot, counts = onehot[:, keep], counts[keep]
+    return (onehot.T @ X) / counts[:, None], (onehot.T @ y) / counts[:, None]
+
+
+def select_centers(X: np.ndarray, y: np.ndarray, n_centers: int, method: str, rng: np.random.Generator) -> Centers:
+    """Pick ``n_centers`` centers from standardised rows ``X`` with (n, K) targets ``y``."""
+    seed = int(rng.integers(2**31 - 1))
+    empty = np.zeros(0, dtype=int)
+    if method == "kmeans":
+        with warnings.catch_warnings():
+            # Fewer distinct points than clusters gives duplicate centers; the SVD solve copes.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            kmeans = KMeans(n_clusters=n_centers, n_init=1, random_state=seed).fit(X)
+        points = kmeans.cluster_centers_
+        onehot_targets = _member_means(kmeans.labels_, n_centers, y, X)[1]
+        if len(onehot_targets) < n_centers:  # an empty cluster: give it its nearest member's target
+            targets = _nearest_targets(points, X, y)
+        else:
+            targets = onehot_targets
+        return Centers(points, targets, empty)
+    if method == "sampling":
+        rows = np.sort(rng.choice(len(X), size=n_centers, replace=False))
+        return Centers(X[rows].copy(), y[rows].copy(), rows)
+    if method == "spectral":
+        labels = SpectralClustering(
+            n_clusters=n_centers, affinity="nearest_neighbors", n_neighbors=min(10, len(X) - 1), random_state=seed
+        ).fit_predict(X)
+        points, targets = _member_means(labels, n_centers, y, X)
+        return Centers(points, targets, empty)
+    if method == "gmm":
+        gmm = GaussianMixture(n_components=n_centers, covariance_type="diag", random_state=seed).fit(X)
+        # Responsibility-weighted means: no component is ever left without a target.
+        resp = gmm.predict_proba(X)
+        weights = resp.sum(axis=0)
+        return Centers(gmm.means_.copy(), (resp.T @ y) / np.maximum(weights, 1e-12)[:, None], empty)
+    raise ValueError(f"unknown center_method {method!r}; choose one of {', '.join(CENTER_METHODS)}")
+
+
+def _nearest_targets(points: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return y[np.argmin(squared_distances(points, X), axis=1)]
+
+
+def explicit_centers(points: np.ndarray, X: np.ndarray, y: np.ndarray, targets: np.ndarray | None = None) -> Centers:
+    """Centers given by the caller; without targets each gets the mean target of its Voronoi cell
+    (the rows nearest to it), the same rule as k-means.  A center with no member takes its
+    nearest row's target."""
+    empty = np.zeros(0, dtype=int)
+    if targets is not None:
+        return Centers(points, targets, empty)
+    labels = np.argmin(squared_distances(X, points), axis=1)
+    onehot = np.zeros((len(X), len(points)))
+    onehot[np.arange(len(X)), labels] = 1.0
+    counts = onehot.sum(axis=0)
+    means = (onehot.T @ y) / np.maximum(counts, 1.0)[:, None]
+    nearest = _nearest_targets(points, X, y)
+    return Centers(points, np.where(counts[:, None] > 0, means, nearest), empty)

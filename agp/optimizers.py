@@ -1,0 +1,76 @@
+"""First-order optimisers acting in place on a dict of parameter arrays.
+
+Written here rather than taken from a library because the parameters are plain NumPy arrays
+(keeping ``agp`` free of torch) and both rules are a few lines.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Params = dict[str, np.ndarray]
+
+DEFAULT_LEARNING_RATES = {"sgd": 1e-5, "adam": 0.03}
+
+
+class SGD:
+    """Minibatch SGD with (heavy-ball) momentum, the paper's optimiser (momentum 0.9)."""
+
+    def __init__(self, learning_rate: float, momentum: float = 0.9) -> None:
+        self.learning_rate = learning_rate
+        self.momentum = momentum
+        self._velocity: Params = {}
+
+    def step(self, params: Params, grads: Params) -> None:
+        for name, grad in grads.items():
+            velocity = self._velocity.get(name)
+            velocity = (
+                -self.learning_rate * grad if velocity is None else self.momentum * velocity - self.learning_rate * grad
+            )
+            self._velocity[name] = velocity
+            params[name] = params[name] + velocity
+
+
+class Adam:
+    """Adam (Kingma & Ba) with per-parameter step scales.
+
+    ``scales[name]`` is the natural size of one unit of that parameter (1 for log-parameters),
+    so ``learning_rate`` is a relative step and one default works across datasets.
+    """
+
+    def __init__(
+        self,
+        learning_rate: float,
+        scales: dict[str, float] | None = None,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+    ) -> None:
+        self.learning_rate = learning_rate
+        self.scales = scales or {}
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.eps = eps
+        self._m: Params = {}
+        self._v: Params = {}
+        self._t = 0
+
+    def step(self, params: Params, grads: Params) -> None:
+        self._t += 1
+        correction1 = 1.0 - self.beta1**self._t
+        correction2 = 1.0 - self.beta2**self._t
+        for name, grad in grads.items():
+            m = self.beta1 * self._m.get(name, 0.0) + (1.0 - self.beta1) * grad
+            v = self.beta2 * self._v.get(name, 0.0) + (1.0 - self.beta2) * grad * grad
+            self._m[name], self._v[name] = m, v
+            step = (m / correction1) / (np.sqrt(v / correction2) + self.eps)
+            params[name] = params[name] - self.learning_rate * self.scales.get(name, 1.0) * step
+
+
+def make_optimizer(name: str, learning_rate: float | None, momentum: float, scales: dict[str, float]) -> SGD | Adam:
+    if name not in DEFAULT_LEARNING_RATES:
+        raise ValueError(f"unknown optimizer {name!r}; choose 'adam' or 'sgd'")
+    rate = DEFAULT_LEARNING_RATES[name] if learning_rate is None else float(learning_rate)
+    if name == "sgd":
+        return SGD(rate, momentum)
+    return Adam(rate, scales)

@@ -1,0 +1,38 @@
+"""The paper's Section 4 blob experiment (scripts/blob_experiment.py) at a small size."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "blob_experiment.py"
+
+
+@pytest.fixture(scope="module")
+def blob():
+    spec = importlib.util.spec_from_file_location("blob_experiment", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_blob_image_has_two_peaks_at_the_centres(blob) -> None:
+    image, coords = blob.blob_image(48)
+    assert image.shape == (48, 48) and coords.shape == (48 * 48, 2)
+    centres = np.array([[cx, cy] for cx, cy, *_ in blob.BLOBS])
+    # Each centre carries its own peak plus at most a trace of the other blob's tail.
+    np.testing.assert_allclose(blob.blob_intensity(centres), [peak for *_, peak in blob.BLOBS], atol=5e-3)
+    assert coords.min() == 0.0 and coords.max() == 1.0
+
+
+def test_paper_ordering_multivariate_beats_univariate_beats_center_gp(blob) -> None:
+    results = blob.run(size=48, epochs=15, seed=0)
+    center, univariate, multivariate = (results[k][1] for k in ("center-GP", "univariate-AGP", "multivariate-AGP"))
+    assert multivariate < univariate < center, (center, univariate, multivariate)
+    # The asymmetric kernels give each blob its own size: the large blob gets the longer lengthscale.
+    model = results["univariate-AGP"][0]
+    lengthscales = np.exp(model.kernel_params_["log_lengthscale"])
+    assert lengthscales[0] > 1.5 * lengthscales[1]

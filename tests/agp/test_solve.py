@@ -1,0 +1,34 @@
+"""The robust SVD solve of the asymmetric center system."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agp.solve import SVDSolver, solve_center_system
+
+
+def test_matches_exact_solve_on_a_regular_asymmetric_system() -> None:
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((6, 6)) + 6 * np.eye(6)
+    B = rng.standard_normal((6, 2))
+    solver = SVDSolver.factor(A)
+    np.testing.assert_allclose(solver.solve(B), np.linalg.solve(A, B), rtol=1e-10)
+    np.testing.assert_allclose(solver.solve_transposed(B), np.linalg.solve(A.T, B), rtol=1e-10)
+
+
+def test_duplicate_centers_give_finite_minimum_norm_weights() -> None:
+    # Two identical centers and no noise: the system is singular.
+    K = np.array([[1.0, 1.0, 0.2], [1.0, 1.0, 0.2], [0.2, 0.2, 1.0]])
+    alpha = solve_center_system(K, 0.0, np.array([[1.0], [1.0], [0.5]]))
+    assert np.all(np.isfinite(alpha))
+    # The pseudo-inverse splits the weight evenly between the duplicates and still fits the targets.
+    assert np.isclose(alpha[0, 0], alpha[1, 0])
+    np.testing.assert_allclose(K @ alpha, [[1.0], [1.0], [0.5]], atol=1e-8)
+
+
+def test_batched_factorisation() -> None:
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((3, 4, 4)) + 4 * np.eye(4)
+    B = rng.standard_normal((4, 1))
+    expected = np.stack([np.linalg.solve(a, B) for a in A])
+    np.testing.assert_allclose(SVDSolver.factor(A).solve(B), expected, rtol=1e-10)
