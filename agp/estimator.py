@@ -16,6 +16,7 @@ from threadpoolctl import threadpool_limits
 from agp.centers import CENTER_METHODS, Centers, explicit_centers, select_centers
 from agp.grid import default_lengthscales, grid_search
 from agp.kernels import KERNELS, Kernel, Params, make_kernel, squared_distances, take_rows
+from agp.mean import MEAN_FUNCTIONS, fit_mean
 from agp.objective import CenterSystem, loss_and_gradient
 from agp.optimizers import make_optimizer
 
@@ -69,6 +70,11 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
     lengthscale_grid : tuple of float, default=None
         Lengthscales (standardised units) for the grid search; ``None`` uses the median
         row-to-center distance times 2^-4 .. 2^6.
+    mean : {"constant", "linear"}, default="linear"
+        Mean function the AGP's residual is taken from (Rasmussen & Williams 2006, Sec. 2.7):
+        ``constant`` subtracts the mean target (the paper); ``linear`` a ridge regression on the
+        standardised inputs with its penalty chosen by GCV (``RidgeCV``) on the non-validation
+        rows, and the AGP models its residuals.
     n_validation : int or float, default=100
         Rows held out from centers, standardisation statistics and training; the grid search and
         the choice of the best epoch use them.  A float in (0, 1) is a fraction; 0 uses the
@@ -83,9 +89,13 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
     Attributes
     ----------
     centers_ : ndarray (N, D) in input units
-    center_targets_ : ndarray (N, K)
+    center_targets_ : ndarray (N, K), in target units (the AGP's residual targets plus the mean
+        function at the centers)
     kernel_params_ : dict of ndarray, the trained (best-epoch) kernel parameters
     lengthscale_, noise_ : grid-search results (the center-GP)
+    y_mean_ : ndarray (K,), the mean function's constant
+    mean_coef_ : ndarray (D, K), its slope on standardised inputs (zeros for ``mean="constant"``)
+    mean_penalty_ : float or None, the ridge penalty GCV chose for ``mean="linear"``
     history_ : {"train_loss": [...], "val_loss": [...]}, MSE per epoch, entry 0 = grid start
     best_epoch_ : int
     validation_indices_ : ndarray of rows of X used for validation
@@ -109,6 +119,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         noise: float | None = None,
         noise_grid: tuple[float, ...] = DEFAULT_NOISE_GRID,
         lengthscale_grid: tuple[float, ...] | None = None,
+        mean: str = "linear",
         n_validation: float = 100,
         random_state: int | np.random.RandomState | None = None,
         verbose: bool = False,
@@ -129,6 +140,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         self.noise = noise
         self.noise_grid = noise_grid
         self.lengthscale_grid = lengthscale_grid
+        self.mean = mean
         self.n_validation = n_validation
         self.random_state = random_state
         self.verbose = verbose
@@ -153,6 +165,8 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
 
     def _check_parameters(self) -> None:
         self._kernel_kind()
+        if self.mean not in MEAN_FUNCTIONS:
+            raise ValueError(f"unknown mean {self.mean!r}; choose one of {', '.join(MEAN_FUNCTIONS)}")
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose 'adam' or 'sgd'")
         if self.centers is None and self.center_method not in CENTER_METHODS:
@@ -212,9 +226,10 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         self.x_mean_ = X[fit_rows].mean(axis=0)
         scale = X[fit_rows].std(axis=0)
         self.x_scale_ = np.where(scale > 1e-12 * np.maximum(1.0, np.abs(self.x_mean_)), scale, 1.0)
-        self.y_mean_ = Y[fit_rows].mean(axis=0)
         Xs = (X - self.x_mean_) / self.x_scale_
-        Yc = Y - self.y_mean_
+        mean = fit_mean(self.mean, Xs[fit_rows], Y[fit_rows])
+        self.y_mean_, self.mean_coef_, self.mean_penalty_ = mean.intercept, mean.coef, mean.penalty
+        Yc = Y - mean(Xs)
 
         centers = self._select_centers(Xs[fit_rows], Yc[fit_rows], rng)
         train_rows = np.setdiff1d(fit_rows, fit_rows[centers.sample_rows]) if len(centers.sample_rows) else fit_rows
@@ -246,7 +261,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         else:
             self.centers_ = centers.points * self.x_scale_ + self.x_mean_
         self._centers_standardised = centers.points
-        self.center_targets_ = centers.targets + self.y_mean_
+        self.center_targets_ = centers.targets + self._mean_at(centers.points)
         self._center_targets_centred = centers.targets
         self.alpha_ = system.weights(self.kernel_params_)
         return self
@@ -269,7 +284,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
                     f"got shape {targets.shape}"
                 )
             targets = targets.reshape(len(points), Yc.shape[1])
-            targets = targets - self.y_mean_
+            targets = targets - self._mean_at(points)
         return explicit_centers(points, Xs, Yc, targets)
 
     def _train(
@@ -325,6 +340,10 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         self.kernel_params_ = best_params
 
     # ------------------------------------------------------------------ predict
+    def _mean_at(self, Xs: np.ndarray) -> np.ndarray:
+        """(n, K) mean function at standardised rows; the AGP models the targets minus this."""
+        return Xs @ self.mean_coef_ + self.y_mean_
+
     def predict(self, X: Any) -> np.ndarray:
         """Predicted targets, (m,) or (m, K) like the y given to fit."""
         check_is_fitted(self, "alpha_")
@@ -339,7 +358,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
                 for block in np.array_split(Xs, max(1, -(-len(Xs) // PREDICT_BLOCK_ROWS)))
             ]
         )
-        prediction += self.y_mean_
+        prediction += self._mean_at(Xs)
         return prediction.ravel() if self._y_ndim == 1 else prediction
 
     # ------------------------------------------------------------------ persistence

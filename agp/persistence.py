@@ -1,15 +1,19 @@
 """One-file model format: a NumPy ``.npz`` of arrays plus one JSON string entry, never pickle.
 
-Arrays: ``centers`` (input units), ``centers_standardised``, ``center_targets`` (centred),
-``alpha``, ``x_mean``, ``x_scale``, ``y_mean``, ``validation_indices`` and one ``param__NAME``
-per kernel parameter.  The ``metadata`` entry is a JSON document:
+Arrays: ``centers`` (input units), ``centers_standardised``, ``center_targets`` (residual),
+``alpha``, ``x_mean``, ``x_scale``, ``y_mean``, ``mean_coef``, ``validation_indices`` and one
+``param__NAME`` per kernel parameter.  The ``metadata`` entry is a JSON document:
 
-    {"format": "agp-model", "format_version": 1, "kernel": "univariate",
+    {"format": "agp-model", "format_version": 2, "kernel": "univariate",
      "hyper_parameters": {...AGPRegressor.get_params() that JSON can hold...},
      "n_features_in": 1000, "n_outputs": 1, "y_ndim": 1,
-     "standardisation": {"x": "per-dimension mean/std of the non-validation rows", "y": "mean"},
-     "lengthscale": ..., "noise": ..., "best_epoch": ..., "history": {...},
+     "standardisation": {"x": "per-dimension mean/std of the non-validation rows", "y": "mean function ..."},
+     "lengthscale": ..., "noise": ..., "mean_penalty": ..., "best_epoch": ..., "history": {...},
      "user_metadata": {...the dict given to save()...}}
+
+Version 2 added the mean function (``mean_coef``, ``mean_penalty``, hyper-parameter ``mean``).
+Version 1 files still load, as the constant-mean models they are; readers of
+version 1 refuse version 2 files by their version number instead of dropping the linear mean.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ if TYPE_CHECKING:
     from agp.estimator import AGPRegressor
 
 FORMAT_NAME = "agp-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 _PARAM_PREFIX = "param__"
 # Hyper-parameters that are arrays or callables live elsewhere (arrays) or are not saved.
 _ARRAY_HYPER_PARAMETERS = ("centers", "center_targets")
@@ -95,10 +100,14 @@ def save_model(model: AGPRegressor, path: str | Path, metadata: dict | None = No
         "y_ndim": int(model._y_ndim),
         "standardisation": {
             "x": "per-dimension mean and std of the non-validation rows (arrays x_mean, x_scale)",
-            "y": "mean of the non-validation rows subtracted (array y_mean)",
+            "y": (
+                "mean function subtracted: y_mean + standardised x @ mean_coef (mean_coef = 0 for the "
+                "constant mean; a GCV ridge on the non-validation rows for the linear mean)"
+            ),
         },
         "lengthscale": float(model.lengthscale_),
         "noise": float(model.noise_),
+        "mean_penalty": model.mean_penalty_,
         "best_epoch": int(model.best_epoch_),
         "history": {key: [float(v) for v in values] for key, values in model.history_.items()},
         "user_metadata": user_metadata,
@@ -111,6 +120,7 @@ def save_model(model: AGPRegressor, path: str | Path, metadata: dict | None = No
         "x_mean": model.x_mean_,
         "x_scale": model.x_scale_,
         "y_mean": model.y_mean_,
+        "mean_coef": model.mean_coef_,
         "validation_indices": model.validation_indices_,
         **{_PARAM_PREFIX + name: value for name, value in model.kernel_params_.items()},
     }
@@ -141,19 +151,23 @@ def load_model(path: str | Path) -> AGPRegressor:
     if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
         found = document.get("format") if isinstance(document, dict) else None
         raise _fail(path, f"not an {FORMAT_NAME} file (format {found!r})")
-    if document.get("format_version") != FORMAT_VERSION:
+    version = document.get("format_version")
+    if version not in READABLE_VERSIONS:
         raise _fail(
             path,
-            f"{FORMAT_NAME} format version {document.get('format_version')!r} is not supported "
-            f"(this agp reads version {FORMAT_VERSION})",
+            f"{FORMAT_NAME} format version {version!r} is not supported "
+            f"(this agp reads versions {', '.join(map(str, READABLE_VERSIONS))})",
         )
-    missing = {"centers", "centers_standardised", "center_targets", "alpha", "x_mean", "x_scale", "y_mean"} - set(
-        arrays
-    )
+    required = {"centers", "centers_standardised", "center_targets", "alpha", "x_mean", "x_scale", "y_mean"}
+    if version >= 2:
+        required.add("mean_coef")
+    missing = required - set(arrays)
     if missing:
         raise _fail(path, f"incomplete {FORMAT_NAME} file (missing {', '.join(sorted(missing))})")
 
     hyper = dict(document["hyper_parameters"])
+    # Version 1 predates the mean function: those models used the constant mean.
+    hyper.setdefault("mean", "constant")
     hyper["noise_grid"] = tuple(hyper["noise_grid"])
     if hyper.get("lengthscale_grid") is not None:
         hyper["lengthscale_grid"] = tuple(hyper["lengthscale_grid"])
@@ -167,7 +181,9 @@ def load_model(path: str | Path) -> AGPRegressor:
     model.x_mean_ = arrays["x_mean"]
     model.x_scale_ = arrays["x_scale"]
     model.y_mean_ = arrays["y_mean"]
-    model.center_targets_ = model._center_targets_centred + model.y_mean_
+    model.mean_coef_ = arrays.get("mean_coef", np.zeros((model.n_features_in_, model.alpha_.shape[1])))
+    model.mean_penalty_ = document.get("mean_penalty")
+    model.center_targets_ = model._center_targets_centred + model._mean_at(model._centers_standardised)
     model.validation_indices_ = arrays.get("validation_indices", np.zeros(0, dtype=int))
     model.kernel_params_ = {
         name[len(_PARAM_PREFIX) :]: value for name, value in arrays.items() if name.startswith(_PARAM_PREFIX)

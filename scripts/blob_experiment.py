@@ -56,6 +56,7 @@ def run(size: int, epochs: int, seed: int) -> dict[str, tuple[AGPRegressor, floa
             kernel=kernel,
             centers=centres,
             center_targets=blob_intensity(centres),  # the intensity at the blob centre
+            mean="constant",  # the paper's zero-mean GP on centred targets
             n_validation=100,
             max_epochs=epochs,
             random_state=seed,

@@ -56,7 +56,7 @@ def test_metadata_round_trips_exactly_and_file_has_no_pickle(tmp_path, data) -> 
     with np.load(path, allow_pickle=False) as archive:  # would raise if any entry were pickled
         document = json.loads(str(archive["metadata"]))
         assert all(archive[name].dtype != object for name in archive.files)
-    assert document["format"] == "agp-model" and document["format_version"] == 1
+    assert document["format"] == "agp-model" and document["format_version"] == 2
     assert document["kernel"] == "center" and document["n_features_in"] == 4
     assert document["user_metadata"] == metadata
 
@@ -93,8 +93,8 @@ def test_other_format_or_version_fails_naming_the_file(tmp_path, data) -> None:
     model = AGPRegressor(kernel="center", n_centers=8, n_validation=30, random_state=0).fit(X, Y)
     newer = tmp_path / "newer.npz"
     model.save(newer)
-    _rewrite_metadata(newer, lambda d: d.update(format_version=2))
-    with pytest.raises(ValueError, match=r"newer\.npz: agp-model format version 2 is not supported"):
+    _rewrite_metadata(newer, lambda d: d.update(format_version=3))
+    with pytest.raises(ValueError, match=r"newer\.npz: agp-model format version 3 is not supported"):
         AGPRegressor.load(newer)
 
     other = tmp_path / "other.npz"
