@@ -1,0 +1,183 @@
+"""`counting count`: counts for images, folders and globs."""
+
+from __future__ import annotations
+
+import csv as csv_module
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from counting import defaults
+from counting.cli.common import console, expand_image_paths, load_model_option, optional_cache
+from counting.cli.evaluate import ModelOption
+from counting.cli.train import CacheDirOption, WeightsOption
+from counting.errors import CountingError, ImageError
+
+
+def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
+    """Descriptors written by `counting features`: .npy (n, D) / (n, cells, D), or .csv with a
+    filename column followed by the feature columns."""
+    if not path.is_file():
+        raise CountingError(f"{path}: features file not found")
+    try:
+        if path.suffix.lower() == ".npy":
+            array = np.load(path, allow_pickle=False)
+            return [f"{path.name}[{k}]" for k in range(len(array))], np.asarray(array, dtype=float)
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = list(csv_module.reader(handle))
+        header, body = rows[0], rows[1:]
+        first_is_name = not _is_number(header[0]) and body and not _is_number(body[0][0])
+        names = [row[0] for row in body] if first_is_name else [f"{path.name}[{k}]" for k in range(len(body))]
+        values = np.array([row[1:] if first_is_name else row for row in body], dtype=float)
+        return names, values
+    except (ValueError, OSError, IndexError) as error:
+        raise CountingError(f"{path}: not a features file ({str(error).splitlines()[0]})") from None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def display_path(source: str) -> str:
+    """Relative to the working folder when inside it (shorter table rows), else as given."""
+    try:
+        return str(Path(source).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return source
+
+
+def result_rows(
+    model: Any, sources: list[str], counts: np.ndarray, low: Any, high: Any, ok: np.ndarray
+) -> list[dict]:
+    rows = []
+    for k, source in enumerate(sources):
+        if not ok[k]:
+            continue
+        if model.class_names:
+            row: dict[str, Any] = {"image": source, "total": float(np.sum(counts[k]))}
+            row.update({name: float(value) for name, value in zip(model.class_names, counts[k])})
+        else:
+            row = {"image": source, "count": float(counts[k])}
+            if low is not None:
+                row["low"], row["high"] = float(low[k]), float(high[k])
+        rows.append(row)
+    return rows
+
+
+def counts_table(model: Any, rows: list[dict]) -> Table:
+    level = (
+        f" ({model.interval.level:.0%} interval)"
+        if model.interval is not None and not model.class_names
+        else ""
+    )
+    table = Table(title=f"Counts by {model.name}{level}", title_justify="left")
+    table.add_column("image", overflow="fold")
+    if model.class_names:
+        table.add_column("total", justify="right")
+        table.add_column("largest classes")
+        for row in rows:
+            top = sorted(model.class_names, key=lambda name: -row[name])[:3]
+            table.add_row(
+                display_path(row["image"]),
+                f"{row['total']:.1f}",
+                ", ".join(f"{name} {row[name]:.1f}" for name in top if row[name] >= 0.5) or "–",
+            )
+        return table
+    table.add_column("count", justify="right")
+    if rows and "low" in rows[0]:
+        table.add_column("low", justify="right")
+        table.add_column("high", justify="right")
+    for row in rows:
+        cells = [display_path(row["image"]), f"{row['count']:.1f}"]
+        if "low" in row:
+            cells += [f"{row['low']:.1f}", f"{row['high']:.1f}"]
+        table.add_row(*cells)
+    return table
+
+
+def write_rows_csv(path: Path, rows: list[dict]) -> None:
+    fields = list(rows[0]) if rows else ["image", "count"]
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv_module.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in row.items()})
+
+
+def count(
+    paths: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            help="Images, folders of images or glob patterns ('frames/*.jpg').", show_default=False
+        ),
+    ] = None,
+    model: ModelOption = None,
+    csv: Annotated[
+        Optional[Path], typer.Option("--csv", help="Write one row per image to this CSV.", show_default=False)
+    ] = None,
+    json_path: Annotated[
+        Optional[Path], typer.Option("--json", help="Write the counts as JSON.", show_default=False)
+    ] = None,
+    features: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--features",
+            help="Count precomputed descriptors (.npy or .csv from `counting features`) instead of images.",
+            show_default=False,
+        ),
+    ] = None,
+    weights: WeightsOption = None,
+    cache_dir: CacheDirOption = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Images per forward pass.")] = defaults.BATCH_SIZE,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar for many images.")] = False,
+) -> None:
+    """Count objects in images: a table on screen, optionally CSV / JSON (one row per image).
+
+    Unreadable images are reported and skipped; the rest are counted.
+    """
+    counting_model = load_model_option(model)
+    problems: list[str] = []
+    if features is not None:
+        sources, array = read_feature_file(features)
+        counts = counting_model.predict_features(array, source=str(features))
+        low, high = counting_model.intervals(counts)
+        ok = np.isfinite(counts if counts.ndim == 1 else counts.sum(axis=1))
+        errors: dict[str, str] = {}
+    else:
+        if not paths:
+            raise ImageError("no images given: pass image files, folders or glob patterns")
+        files, problems = expand_image_paths(paths)
+        result = counting_model.count_paths(
+            files, cache=optional_cache(cache_dir), weights=weights, batch_size=batch_size, progress=progress
+        )
+        sources, counts, low, high, ok, errors = (
+            result.sources,
+            result.counts,
+            result.low,
+            result.high,
+            result.ok,
+            result.errors,
+        )
+    rows = result_rows(counting_model, sources, counts, low, high, ok)
+    for problem in problems:
+        console.print(f"[yellow]skipped:[/] {problem}", soft_wrap=True)
+    for message in errors.values():
+        console.print(f"[yellow]skipped:[/] {message}", soft_wrap=True)
+    if not rows:
+        raise ImageError(f"{sources[0] if len(sources) == 1 else 'all images'}: nothing could be counted")
+    console.print(counts_table(counting_model, rows))
+    if csv is not None:
+        write_rows_csv(csv, rows)
+        console.print(f"counts written to {csv}")
+    if json_path is not None:
+        document = {"model": counting_model.name, "images": rows, "skipped": problems + list(errors.values())}
+        json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        console.print(f"counts written to {json_path}")

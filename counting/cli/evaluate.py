@@ -1,0 +1,115 @@
+"""`counting evaluate`: a model's figures on a dataset's test split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from counting import defaults
+from counting.cli.common import console, load_model_option, open_dataset, optional_cache
+from counting.cli.train import (
+    CacheDirOption,
+    CsvOption,
+    DatasetOption,
+    DifficultOption,
+    RootOption,
+    SplitOption,
+    WeightsOption,
+)
+
+ModelOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--model", "-m", help="Model file (default: the shipped models/default.npz).", show_default=False
+    ),
+]
+SmoothOption = Annotated[
+    int,
+    typer.Option(
+        "--smooth", min=1, help="Temporal smoothing window (frames) for the sequence figures (ucsd, mall)."
+    ),
+]
+
+
+def figures_table(result) -> Table:
+    """Per-frame, sequence and interval figures side by side."""
+    table = Table(
+        title=f"{result.dataset}: {result.metrics.get('n')} test images",
+        title_justify="left",
+        caption=f"split {result.split}",
+        caption_justify="left",
+    )
+    table.add_column("figures")
+    if result.is_voc_like:
+        table.add_column("mRMSE", justify="right")
+        table.add_column("m-relRMSE", justify="right")
+        table.add_row("per image", f"{result.metrics['mrmse']:.3f}", f"{result.metrics['m_rel_rmse']:.3f}")
+        return table
+    for name in ("MAE", "MSE", "RMSE"):
+        table.add_column(name, justify="right")
+    rows = [("per frame", result.metrics)]
+    if result.sequence_metrics is not None:
+        rows.append((f"smoothed ({result.smoothing_window} frames)", result.sequence_metrics))
+    for label, figures in rows:
+        table.add_row(label, f"{figures['mae']:.3f}", f"{figures['mse']:.3f}", f"{figures['rmse']:.3f}")
+    return table
+
+
+def evaluate(
+    dataset: DatasetOption,
+    root: RootOption,
+    model: ModelOption = None,
+    split: SplitOption = "standard",
+    smooth: SmoothOption = defaults.SMOOTHING_WINDOW,
+    json_path: Annotated[
+        Optional[Path],
+        typer.Option("--json", help="Write the figures as JSON to this file.", show_default=False),
+    ] = None,
+    predictions: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--predictions", help="Write per-image true and predicted counts as CSV.", show_default=False
+        ),
+    ] = None,
+    weights: WeightsOption = None,
+    cache_dir: CacheDirOption = None,
+    csv: CsvOption = None,
+    include_difficult: DifficultOption = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar while extracting features.")] = True,
+) -> None:
+    """Evaluate a model on a dataset's test split: MAE / MSE / RMSE (crowds) or mRMSE (VOC).
+
+    Calibrated models also get the interval coverage and mean width; sequences (ucsd, mall)
+    also get the figures after temporal smoothing, reported separately.
+    """
+    from counting.evaluation import evaluate_model
+
+    counting_model = load_model_option(model)
+    data = open_dataset(dataset.value, root, split, csv, include_difficult)
+    result = evaluate_model(
+        counting_model,
+        data.subset("test"),
+        cache=optional_cache(cache_dir),
+        smoothing_window=smooth,
+        weights=weights,
+        progress=progress,
+        split=split,
+    )
+    console.print(figures_table(result))
+    if result.interval_metrics:
+        interval = result.interval_metrics
+        console.print(
+            f"interval ({interval['level']:.0%} nominal, {interval['scale']} scale): coverage "
+            f"{interval['coverage']:.1%}, mean width {interval['mean_width']:.2f}"
+        )
+    for message in result.errors.values():
+        console.print(f"[yellow]skipped[/] {message}", soft_wrap=True)
+    if json_path is not None:
+        result.write_json(json_path)
+        console.print(f"figures written to {json_path}")
+    if predictions is not None:
+        result.write_predictions_csv(predictions)
+        console.print(f"predictions written to {predictions}")

@@ -1,0 +1,41 @@
+"""Default settings shared by every command: one place, so they can be set from measurements.
+
+The accuracy measurements (docs/accuracy.md) decide these; commands read them at call time
+(``defaults.INPUT_SIZE`` etc.), never copy them into their own constants.
+"""
+
+from __future__ import annotations
+
+# ImageNet backbone giving the 1000-d descriptors; efficientnet-lite0 works offline.
+BACKBONE: str = "efficientnet-lite0"
+# Short side in pixels the frame is resized to (aspect kept, whole frame); None = native size.
+INPUT_SIZE: int | None = 224
+# Localised counting: (rows, cols) of tiles pooled from one forward pass; None = whole frame.
+GRID: tuple[int, int] | None = None
+# Also train on whole-frame descriptors (count/grid-cells) beside the tiles when a grid is used.
+WHOLE_FRAME_ROWS: bool = False
+# The paper's setting for image counting: univariate AGP with 25 centres.
+KERNEL: str = "univariate"
+N_CENTERS: int = 25
+# Rows of the training part the regressor holds out to pick its best epoch (paper: 100).
+N_VALIDATION: int = 100
+# Nominal coverage of the count intervals (split conformal).
+INTERVAL_LEVEL: float = 0.9
+# Interval calibration: out-of-fold predictions of every train image from this many folds
+# (runs of consecutive frames on sequences); the model itself is fitted on all train images.
+CALIBRATION_FOLDS: int = 5
+# Hold-out calibration modes (--calibration tail|blocks|random): share of the train split held
+# out, at least MIN_CALIBRATION frames.
+CALIBRATION_FRACTION: float = 0.15
+MIN_CALIBRATION: int = 30
+# Temporal smoothing of per-frame counts on sequences: centred moving median window (frames).
+SMOOTHING_WINDOW: int = 5
+# Seed for every random choice in training (calibration split, centres, validation rows).
+SEED: int = 0
+BATCH_SIZE: int = 16
+# Frames per forward pass in video counting: larger is faster per frame but adds latency.
+VIDEO_BATCH_SIZE: int = 8
+# Dataset names the commands accept.
+DATASETS: tuple[str, ...] = ("ucsd", "voc", "mall", "shanghaitech", "folder")
+# Datasets that are frame sequences: temporal smoothing applies.
+SEQUENCE_DATASETS: tuple[str, ...] = ("ucsd", "mall")

@@ -1,0 +1,218 @@
+"""Figures of a counting model on a dataset's test split.
+
+Crowd datasets: MAE, MSE (squared) and RMSE of per-frame counts. VOC: mRMSE and m-relRMSE over
+the classes with predictions clipped at 0 and rounded (Chattopadhyay et al. 2017). Calibrated
+models add the interval's empirical coverage and mean width; sequences (UCSD, Mall) add the
+same figures after temporal smoothing, reported separately from the per-frame ones.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from counting import defaults
+from counting.smoothing import smooth_counts
+
+
+def crowd_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
+    """MAE, MSE (squared) and RMSE of counts."""
+    from agp import metrics
+
+    truth, predicted = np.asarray(y_true, float), np.asarray(y_pred, float)
+    return {
+        "n": int(truth.shape[0]),
+        "mae": float(metrics.mae(truth, predicted)),
+        "mse": float(metrics.mse(truth, predicted)),
+        "rmse": float(metrics.rmse(truth, predicted)),
+    }
+
+
+def voc_metrics(y_true: np.ndarray, y_pred: np.ndarray, class_names: list[str] | None = None) -> dict:
+    """mRMSE and m-relRMSE over classes, predictions clipped at 0 and rounded (as published)."""
+    from agp import metrics
+
+    truth = np.asarray(y_true, float)
+    predicted = np.round(np.clip(np.asarray(y_pred, float), 0.0, None))
+    per_class = np.sqrt(np.mean((predicted - truth) ** 2, axis=0))
+    names = class_names or [str(k) for k in range(truth.shape[1])]
+    return {
+        "n": int(truth.shape[0]),
+        "mrmse": float(metrics.mrmse(truth, predicted)),
+        "m_rel_rmse": float(metrics.m_rel_rmse(truth, predicted)),
+        "per_class_rmse": {name: float(value) for name, value in zip(names, per_class)},
+    }
+
+
+def contiguous_runs(indices: np.ndarray) -> list[np.ndarray]:
+    """Positions (into ``indices``, sorted by index) of each run of consecutive frame numbers."""
+    order = np.argsort(indices, kind="stable")
+    breaks = np.flatnonzero(np.diff(np.asarray(indices)[order]) != 1) + 1
+    return np.split(order, breaks)
+
+
+def smooth_sequence(counts: np.ndarray, indices: np.ndarray, window: int) -> np.ndarray:
+    """Smooth counts within each run of consecutive frames (never across a gap in the split)."""
+    smoothed = np.array(counts, dtype=float, copy=True)
+    for run in contiguous_runs(np.asarray(indices)):
+        smoothed[run] = smooth_counts(smoothed[run], window)
+    return smoothed
+
+
+@dataclass
+class EvaluationResult:
+    """Figures and per-image predictions of one evaluation."""
+
+    dataset: str
+    split: str
+    model: str
+    metrics: dict
+    sequence_metrics: dict | None
+    interval_metrics: dict | None
+    sources: list[str]
+    indices: np.ndarray
+    y_true: np.ndarray
+    y_pred: np.ndarray
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+    y_smoothed: np.ndarray | None = None
+    class_names: list[str] | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    smoothing_window: int | None = None
+
+    @property
+    def is_voc_like(self) -> bool:
+        return self.class_names is not None
+
+    def to_dict(self) -> dict:
+        """Figures only (no per-image rows), JSON-ready."""
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "model": self.model,
+            "per_frame": self.metrics,
+            "sequence": self.sequence_metrics,
+            "smoothing_window": self.smoothing_window,
+            "interval": self.interval_metrics,
+            "skipped_images": self.errors,
+        }
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    def write_predictions_csv(self, path: str | Path) -> None:
+        """One row per image: source, index, true and predicted counts (+ interval, smoothed)."""
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            if self.is_voc_like:
+                names = self.class_names or []
+                writer.writerow(
+                    ["source", "index"] + [f"true_{n}" for n in names] + [f"pred_{n}" for n in names]
+                )
+                for k, source in enumerate(self.sources):
+                    writer.writerow(
+                        [source, int(self.indices[k])]
+                        + [f"{v:g}" for v in self.y_true[k]]
+                        + [f"{v:.3f}" for v in self.y_pred[k]]
+                    )
+                return
+            header = ["source", "index", "true", "pred"]
+            header += ["low", "high"] if self.low is not None else []
+            header += ["smoothed"] if self.y_smoothed is not None else []
+            writer.writerow(header)
+            for k, source in enumerate(self.sources):
+                row = [source, int(self.indices[k]), f"{self.y_true[k]:g}", f"{self.y_pred[k]:.3f}"]
+                if self.low is not None and self.high is not None:
+                    row += [f"{self.low[k]:.3f}", f"{self.high[k]:.3f}"]
+                if self.y_smoothed is not None:
+                    row.append(f"{self.y_smoothed[k]:.3f}")
+                writer.writerow(row)
+
+
+def score_predictions(
+    model: Any,
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    indices: np.ndarray,
+    is_sequence: bool,
+    smoothing_window: int = defaults.SMOOTHING_WINDOW,
+) -> tuple[dict, dict | None, dict | None, np.ndarray | None]:
+    """(per-frame figures, sequence figures, interval figures, smoothed counts)."""
+    if model.is_multi_output:
+        return voc_metrics(y_true, y_pred, model.class_names), None, None, None
+    figures = crowd_metrics(y_true, y_pred)
+    interval = None
+    if model.interval is not None:
+        interval = model.interval.evaluate(y_true, y_pred)
+    sequence, smoothed = None, None
+    if is_sequence and smoothing_window > 1 and len(y_true) > 1:
+        smoothed = smooth_sequence(y_pred, indices, smoothing_window)
+        sequence = crowd_metrics(y_true, smoothed)
+    return figures, sequence, interval, smoothed
+
+
+def evaluate_model(
+    model: Any,
+    dataset: Any,
+    cache: Any = None,
+    smoothing_window: int = defaults.SMOOTHING_WINDOW,
+    weights: str | Path | None = None,
+    batch_size: int = defaults.BATCH_SIZE,
+    progress: bool = False,
+    split: str | None = None,
+) -> EvaluationResult:
+    """Count the images of ``dataset`` (already the test subset) and score them.
+
+    ``split`` is the split string the dataset was loaded with (for the record).
+    """
+    from counting.errors import DatasetError
+
+    samples = list(dataset.samples)
+    if not samples:
+        raise DatasetError(
+            f"{dataset.root}: the test split of {dataset.name} is empty; "
+            "choose a split with test images (--split)"
+        )
+    if model.is_multi_output != (dataset.class_names is not None):
+        kind = "per-class" if model.is_multi_output else "single"
+        raise DatasetError(
+            f"{dataset.root}: {model.name} predicts {kind} counts, which {dataset.name} does not have"
+        )
+    result = model.count_paths(
+        [sample.path for sample in samples],
+        cache=cache,
+        weights=weights,
+        batch_size=batch_size,
+        progress=progress,
+    )
+    ok = result.ok
+    y_true = np.asarray(dataset.counts, dtype=float)[ok]
+    y_pred = result.counts[ok]
+    indices = np.array([sample.index for sample in samples])[ok]
+    is_sequence = dataset.name in defaults.SEQUENCE_DATASETS
+    figures, sequence, interval, smoothed = score_predictions(
+        model, y_true, y_pred, indices, is_sequence, smoothing_window
+    )
+    return EvaluationResult(
+        dataset=dataset.name,
+        split=split or str(getattr(dataset, "split", None) or "standard"),
+        model=model.name,
+        metrics=figures,
+        sequence_metrics=sequence,
+        interval_metrics=interval,
+        sources=[str(sample.path) for sample, good in zip(samples, ok) if good],
+        indices=indices,
+        y_true=y_true,
+        y_pred=y_pred,
+        low=None if result.low is None else result.low[ok],
+        high=None if result.high is None else result.high[ok],
+        y_smoothed=smoothed,
+        class_names=model.class_names,
+        errors=result.errors,
+        smoothing_window=smoothing_window if sequence is not None else None,
+    )

@@ -1,0 +1,280 @@
+"""Batched descriptor extraction: decode in worker threads while the network runs, cache results.
+
+PIL releases the GIL while decoding and resizing, so a small thread pool preparing the next
+batch overlaps with the network's forward pass on the current one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from counting.backbones import Backbone, Preprocessing
+from counting.backbones.base import check_grid, stack_prepared
+from counting.errors import ImageError
+from counting.features.cache import FeatureCache, settings_key
+from counting.imaging import load_image
+
+__all__ = ["FeatureSet", "available_cpus", "configure_torch_threads", "extract_features", "extraction_settings"]
+
+OnError = Literal["raise", "skip"]
+
+
+@dataclass
+class FeatureSet:
+    """Descriptors for a list of images, in input order.
+
+    ``features`` is ``(n, D)`` (or ``(n, rows*cols, D)`` with a grid) float32 with NaN rows for
+    images that failed; ``ok`` marks the good rows; ``errors`` maps each failed path to its
+    one-line message. ``n_cached`` / ``n_computed`` say where the good rows came from.
+    """
+
+    features: np.ndarray
+    ok: np.ndarray
+    errors: dict[str, str]
+    paths: list[str] = field(default_factory=list)
+    n_cached: int = 0
+    n_computed: int = 0
+
+
+def available_cpus() -> int:
+    """CPU cores this process may run on (respects affinity masks and container limits)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def configure_torch_threads(threads: int | None = None) -> int:
+    """Use every available core for the forward pass unless the user pinned a thread count.
+
+    An explicit ``OMP_NUM_THREADS`` wins; otherwise torch's own default (physical cores of
+    the whole host) can oversubscribe a container limited to fewer cores.
+    """
+    if threads is None:
+        if os.environ.get("OMP_NUM_THREADS"):
+            return torch.get_num_threads()
+        threads = available_cpus()
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
+
+
+def extraction_settings(
+    backbone: Backbone, prep: Preprocessing, grid: tuple[int, int] | None, pooled: bool
+) -> dict[str, Any]:
+    """Everything that determines a descriptor besides the image: the cache key's content."""
+    return {
+        "backbone": backbone.name,
+        "weights_sha256": backbone.weights_sha256,
+        "preprocessing": prep.fingerprint(),
+        "grid": list(grid) if grid is not None else None,
+        "output": "pooled" if pooled else "scores",
+    }
+
+
+def extract_features(
+    paths: Sequence[str | os.PathLike[str]],
+    backbone: Backbone,
+    prep: Preprocessing | None = None,
+    grid: tuple[int, int] | None = None,
+    cache: FeatureCache | None = None,
+    batch_size: int = 16,
+    progress: bool = True,
+    on_error: OnError = "raise",
+    *,
+    pooled: bool = False,
+    num_workers: int | None = None,
+    console: Console | None = None,
+) -> FeatureSet:
+    """Descriptors of ``paths`` with ``backbone``: class scores, or pooled features if ``pooled``.
+
+    With ``grid=(rows, cols)`` each image gets one descriptor per cell from a single pass.
+    ``cache`` skips images already extracted with the same settings and stores new ones after
+    every batch. ``on_error="raise"`` stops at the first unreadable image with an
+    :class:`ImageError` naming it; ``"skip"`` records it in ``errors`` and goes on. The
+    progress bar shows when ``progress`` is true and ``console`` (default: stderr) is a
+    terminal; pass ``Console(force_terminal=True)`` to force it.
+    """
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    prep = prep if prep is not None else Preprocessing()
+    path_list = [str(path) for path in paths]
+    n_images = len(path_list)
+    dim = backbone.pooled_dim if pooled else backbone.feature_dim
+    if grid is not None:
+        grid = check_grid(grid)
+    row_shape = (dim,) if grid is None else (grid[0] * grid[1], dim)
+    features = np.full((n_images, *row_shape), np.nan, dtype=np.float32)
+    ok = np.zeros(n_images, dtype=bool)
+    errors: dict[str, str] = {}
+
+    key = None
+    hashes: list[str | None] = [None] * n_images
+    n_cached = 0
+    if cache is not None and n_images:
+        settings = extraction_settings(backbone, prep, grid, pooled)
+        key = settings_key(settings)
+        hashes = [cache.content_hash(path) for path in path_list]
+        stored = cache.get_many(key, [h for h in hashes if h is not None], row_shape)
+        for index, content_hash in enumerate(hashes):
+            if content_hash is not None and content_hash in stored:
+                features[index] = stored[content_hash]
+                ok[index] = True
+        n_cached = int(ok.sum())
+        if n_cached < n_images:
+            cache.describe(key, settings)
+        cache.flush()
+
+    todo = [index for index in range(n_images) if not ok[index]]
+    console = console if console is not None else Console(stderr=True)
+    show_progress = progress and console.is_terminal and n_images > 0
+    n_computed = 0
+    if todo:
+        configure_torch_threads()
+    with _progress_bar(console, show_progress) as bar:
+        task = bar.add_task(backbone.name, total=n_images, completed=n_cached) if bar else None
+        for batch_indices, tensors, failures in _prepared_batches(
+            todo, path_list, backbone, prep, batch_size, num_workers, on_error
+        ):
+            for index, message in failures:
+                errors[path_list[index]] = message
+            for indices, batch in _group_by_shape(batch_indices, tensors):
+                rows = _run(backbone, batch, grid, pooled)
+                features[indices] = rows
+                ok[indices] = True
+                n_computed += len(indices)
+                if cache is not None and key is not None:
+                    for index, row in zip(indices, rows):
+                        if hashes[index] is not None:
+                            cache.put(key, hashes[index], row)
+            if bar is not None and task is not None:
+                bar.advance(task, len(batch_indices) + len(failures))
+    return FeatureSet(
+        features=features, ok=ok, errors=errors, paths=path_list, n_cached=n_cached, n_computed=n_computed
+    )
+
+
+def _run(backbone: Backbone, batch: torch.Tensor, grid: tuple[int, int] | None, pooled: bool) -> np.ndarray:
+    if grid is None:
+        return backbone.forward_pooled(batch) if pooled else backbone.forward(batch)
+    return backbone.forward_grid_pooled(batch, grid) if pooled else backbone.forward_grid(batch, grid)
+
+
+def _prepare_one(path: str, backbone: Backbone, prep: Preprocessing) -> torch.Tensor | ImageError:
+    try:
+        return backbone.prepare(load_image(path), prep, source=path)
+    except ImageError as error:
+        return error
+
+
+def _prepared_batches(
+    todo: list[int],
+    paths: list[str],
+    backbone: Backbone,
+    prep: Preprocessing,
+    batch_size: int,
+    num_workers: int | None,
+    on_error: OnError,
+):
+    """Yield ``(good indices, tensors, [(failed index, message)])`` per batch, in order.
+
+    The next batch is already being decoded while the caller runs the current one.
+    """
+    if not todo:
+        return
+    chunks = [todo[start : start + batch_size] for start in range(0, len(todo), batch_size)]
+    # Decoding costs <10 % of the forward pass, so a few threads keep ahead of it; more would
+    # only preempt torch's own threads, which then wait for each other at every barrier.
+    workers = num_workers or max(1, min(4, available_cpus() // 2))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decode")
+    pending: deque[list[tuple[int, Future]]] = deque()
+
+    def submit(chunk: list[int]) -> list[tuple[int, Future]]:
+        return [(index, pool.submit(_prepare_one, paths[index], backbone, prep)) for index in chunk]
+
+    try:
+        next_chunk = 0
+        # One batch ahead: enough to hide decoding, and bounded memory at native resolution.
+        while next_chunk < min(2, len(chunks)):
+            pending.append(submit(chunks[next_chunk]))
+            next_chunk += 1
+        while pending:
+            items = pending.popleft()
+            if next_chunk < len(chunks):
+                pending.append(submit(chunks[next_chunk]))
+                next_chunk += 1
+            good: list[int] = []
+            tensors: list[torch.Tensor] = []
+            failures: list[tuple[int, str]] = []
+            for index, future in items:
+                result = future.result()
+                if isinstance(result, ImageError):
+                    if on_error == "raise":
+                        raise result
+                    failures.append((index, str(result)))
+                else:
+                    good.append(index)
+                    tensors.append(result)
+            yield good, tensors, failures
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _group_by_shape(indices: list[int], tensors: list[torch.Tensor]):
+    """Images of different sizes cannot share a batch: run one sub-batch per shape."""
+    groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    for position, tensor in enumerate(tensors):
+        groups[tuple(tensor.shape)].append(position)
+    for positions in groups.values():
+        yield [indices[p] for p in positions], stack_prepared([tensors[p] for p in positions])
+
+
+class _ImagesPerSecondColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("-- img/s" if speed is None else f"{speed:.1f} img/s", style="progress.data.speed")
+
+
+class _NoProgress:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+def _progress_bar(console: Console, show: bool) -> Progress | _NoProgress:
+    if not show:
+        return _NoProgress()
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _ImagesPerSecondColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )

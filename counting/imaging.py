@@ -1,0 +1,81 @@
+"""Image loading: one RGB picture per file, upright, or a one-line ``ImageError`` naming the file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+
+from counting.errors import ImageError
+
+__all__ = ["load_image", "to_rgb"]
+
+# PIL's default is to refuse truncated files; we rely on that to report them, so make sure
+# nobody in the process has switched it on by accident.
+ImageFile.LOAD_TRUNCATED_IMAGES = False
+
+_EXIF_ORIENTATION = 0x0112
+
+
+def load_image(path: str | os.PathLike[str]) -> Image.Image:
+    """Decode ``path`` fully into an RGB ``PIL.Image`` with its EXIF orientation applied.
+
+    Grayscale, 16-bit, palette and alpha images become plain 8-bit RGB. Missing, empty,
+    truncated or non-image files raise :class:`ImageError` with ``"{path}: {problem}"``.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ImageError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    if path.is_dir():
+        raise ImageError(f"{path}: is a folder, not an image file")
+    if size == 0:
+        raise ImageError(f"{path}: file is empty (0 bytes)")
+    try:
+        with Image.open(path) as opened:
+            # load() inside the with-block so the whole file is decoded (and a truncated
+            # file detected) before the handle closes.
+            opened.load()
+            rgb = to_rgb(_upright(opened))
+    except UnidentifiedImageError:
+        raise ImageError(f"{path}: not an image file (unrecognised format)") from None
+    except Image.DecompressionBombError as exc:
+        raise ImageError(f"{path}: image too large ({exc})") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "truncated" in message.lower():
+            message = "image file is truncated"
+        raise ImageError(f"{path}: cannot decode image ({message})") from None
+    return rgb
+
+
+def _upright(image: Image.Image) -> Image.Image:
+    """Apply the EXIF orientation; exif_transpose copies the picture even when upright, which
+    costs more than the decode, so it is only called for the orientations that need it."""
+    orientation = image.getexif().get(_EXIF_ORIENTATION, 1)
+    if orientation in (2, 3, 4, 5, 6, 7, 8):
+        return ImageOps.exif_transpose(image)
+    return image
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """Return ``image`` as 8-bit RGB, rescaling 16/32-bit grayscale instead of clipping it."""
+    if image.mode == "RGB":
+        return image
+    if image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        # PIL's convert("L") clips high-bit-depth values at 255; scale by the mode's range.
+        values = np.asarray(image, dtype=np.float64)
+        peak = 65535.0 if image.mode.startswith("I;16") else max(float(values.max()), 1.0)
+        gray = np.clip(values * (255.0 / peak), 0, 255).astype(np.uint8)
+        return Image.fromarray(gray, mode="L").convert("RGB")
+    if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+        # Transparent pixels go black-on-nothing otherwise; composite on white like viewers do.
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return image.convert("RGB")

@@ -1,0 +1,354 @@
+"""CountingModel: a trained regressor plus everything needed to apply it to new images.
+
+The model file is one ``.npz`` written by ``AGPRegressor.save`` with the counting metadata
+(backbone, preprocessing, ROI mask, grid, dataset, split, metrics, interval calibration) in its
+JSON metadata, so later commands need nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from counting import __version__, defaults
+from counting.errors import CountingError, ModelFileError
+from counting.uncertainty import ConformalInterval
+
+MODEL_KIND = "counting-model"
+FORMAT_VERSION = 1
+
+
+class FeatureDimensionError(CountingError, ValueError):
+    """Features do not have the dimension the model was trained on."""
+
+
+def encode_mask(mask: np.ndarray) -> dict:
+    """Run-length code of a bool mask, small enough for the JSON metadata (ROIs are few runs)."""
+    flat = np.asarray(mask, dtype=bool).ravel()
+    change = np.flatnonzero(flat[1:] != flat[:-1]) + 1
+    bounds = np.concatenate([[0], change, [flat.size]])
+    return {
+        "shape": [int(side) for side in np.shape(mask)],
+        "first": bool(flat[0]) if flat.size else False,
+        "runs": np.diff(bounds).astype(int).tolist(),
+    }
+
+
+def decode_mask(code: dict) -> np.ndarray:
+    """Inverse of :func:`encode_mask`."""
+    runs = np.asarray(code["runs"], dtype=np.int64)
+    first = bool(code["first"])
+    values = np.where(np.arange(runs.size) % 2 == 0, first, not first)
+    mask = np.repeat(values, runs)
+    shape = tuple(int(side) for side in code["shape"])
+    if mask.size != int(np.prod(shape)):
+        raise ValueError(f"ROI mask runs cover {mask.size} pixels, shape {shape} needs {np.prod(shape)}")
+    return mask.reshape(shape)
+
+
+@dataclass
+class CountResult:
+    """Counts for a list of images; rows of failed images are NaN and listed in ``errors``."""
+
+    sources: list[str]
+    counts: np.ndarray  # (n,) or (n, K)
+    low: np.ndarray | None
+    high: np.ndarray | None
+    ok: np.ndarray  # (n,) bool
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class CountingModel:
+    """A fitted ``agp.AGPRegressor`` and how to turn images into its inputs."""
+
+    regressor: Any
+    backbone: str = defaults.BACKBONE
+    backbone_weights_sha256: str | None = None
+    input_size: int | None = defaults.INPUT_SIZE
+    roi_mask: np.ndarray | None = None
+    grid: tuple[int, int] | None = None
+    class_names: list[str] | None = None
+    interval: ConformalInterval | None = None
+    dataset: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+    history: dict = field(default_factory=dict)
+    validation_metrics: dict = field(default_factory=dict)
+    test_metrics: dict = field(default_factory=dict)
+    path: Path | None = None
+    _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    # ------------------------------------------------------------------ file format
+    @property
+    def feature_dim(self) -> int:
+        return int(self.regressor.n_features_in_)
+
+    @property
+    def n_cells(self) -> int:
+        return 1 if self.grid is None else int(self.grid[0] * self.grid[1])
+
+    @property
+    def is_multi_output(self) -> bool:
+        return self.class_names is not None
+
+    @property
+    def name(self) -> str:
+        return str(self.path) if self.path is not None else "model"
+
+    def metadata(self) -> dict:
+        """JSON-ready metadata stored in the model file."""
+        return {
+            "kind": MODEL_KIND,
+            "format_version": FORMAT_VERSION,
+            "counting_version": __version__,
+            "backbone": {"name": self.backbone, "weights_sha256": self.backbone_weights_sha256},
+            "preprocessing": {
+                "input_size": self.input_size,
+                "roi": self.roi_mask is not None,
+                "roi_mask": None if self.roi_mask is None else encode_mask(self.roi_mask),
+            },
+            "grid": None if self.grid is None else list(self.grid),
+            "class_names": self.class_names,
+            "interval": None if self.interval is None else self.interval.to_dict(),
+            "dataset": self.dataset,
+            "training": self.training,
+            "history": self.history,
+            "validation_metrics": self.validation_metrics,
+            "test_metrics": self.test_metrics,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model as one ``.npz`` file (no pickle)."""
+        target = Path(path)
+        if target.parent and not target.parent.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.regressor.save(target, metadata=self.metadata())
+        except OSError as error:
+            raise ModelFileError(f"{target}: cannot write the model ({error.strerror or error})") from None
+        # np.savez appends ".npz" when the name lacks it; report the file that exists.
+        written = target if target.exists() else target.with_name(target.name + ".npz")
+        self.path = written
+        return written
+
+    @classmethod
+    def load(cls, path: str | Path) -> CountingModel:
+        """Read a model written by :meth:`save`; anything else -> ModelFileError naming the file."""
+        from agp import AGPRegressor
+
+        source = Path(path)
+        if not source.is_file():
+            raise ModelFileError(f"{source}: model file not found")
+        try:
+            regressor = AGPRegressor.load(source)
+        except Exception as error:  # noqa: BLE001 - any failure to parse means "not a model file"
+            detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ModelFileError(f"{source}: not a counting model file ({detail})") from None
+        metadata = getattr(regressor, "metadata_", None) or {}
+        if not isinstance(metadata, dict) or metadata.get("kind") != MODEL_KIND:
+            raise ModelFileError(
+                f"{source}: an AGP regressor file without counting metadata, not a counting model"
+            )
+        version = metadata.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise ModelFileError(
+                f"{source}: counting model format version {version!r} is newer than this "
+                f"version of counting reads ({FORMAT_VERSION}); upgrade counting"
+            )
+        try:
+            preprocessing = metadata["preprocessing"]
+            mask_code = preprocessing.get("roi_mask")
+            interval = metadata.get("interval")
+            grid = metadata.get("grid")
+            model = cls(
+                regressor=regressor,
+                backbone=metadata["backbone"]["name"],
+                backbone_weights_sha256=metadata["backbone"].get("weights_sha256"),
+                input_size=preprocessing.get("input_size"),
+                roi_mask=None if mask_code is None else decode_mask(mask_code),
+                grid=None if grid is None else (int(grid[0]), int(grid[1])),
+                class_names=metadata.get("class_names"),
+                interval=None if interval is None else ConformalInterval.from_dict(interval),
+                dataset=metadata.get("dataset") or {},
+                training=metadata.get("training") or {},
+                history=metadata.get("history") or {},
+                validation_metrics=metadata.get("validation_metrics") or {},
+                test_metrics=metadata.get("test_metrics") or {},
+                path=source,
+            )
+        except ModelFileError as error:
+            raise ModelFileError(f"{source}: {error}") from None
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            raise ModelFileError(f"{source}: malformed counting metadata ({error})") from None
+        return model
+
+    # ------------------------------------------------------------------ features -> counts
+    def check_features(self, features: np.ndarray, source: str = "features") -> np.ndarray:
+        """Validate ``(n, D)`` or ``(n, cells, D)`` features against the model; returns float array."""
+        array = np.asarray(features, dtype=float)
+        if array.ndim not in (2, 3):
+            raise FeatureDimensionError(
+                f"{source}: expected features shaped (n, {self.feature_dim}), got {array.shape}"
+            )
+        if array.shape[-1] != self.feature_dim:
+            raise FeatureDimensionError(
+                f"{source}: features have {array.shape[-1]} dimensions but {self.name} expects "
+                f"{self.feature_dim} ({self.backbone} descriptors)"
+            )
+        if self.grid is not None and array.ndim == 3 and array.shape[1] != self.n_cells:
+            raise FeatureDimensionError(
+                f"{source}: features have {array.shape[1]} tiles per image but {self.name} was "
+                f"trained on a {self.grid[0]}x{self.grid[1]} grid"
+            )
+        if self.grid is not None and array.ndim == 2:
+            raise FeatureDimensionError(
+                f"{source}: whole-frame features, but {self.name} counts on a "
+                f"{self.grid[0]}x{self.grid[1]} grid of tiles (extract them with --grid)"
+            )
+        return array
+
+    def predict_features(self, features: np.ndarray, source: str = "features") -> np.ndarray:
+        """Counts from descriptors: per-tile predictions summed per frame, clipped at 0.
+
+        Rows containing NaN (images that failed to load) give NaN counts.
+        """
+        array = self.check_features(features, source)
+        n_images = array.shape[0]
+        rows = array.reshape(-1, self.feature_dim)
+        finite = np.isfinite(rows).all(axis=1)
+        n_outputs = len(self.class_names) if self.class_names else 1
+        predicted = np.full((rows.shape[0], n_outputs), np.nan)
+        if finite.any():
+            values = np.asarray(self.regressor.predict(rows[finite]), dtype=float)
+            predicted[finite] = values.reshape(-1, n_outputs)
+        per_image = predicted.reshape(n_images, -1, n_outputs).sum(axis=1)
+        # Sum first, clip after: clipping each tile would bias sparse tiles upwards.
+        counts = np.clip(per_image, 0.0, None)
+        return counts if self.is_multi_output else counts[:, 0]
+
+    def intervals(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+        """Calibrated ``(low, high)`` for predicted counts, or ``(None, None)`` when uncalibrated."""
+        if self.interval is None:
+            return None, None
+        return self.interval.interval(counts)
+
+    # ------------------------------------------------------------------ images -> counts
+    def preprocessing(self) -> Any:
+        """The model's Preprocessing (one object per model: it caches the resized ROI masks)."""
+        if "preprocessing" not in self._backbone_cache:
+            from counting.backbones import Preprocessing
+
+            self._backbone_cache["preprocessing"] = Preprocessing(
+                input_size=self.input_size, roi_mask=self.roi_mask
+            )
+        return self._backbone_cache["preprocessing"]
+
+    def get_backbone(self, weights: str | Path | None = None) -> Any:
+        """The backbone the model was trained with (loaded once per model object)."""
+        key = str(weights)
+        if key not in self._backbone_cache:
+            from counting.backbones import get_backbone
+
+            backbone = get_backbone(self.backbone, weights=weights)
+            expected = self.backbone_weights_sha256
+            actual = getattr(backbone, "weights_sha256", None)
+            if expected and actual and expected != actual:
+                raise ModelFileError(
+                    f"{self.name}: trained with {self.backbone} weights {expected[:12]}…, "
+                    f"but the weights loaded are {actual[:12]}…; pass the original weights file"
+                )
+            self._backbone_cache[key] = backbone
+        return self._backbone_cache[key]
+
+    def count_paths(
+        self,
+        paths: Sequence[str | Path],
+        cache: Any = None,
+        weights: str | Path | None = None,
+        batch_size: int = defaults.BATCH_SIZE,
+        progress: bool = False,
+    ) -> CountResult:
+        """Count image files; unreadable images are skipped and reported in ``errors``."""
+        from counting.features import extract_features
+
+        backbone = self.get_backbone(weights)
+        feature_set = extract_features(
+            list(paths),
+            backbone,
+            self.preprocessing(),
+            grid=self.grid,
+            cache=cache,
+            batch_size=batch_size,
+            progress=progress,
+            on_error="skip",
+        )
+        counts = self.predict_features(feature_set.features)
+        low, high = self.intervals(counts)
+        return CountResult(
+            sources=[str(path) for path in paths],
+            counts=counts,
+            low=low,
+            high=high,
+            ok=np.asarray(feature_set.ok, dtype=bool),
+            errors=dict(feature_set.errors),
+        )
+
+    def prepare_image(self, image: Any, weights: str | Path | None = None, source: str | None = None) -> Any:
+        """Network input ``(3, H, W)`` for one in-memory image (PIL or RGB array).
+
+        Separate from :meth:`count_prepared` so a video reader thread can prepare the next
+        frames while the current batch runs through the network.
+        """
+        return self.get_backbone(weights).prepare(image, self.preprocessing(), source)
+
+    def count_prepared(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
+        """Counts for prepared inputs of one shape: one forward pass for the batch."""
+        import torch
+
+        backbone = self.get_backbone(weights)
+        batch = torch.stack(list(tensors))
+        if self.grid is None:
+            features = np.asarray(backbone.forward(batch))
+        else:
+            features = np.asarray(backbone.forward_grid(batch, grid=self.grid))
+        return self.predict_features(features, source="frames")
+
+    def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
+        """Counts for in-memory images (PIL images or RGB arrays of one size, e.g. video frames)."""
+        if len(images) == 0:
+            return np.zeros((0, len(self.class_names))) if self.class_names else np.zeros(0)
+        return self.count_prepared([self.prepare_image(image, weights) for image in images], weights)
+
+    def summary(self) -> dict:
+        """Short description for the CLI."""
+        return {
+            "backbone": self.backbone,
+            "input_size": self.input_size,
+            "roi": self.roi_mask is not None,
+            "grid": None if self.grid is None else f"{self.grid[0]}x{self.grid[1]}",
+            "kernel": self.training.get("kernel"),
+            "n_centers": self.training.get("n_centers"),
+            "dataset": self.dataset.get("name"),
+            "split": self.dataset.get("split"),
+            "interval": None if self.interval is None else self.interval.level,
+        }
+
+
+def default_model_path() -> Path:
+    """The shipped model: ``models/default.npz`` in a checkout, or the installed data files."""
+    import sys
+
+    checkout = Path(__file__).resolve().parents[1] / "models" / "default.npz"
+    if checkout.is_file():
+        return checkout
+    installed = Path(sys.prefix) / "share" / "counting" / "models" / "default.npz"
+    return installed if installed.is_file() else checkout
+
+
+def load_model(path: str | Path | None = None) -> CountingModel:
+    """Load ``path``, or the shipped default model when ``path`` is None."""
+    return CountingModel.load(default_model_path() if path is None else path)

@@ -1,0 +1,355 @@
+"""Training pipeline: dataset -> descriptors (cached) -> AGP regressor -> CountingModel.
+
+The train split is divided into a part the regressor is fitted on and a calibration part it
+never sees; the calibration part gives the model's validation figures and the split-conformal
+count interval. With a grid, the regressor learns per-tile counts (from the head dots) from
+per-tile descriptors of one forward pass, and a frame's count is the sum over its tiles.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from counting import defaults
+from counting.errors import CountingError, DatasetError
+from counting.model import CountingModel
+
+CALIBRATION_MODES = ("auto", "tail", "blocks", "random", "none")
+# Frames per contiguous block of the "blocks" calibration hold-out.
+CALIBRATION_BLOCK = 10
+# Frames per run dealt to the cross-validation folds on sequences (None: one run per fold).
+CV_BLOCK: int | None = 10
+
+
+class TrainingError(CountingError, ValueError):
+    """The regressor cannot be fitted with these settings on this data (e.g. too few rows)."""
+
+
+@dataclass
+class TrainingConfig:
+    """Everything that decides a training run (recorded in the model file)."""
+
+    backbone: str = defaults.BACKBONE
+    weights: str | None = None
+    input_size: int | None = defaults.INPUT_SIZE
+    grid: tuple[int, int] | None = defaults.GRID
+    whole_frame_rows: bool = defaults.WHOLE_FRAME_ROWS
+    use_roi: bool = True
+    kernel: str = defaults.KERNEL
+    n_centers: int = defaults.N_CENTERS
+    n_validation: int | None = None  # None: defaults.N_VALIDATION, fewer on small training sets
+    max_epochs: int | None = None  # None: the regressor's default
+    interval_level: float = defaults.INTERVAL_LEVEL
+    calibration: str = "auto"  # auto = tail for sequences, random otherwise
+    calibration_fraction: float = defaults.CALIBRATION_FRACTION
+    min_calibration: int = defaults.MIN_CALIBRATION
+    seed: int = defaults.SEED
+    batch_size: int = defaults.BATCH_SIZE
+
+    def record(self) -> dict:
+        """JSON-ready copy for the model file (the weights path is machine-specific: name only)."""
+        data = asdict(self)
+        data["grid"] = None if self.grid is None else list(self.grid)
+        data["weights"] = None if self.weights is None else Path(self.weights).name
+        return data
+
+
+def calibration_split(
+    indices: np.ndarray, mode: str, fraction: float, minimum: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ``(fit, calibration)`` of the train samples.
+
+    ``tail`` holds out the last frames of a sequence: neighbouring frames are near copies, so a
+    random hold-out would be scored almost in-sample and the interval would come out too narrow.
+    """
+    n = len(indices)
+    positions = np.arange(n)
+    if mode == "none":
+        return positions, positions[:0]
+    size = max(int(minimum), int(round(fraction * n)))
+    if size >= n:
+        raise DatasetError(
+            f"train split: {n} samples are too few to hold out {size} for interval calibration "
+            "(use more training images or --calibration none)"
+        )
+    if mode == "tail":
+        order = np.argsort(indices, kind="stable")
+        return np.sort(order[: n - size]), np.sort(order[n - size :])
+    if mode == "blocks":
+        # Whole runs of neighbouring frames spread over the sequence: representative of all of
+        # it (unlike the tail) and, but for block edges, not next to a fitted frame (unlike random).
+        order = np.argsort(indices, kind="stable")
+        blocks = [order[k : k + CALIBRATION_BLOCK] for k in range(0, n, CALIBRATION_BLOCK)]
+        chosen: list[np.ndarray] = []
+        for b in np.random.default_rng(seed).permutation(len(blocks)):
+            if sum(len(c) for c in chosen) >= size:
+                break
+            chosen.append(blocks[b])
+        held = np.sort(np.concatenate(chosen))
+        return np.setdiff1d(positions, held), held
+    if mode == "random":
+        held = np.random.default_rng(seed).choice(n, size=size, replace=False)
+        return np.setdiff1d(positions, held), np.sort(held)
+    raise ValueError(f"calibration {mode!r}: expected one of {', '.join(CALIBRATION_MODES)}")
+
+
+def image_sizes(paths: list[Path]) -> list[tuple[int, int]]:
+    """(H, W) of each image from its header (no decoding)."""
+    from PIL import Image
+
+    sizes = []
+    for path in paths:
+        with Image.open(path) as image:
+            width, height = image.size
+        sizes.append((height, width))
+    return sizes
+
+
+def make_regressor(config: TrainingConfig, n_rows: int, log: Callable[[str], None] | None = None) -> Any:
+    """An AGPRegressor for ``n_rows`` training rows, passing only parameters it accepts."""
+    from agp import AGPRegressor
+
+    n_validation = config.n_validation
+    if n_validation is None:
+        # Keep the paper's 100 validation rows when there is room, fewer on small sets.
+        n_validation = int(min(defaults.N_VALIDATION, max(5, n_rows // 5)))
+    wanted: dict[str, Any] = {
+        "n_centers": config.n_centers,
+        "kernel": config.kernel,
+        "n_validation": n_validation,
+        "random_state": config.seed,
+    }
+    if config.max_epochs is not None:
+        wanted["max_epochs"] = config.max_epochs
+    accepted = inspect.signature(AGPRegressor.__init__).parameters
+    if log is not None and "callback" in accepted:
+        wanted["callback"] = _epoch_logger(log)
+    return AGPRegressor(**{key: value for key, value in wanted.items() if key in accepted})
+
+
+def _epoch_logger(log: Callable[[str], None]) -> Callable[[int, float, float], None]:
+    """Live line per epoch (epoch 0 is the regressor's grid-search start)."""
+
+    def on_epoch(epoch: int, train_loss: float, val_loss: float) -> None:
+        label = "grid start" if epoch == 0 else f"epoch {epoch:>4}"
+        log(f"{label:>10}  train loss {train_loss:10.4f}  validation loss {val_loss:10.4f}")
+
+    return on_epoch
+
+
+def _json_history(regressor: Any) -> dict:
+    history = getattr(regressor, "history_", None) or {}
+    return {key: [float(value) for value in values] for key, values in history.items()}
+
+
+def cv_folds(
+    indices: np.ndarray, n_folds: int, contiguous: bool, seed: int, block: int | None = None
+) -> list[np.ndarray]:
+    """Positions of each cross-validation fold.
+
+    Sequences (``contiguous``): runs of ``block`` consecutive frames dealt to the folds in turn
+    (``block=None``: one run per fold), so a frame's near-identical neighbours are mostly in the
+    same fold instead of the fitted part. Otherwise a seeded random partition.
+    """
+    n = len(indices)
+    if n < 2 * n_folds:
+        raise DatasetError(f"train split: {n} samples are too few for {n_folds}-fold calibration")
+    if not contiguous:
+        return [np.sort(fold) for fold in np.array_split(np.random.default_rng(seed).permutation(n), n_folds)]
+    order = np.argsort(indices, kind="stable")
+    if block is None:
+        return [np.sort(fold) for fold in np.array_split(order, n_folds)]
+    fold_of = (np.arange(n) // block) % n_folds
+    return [np.sort(order[fold_of == k]) for k in range(n_folds)]
+
+
+class _Design:
+    """Turns a set of train images into regressor rows: descriptors and counts, or per-tile
+    descriptors and per-tile counts (plus optional whole-frame rows) with a grid."""
+
+    def __init__(
+        self, features: np.ndarray, counts: np.ndarray, tiles: np.ndarray | None, whole: np.ndarray | None
+    ) -> None:
+        self.features, self.counts, self.tiles, self.whole = features, counts, tiles, whole
+
+    def rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.tiles is None:
+            return self.features[positions], self.counts[positions]
+        X = self.features[positions].reshape(-1, self.features.shape[-1])
+        y = self.tiles[positions].reshape(-1)
+        if self.whole is not None:
+            X = np.concatenate([X, self.whole[positions]])
+            y = np.concatenate([y, self.counts[positions]])
+        return X, y
+
+
+def _fit_regressor(
+    config: TrainingConfig, X: np.ndarray, y: np.ndarray, root: Any, log: Callable[[str], None] | None
+) -> Any:
+    regressor = make_regressor(config, len(X), log)
+    try:
+        regressor.fit(X, y)
+    except ValueError as error:
+        # agp reports bad settings for the data (more centres than rows, ...) as ValueError.
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise TrainingError(f"{root}: cannot fit the regressor on {len(X)} rows ({detail})") from None
+    if hasattr(regressor, "callback"):
+        # The logger is a closure over the console: not part of the model (nor JSON-able).
+        regressor.callback = None
+    return regressor
+
+
+def train_model(
+    dataset: Any,
+    config: TrainingConfig | None = None,
+    cache: Any = None,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+    split: str | None = None,
+) -> CountingModel:
+    """Fit a CountingModel on the train split of ``dataset`` (a loaded CountingDataset).
+
+    Calibration (``config.calibration``): ``cv`` fits the regressor on all train images and
+    calibrates the interval on out-of-fold predictions of every train image (K extra fits);
+    ``tail`` / ``blocks`` / ``random`` hold a part out of the fit; ``none`` skips the interval.
+    ``split`` is the split string the dataset was loaded with, recorded in the model file.
+    """
+    from counting.backbones import Preprocessing, get_backbone
+    from counting.evaluation import crowd_metrics, voc_metrics
+    from counting.features import extract_features
+    from counting.tiles import tile_count_matrix
+    from counting.uncertainty import ConformalInterval, choose_scale
+
+    config = config or TrainingConfig()
+    train = dataset.subset("train")
+    samples = list(train.samples)
+    if not samples:
+        raise DatasetError(f"{dataset.root}: the train split of {dataset.name} is empty")
+    is_sequence = dataset.name in defaults.SEQUENCE_DATASETS
+    multi_output = dataset.class_names is not None
+    roi_mask = dataset.roi_mask if config.use_roi else None
+    if config.grid is not None:
+        missing = next((s for s in samples if s.dots is None), None)
+        if missing is not None:
+            raise DatasetError(
+                f"{missing.path}: no head dots for this image; a --grid needs per-tile counts from dots"
+            )
+        if multi_output:
+            raise DatasetError(
+                f"{dataset.root}: a --grid needs head dots, which {dataset.name} does not have"
+            )
+
+    backbone = get_backbone(config.backbone, weights=config.weights)
+    preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
+    paths = [sample.path for sample in samples]
+
+    def extract(grid: tuple[int, int] | None) -> np.ndarray:
+        return extract_features(
+            paths,
+            backbone,
+            preprocessing,
+            grid=grid,
+            cache=cache,
+            batch_size=config.batch_size,
+            progress=progress,
+            on_error="raise",
+        ).features
+
+    features = extract(config.grid)
+    counts = np.asarray(train.counts, dtype=float)
+    indices = np.array([sample.index for sample in samples])
+    tiles = whole = None
+    if config.grid is not None:
+        tiles = tile_count_matrix(
+            [sample.dots for sample in samples], image_sizes(paths), config.grid, roi_mask
+        )
+        whole = extract(None) if config.whole_frame_rows else None
+    design = _Design(features, counts, tiles, whole)
+
+    mode = config.calibration
+    if mode == "auto":
+        mode = "cv"
+    if mode == "cv":
+        fit = np.arange(len(samples))
+        folds = cv_folds(indices, defaults.CALIBRATION_FOLDS, is_sequence, config.seed, CV_BLOCK)
+        held = fit
+    else:
+        fit, held = calibration_split(
+            indices, mode, config.calibration_fraction, config.min_calibration, config.seed
+        )
+        folds = []
+
+    X, y = design.rows(fit)
+    if log is not None:
+        cells = "" if config.grid is None else f" x {config.grid[0]}x{config.grid[1]} tiles"
+        log(
+            f"fitting {config.kernel} AGP with {config.n_centers} centres on {len(X)} rows "
+            f"({len(fit)} images{cells})"
+        )
+    regressor = _fit_regressor(config, X, y, dataset.root, log)
+
+    model = CountingModel(
+        regressor=regressor,
+        backbone=backbone.name,
+        backbone_weights_sha256=getattr(backbone, "weights_sha256", None),
+        input_size=config.input_size,
+        roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
+        grid=config.grid,
+        class_names=list(dataset.class_names) if multi_output else None,
+        dataset={
+            "name": dataset.name,
+            "root": str(dataset.root),
+            "split": split or str(getattr(dataset, "split", None) or "standard"),
+            "n_train": len(samples),
+            "n_fit": int(len(fit)),
+            "n_calibration": int(len(held)),
+            "calibration": f"cv{len(folds)}" if mode == "cv" else mode,
+            "train_indices": [int(indices.min()), int(indices.max())] if len(indices) else None,
+        },
+        training=config.record()
+        | {
+            "n_rows": int(len(X)),
+            "n_validation_rows": int(getattr(regressor, "n_validation", 0) or 0),
+            "best_epoch": _best_epoch(regressor),
+        },
+        history=_json_history(regressor),
+    )
+    if not len(held):
+        return model
+    if mode == "cv":
+        if log is not None:
+            log(f"calibrating the interval on out-of-fold predictions ({len(folds)} folds)")
+        predicted = np.zeros_like(counts)
+        for fold in folds:
+            rest = np.setdiff1d(fit, fold)
+            fold_model = CountingModel(
+                regressor=_fit_regressor(config, *design.rows(rest), dataset.root, None),
+                grid=config.grid,
+                class_names=model.class_names,
+            )
+            predicted[fold] = fold_model.predict_features(features[fold])
+        where = f"out-of-fold predictions of {len(held)} train images ({len(folds)} folds"
+        where += ", runs of consecutive frames)" if is_sequence else ")"
+    else:
+        predicted = model.predict_features(features[held])
+        where = f"{len(held)} held-out train images ({mode})"
+    truth = counts[held]
+    model.validation_metrics = (
+        voc_metrics(truth, predicted, model.class_names) if multi_output else crowd_metrics(truth, predicted)
+    )
+    model.validation_metrics["on"] = where
+    scale, widths = choose_scale(truth, predicted, level=config.interval_level, seed=config.seed)
+    model.interval = ConformalInterval.fit(truth, predicted, level=config.interval_level, scale=scale)
+    model.training["interval_scale_widths"] = widths
+    return model
+
+
+def _best_epoch(regressor: Any) -> int | None:
+    value = getattr(regressor, "best_epoch_", None)
+    return None if value is None else int(value)

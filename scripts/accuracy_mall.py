@@ -1,0 +1,360 @@
+"""Accuracy study on Mall: which input size, grid, layout, regressor and smoothing count best.
+
+Protocol (nothing is chosen on the test frames):
+  * split: train frames 1-600, test frames 601-800;
+  * selection: every candidate is fitted on frames 1-450 and scored on 451-600 (the last quarter
+    of the train range, held out as a block because neighbouring frames are near copies); the
+    candidate with the lowest validation MAE is chosen, then the smoothing window on its
+    validation predictions;
+  * final: the chosen candidate and a fixed list of reference candidates, declared below before
+    any test figure was seen, are refitted on 1-600 and scored once on 601-800;
+  * intervals: the chosen candidate fitted on 1-510, split-conformal calibration on 511-600
+    (the tail, as `counting train` does), coverage and mean width on 601-800 per scale.
+
+Run in the background (CPU is shared), features come from the cache:
+
+    COUNTING_CACHE_DIR=/work/cache timeout 3000 python scripts/accuracy_mall.py --out out/accuracy-mall
+
+Prints every figure and writes ``study.json`` and ``study.md`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from counting.comparison import ComparisonData, _feature_rows, holdout, load_comparison_data, run_feature_method, score
+from counting.features import FeatureCache
+from counting.peers import make_peer
+from counting.smoothing import smooth_counts
+from counting.uncertainty import SCALES, ConformalInterval, choose_scale
+
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", module="sklearn")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration: descriptors (input size, grid, ROI), layout and regressor."""
+
+    method: str
+    layout: str  # frame | tiles | tiles+frame | pyramid
+    input_size: int | None
+    grid: tuple[int, int] | None = None
+    roi: bool = True
+    n_centers: int = 25
+
+    @property
+    def name(self) -> str:
+        size = self.input_size or "native"
+        grid = "" if self.grid is None or self.layout == "frame" else f" {self.grid[0]}x{self.grid[1]}"
+        roi = "" if self.roi else " no-ROI"
+        centres = f" N={self.n_centers}" if self.method.startswith(("agp", "center", "sparse")) else ""
+        return f"{self.method}{centres} · {self.layout}{grid} · {size}{roi}"
+
+
+def size_text(size: int | None) -> str:
+    return "native" if size is None else str(size)
+
+
+class Study:
+    """Loads (cached) descriptors once per setting and scores candidates on a split."""
+
+    def __init__(self, dataset: str, root: Path, split: str, cache: FeatureCache, holdout_fraction: float, seed: int):
+        self.dataset, self.root, self.split, self.cache = dataset, root, split, cache
+        self.holdout_fraction, self.seed = holdout_fraction, seed
+        self._data: dict[tuple, ComparisonData] = {}
+
+    def data(self, candidate: Candidate) -> ComparisonData:
+        key = (candidate.input_size, candidate.grid if candidate.layout != "frame" else None, candidate.roi)
+        if key not in self._data:
+            self._data[key] = load_comparison_data(
+                self.dataset, self.root, split=self.split, input_size=key[0], grid=key[1], use_roi=key[2],
+                cache=self.cache,
+            )
+        return self._data[key]
+
+    def run(self, candidate: Candidate, validation: bool, window: int = 0):
+        data = self.data(candidate)
+        if validation:
+            data = holdout(data, self.holdout_fraction, self.seed)
+        return run_feature_method(data, candidate.method, candidate.layout, candidate.n_centers, self.seed, window), data
+
+
+def print_row(tag: str, candidate: Candidate, result) -> None:
+    if result.status != "ok":
+        print(f"{tag:10s} {candidate.name:55s} {result.status}: {result.note}", flush=True)
+        return
+    m = result.metrics
+    smoothed = f" smoothed MAE {m['smoothed_mae']:.3f}" if "smoothed_mae" in m else ""
+    print(f"{tag:10s} {candidate.name:55s} MAE {m['mae']:.3f} RMSE {m['rmse']:.3f}{smoothed} "
+          f"fit {result.fit_seconds:.1f}s", flush=True)
+
+
+def select(study: Study, candidates: list[Candidate], log: list[dict]) -> tuple[Candidate, float]:
+    """Score every candidate on the validation hold-out; return the lowest MAE."""
+    best, best_mae = None, np.inf
+    for candidate in candidates:
+        result, _ = study.run(candidate, validation=True)
+        print_row("validation", candidate, result)
+        log.append({"stage": "validation", "candidate": candidate.name, **result.row()})
+        if result.status == "ok" and result.metrics["mae"] < best_mae:
+            best, best_mae = candidate, result.metrics["mae"]
+    print(f"chosen on validation: {best.name} (MAE {best_mae:.3f})", flush=True)
+    return best, best_mae
+
+
+def choose_window(study: Study, candidate: Candidate, windows: list[int], log: list[dict]) -> int:
+    """Smoothing window with the lowest validation MAE of the chosen candidate (sequences only)."""
+    result, data = study.run(candidate, validation=True)
+    best_window, best_mae = 1, np.inf
+    for window in windows:
+        figures = score(data.test_counts, smooth_counts(result.predictions, window), data.test_indices)
+        print(f"validation smoothing window {window:3d}: MAE {figures['mae']:.3f}", flush=True)
+        log.append({"stage": "smoothing", "candidate": candidate.name, "window": window, **figures})
+        if figures["mae"] < best_mae - 1e-9:
+            best_window, best_mae = window, figures["mae"]
+    return best_window
+
+
+def final(study: Study, candidates: list[Candidate], window: int, log: list[dict]) -> None:
+    for candidate in candidates:
+        result, _ = study.run(candidate, validation=False, window=window)
+        print_row("test", candidate, result)
+        log.append({"stage": "test", "candidate": candidate.name, "window": window, **result.row()})
+
+
+def intervals(study: Study, candidate: Candidate, level: float, calibration_fraction: float, log: list[dict]) -> None:
+    """Split conformal: fit on the train part less a calibration hold-out, cover the test part."""
+    data = study.data(candidate)
+    calibration = holdout(data, calibration_fraction, study.seed)
+    X, y, predict_calibration = _feature_rows(calibration, candidate.layout)
+    model = make_peer(candidate.method, candidate.n_centers, study.seed, X.shape[1], len(X)).fit(X, y)
+    calibration_pred = predict_calibration(model)
+    test_pred = _feature_rows(data, candidate.layout)[2](model)
+    chosen_scale, widths = choose_scale(calibration.test_counts, calibration_pred, level=level, seed=study.seed)
+    print(f"interval scale chosen on the calibration frames: {chosen_scale} (half-split widths "
+          + ", ".join(f"{k} {v:.2f}" for k, v in widths.items()) + ")", flush=True)
+    for scale in SCALES:
+        interval = ConformalInterval.fit(calibration.test_counts, calibration_pred, level=level, scale=scale)
+        figures = interval.evaluate(data.test_counts, test_pred)
+        print(f"interval {scale:8s} level {level:.2f} on {len(calibration.test_counts)} calibration images: "
+              f"test coverage {figures['coverage']:.3f}, mean width {figures['mean_width']:.2f}, "
+              f"test MAE {np.mean(np.abs(test_pred - data.test_counts)):.3f}", flush=True)
+        log.append({"stage": "interval", "candidate": candidate.name, "n_calibration": len(calibration.test_counts),
+                    "chosen_scale": chosen_scale, **figures})
+
+
+def crop_descriptors(paths: list[Path], backbone, input_size: int, grid: tuple[int, int],
+                     roi_mask: np.ndarray | None, store: Path) -> np.ndarray:
+    """One forward pass per tile: each cell cropped from the frame (the cells of
+    ``counting.tiles``), resized to ``input_size`` and encoded on its own. ``(n, cells, 1000)``,
+    kept in ``store`` (.npy) because it costs ``cells`` passes per frame."""
+    from PIL import Image
+
+    from counting.backbones import Preprocessing
+
+    if store.exists():
+        return np.load(store)
+    rows, cols = grid
+    out = np.zeros((len(paths), rows * cols, backbone.feature_dim), dtype=np.float32)
+    preps: dict[int, Preprocessing] = {}
+    for index, path in enumerate(paths):
+        with Image.open(path) as opened:
+            image = opened.convert("RGB")
+        width, height = image.size
+        tensors = []
+        for cell in range(rows * cols):
+            r, c = divmod(cell, cols)
+            box = (round(c * width / cols), round(r * height / rows), round((c + 1) * width / cols),
+                   round((r + 1) * height / rows))
+            if cell not in preps:
+                mask = None if roi_mask is None else roi_mask[box[1]:box[3], box[0]:box[2]]
+                preps[cell] = Preprocessing(input_size=input_size, roi_mask=mask)
+            tensors.append(backbone.prepare(image.crop(box), preps[cell]))
+        import torch
+
+        out[index] = backbone.forward(torch.stack(tensors))
+    store.parent.mkdir(parents=True, exist_ok=True)
+    np.save(store, out)
+    return out
+
+
+def speed(root: Path, sizes: list[int | None], grids: list[tuple[int, int]], n_frames: int = 12) -> list[dict]:
+    """Frames/s of descriptor extraction for 640x480 frames, one frame at a time (as in video):
+    one pass (whole frame, and pooled per cell for each grid) against one pass per tile crop."""
+    import torch
+
+    from counting.backbones import Preprocessing, get_backbone
+    from counting.datasets import load_dataset
+    from counting.imaging import load_image
+
+    from counting.features.extract import configure_torch_threads
+
+    configure_torch_threads()
+    dataset = load_dataset("mall", root, split="train=1-600,test=601-800")
+    backbone = get_backbone("efficientnet-lite0")
+    frames = [load_image(path) for path in dataset.paths[:n_frames]]
+    roi = dataset.roi_mask
+    rows = []
+
+    def timed(label: str, size: int | None, run) -> None:
+        run(frames[0])  # warm-up (tracing, allocation)
+        started = time.perf_counter()
+        for frame in frames:
+            run(frame)
+        fps = len(frames) / (time.perf_counter() - started)
+        rows.append({"stage": "speed", "candidate": label, "input_size": size, "fps": fps})
+        print(f"speed {label:45s} {fps:6.1f} frames/s", flush=True)
+
+    for size in sizes:
+        prep = Preprocessing(input_size=size, roi_mask=roi)
+        timed(f"one pass, whole frame @ {size_text(size)}", size,
+              lambda f: backbone.forward(backbone.prepare(f, prep)[None]))
+        for grid in grids:
+            def cells_and_frame(frame, grid=grid, prep=prep):
+                feature_map = backbone.feature_map(backbone.prepare(frame, prep)[None])
+                with torch.inference_mode():
+                    cells = torch.nn.functional.adaptive_avg_pool2d(feature_map, grid).flatten(2).transpose(1, 2)
+                    return backbone.head(torch.cat([feature_map.mean(dim=(2, 3))[:, None], cells], dim=1))
+
+            timed(f"one pass, {grid[0]}x{grid[1]} cells + frame @ {size_text(size)}", size, cells_and_frame)
+    for grid in grids[:2]:
+        def per_tile(frame, grid=grid):
+            width, height = frame.size
+            crops = []
+            for cell in range(grid[0] * grid[1]):
+                r, c = divmod(cell, grid[1])
+                box = (round(c * width / grid[1]), round(r * height / grid[0]),
+                       round((c + 1) * width / grid[1]), round((r + 1) * height / grid[0]))
+                crops.append(backbone.prepare(frame.crop(box), Preprocessing(input_size=224)))
+            return backbone.forward(torch.stack(crops))
+
+        timed(f"one pass per tile crop, {grid[0]}x{grid[1]} crops @ 224 each", 224, per_tile)
+    return rows
+
+
+def write(out: Path, log: list[dict], header: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "study.json").write_text(json.dumps(log, indent=2) + "\n", encoding="utf-8")
+    lines = [header, "", "| stage | candidate | MAE | RMSE | smoothed MAE | coverage | width | fit s | frames/s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for entry in log:
+        def cell(key: str, digits: int = 3) -> str:
+            value = entry.get(key)
+            return "" if value is None else (f"{value:.{digits}f}" if isinstance(value, float) else str(value))
+
+        name = entry.get("candidate", "") + (f" (window {entry['window']})" if entry["stage"] == "smoothing" else "")
+        name += f" ({entry['scale']})" if entry["stage"] == "interval" else ""
+        lines.append(f"| {entry['stage']} | {name} | {cell('mae')} | {cell('rmse')} | {cell('smoothed_mae')} | "
+                     f"{cell('coverage')} | {cell('mean_width', 2)} | {cell('fit_seconds', 1)} | {cell('fps', 1)} |")
+    (out / "study.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def grid_of(text: str) -> tuple[int, int]:
+    rows, cols = text.lower().split("x")
+    return int(rows), int(cols)
+
+
+def crops_study(args: argparse.Namespace) -> None:
+    """Validation and test MAE of per-tile crops against one pass pooled per cell (same grid)."""
+    from counting.backbones import get_backbone
+    from counting.datasets import load_dataset
+
+    grid = grid_of(args.crops)
+    cache = FeatureCache(args.cache_dir)
+    study = Study("mall", args.root, "train=1-600,test=601-800", cache, 0.25, 0)
+    one_pass = study.data(Candidate("ridge", "pyramid", 224, grid))
+    dataset = load_dataset("mall", args.root, split="train=1-600,test=601-800")
+    store = cache.directory / f"tile-crops-mall-224-{grid[0]}x{grid[1]}.npy"
+    crops = crop_descriptors(dataset.subset("train").paths + dataset.subset("test").paths,
+                             get_backbone("efficientnet-lite0"), 224, grid, dataset.roi_mask, store)
+    n_train = len(one_pass.train_counts)
+    cropped = ComparisonData(**{**one_pass.__dict__, "train_tile_features": crops[:n_train],
+                                "test_tile_features": crops[n_train:]})
+    log: list[dict] = []
+    for label, data in (("one pass", one_pass), ("tile crops", cropped)):
+        for method, layout in (("ridge", "pyramid"), ("agp-univariate", "tiles"), ("gp", "pyramid")):
+            for stage, part in (("validation", holdout(data, 0.25, 0)), ("test", data)):
+                result = run_feature_method(part, method, layout, 25, 0, 5)
+                name = f"{method} · {layout} {grid[0]}x{grid[1]} · 224 · {label}"
+                print_row(stage, Candidate(method, layout, 224, grid), result)
+                log.append({"stage": stage, "candidate": name, **result.row()})
+    write(args.out, log, f"# Mall: one pass pooled per cell vs one pass per tile crop ({args.crops})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/mall-train")
+    parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--sizes", default="224,320,native", help="input sizes (short side) to compare")
+    parser.add_argument("--grids", default="2x2,3x3,4x4")
+    parser.add_argument("--out", type=Path, default=Path("out/accuracy-mall"))
+    parser.add_argument("--quick", action="store_true", help="ridge and AGP only, no exact GP on pyramids")
+    parser.add_argument("--speed", action="store_true", help="only measure frames/s of each descriptor setting")
+    parser.add_argument("--crops", default=None, metavar="RxC",
+                        help="only compare one pass against one forward per tile crop (at 224 per crop)")
+    args = parser.parse_args(argv)
+    if args.speed:
+        sizes = [None if s == "native" else int(s) for s in args.sizes.split(",")]
+        rows = speed(args.root, sizes, [grid_of(g) for g in args.grids.split(",")])
+        write(args.out, rows, "# Mall descriptor speed (frames/s, 640x480, one frame at a time)")
+        return
+    if args.crops:
+        return crops_study(args)
+
+    sizes = [None if s == "native" else int(s) for s in args.sizes.split(",")]
+    grids = [grid_of(g) for g in args.grids.split(",")]
+    study = Study("mall", args.root, "train=1-600,test=601-800", FeatureCache(args.cache_dir), 0.25, 0)
+    log: list[dict] = []
+    started = time.perf_counter()
+
+    candidates: list[Candidate] = []
+    for size in sizes:
+        candidates += [Candidate(m, "frame", size) for m in ("ridge", "gp", "agp-univariate")]
+        # A linear regressor summed over tiles is nearly a whole-frame one (the fc layer is
+        # linear), so ridge on tiles runs at one grid only, for the record.
+        candidates += [Candidate("ridge", layout, size, grids[0]) for layout in ("tiles", "tiles+frame")]
+        for grid in grids:
+            candidates += [Candidate("ridge", "pyramid", size, grid)]
+            candidates += [Candidate("agp-univariate", layout, size, grid) for layout in ("tiles", "pyramid")]
+            if not args.quick:
+                candidates.append(Candidate("gp", "pyramid", size, grid))
+    if 224 in sizes:  # the ROI lever, measured at the cheapest size
+        candidates += [Candidate("ridge", "frame", 224, roi=False), Candidate("ridge", "pyramid", 224, grids[-1], roi=False)]
+    best, best_mae = select(study, candidates, log)
+
+    # AGP kernels and centres on the best layout's descriptors (the paper's levers).
+    agp_candidates = [
+        Candidate(method, best.layout, best.input_size, best.grid, best.roi, n)
+        for method in ("center-gp", "agp-univariate", "agp-diagonal", "agp-lowrank") for n in (25, 100, 200)
+    ]
+    best_agp, best_agp_mae = select(study, agp_candidates, log)
+    best = best if best_mae <= best_agp_mae else best_agp
+    window = choose_window(study, best, [1, 3, 5, 9, 15, 25], log)
+    print(f"chosen smoothing window: {window}", flush=True)
+
+    # Declared before any test figure: the paper's default, the whole-frame peers at the first
+    # size, and the chosen candidate.
+    references = [
+        Candidate("agp-univariate", "frame", 224),
+        Candidate("ridge", "frame", 224),
+        Candidate("gp", "frame", 224),
+        Candidate("ridge", "frame", sizes[-1]),
+        best_agp,
+    ]
+    final(study, list(dict.fromkeys([*references, best])), window, log)
+    intervals(study, best, 0.9, 0.15, log)
+    write(args.out, log, f"# Mall accuracy study (chosen: {best.name}, smoothing window {window})")
+    print(f"done in {time.perf_counter() - started:.0f} s; wrote {args.out}/study.json and study.md", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Image loading: real frames, orientation, grayscale, and one-line errors for bad files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from counting.errors import CountingError, ImageError
+from counting.imaging import load_image
+
+RED, BLUE = (220, 20, 20), (20, 20, 220)
+
+
+@pytest.fixture(scope="module")
+def mall_frame(mall_root: Path) -> Path:
+    return mall_root / "frames" / "seq_000001.jpg"
+
+
+def test_real_mall_frame_is_rgb_at_native_size(mall_frame: Path) -> None:
+    image = load_image(mall_frame)
+    assert image.mode == "RGB"
+    assert image.size == (640, 480)
+    pixels = np.asarray(image)
+    assert pixels.dtype == np.uint8 and pixels.std() > 20  # a real photo, not a blank frame
+
+
+def test_exif_orientation_is_applied(tmp_path: Path) -> None:
+    # 40x20 landscape, red left half, blue right half, stored with "rotate 90 CW" (tag 6).
+    stored = Image.new("RGB", (40, 20), BLUE)
+    stored.paste(Image.new("RGB", (20, 20), RED), (0, 0))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path = tmp_path / "rotated.jpg"
+    stored.save(path, exif=exif, quality=95)
+
+    image = load_image(path)
+    assert image.size == (20, 40)  # shown upright: portrait
+    pixels = np.asarray(image).astype(int)
+    # Rotating 90 degrees clockwise puts the left (red) half on top.
+    assert np.abs(pixels[5:15, 5:15] - RED).max() < 30
+    assert np.abs(pixels[25:35, 5:15] - BLUE).max() < 30
+
+
+def test_grayscale_png_becomes_three_equal_channels(tmp_path: Path) -> None:
+    gray = np.tile(np.arange(0, 256, 4, dtype=np.uint8), (10, 1))  # 10x64 ramp
+    path = tmp_path / "ramp.png"
+    Image.fromarray(gray, mode="L").save(path)
+    pixels = np.asarray(load_image(path))
+    assert pixels.shape == (10, 64, 3)
+    for channel in range(3):
+        np.testing.assert_array_equal(pixels[:, :, channel], gray)
+
+
+def test_sixteen_bit_grayscale_is_rescaled_not_clipped(tmp_path: Path) -> None:
+    deep = np.array([[0, 16384, 32768, 65535]], dtype=np.uint16)
+    path = tmp_path / "deep.png"
+    Image.fromarray(deep).save(path)
+    pixels = np.asarray(load_image(path))[0, :, 0].astype(int)
+    np.testing.assert_allclose(pixels, [0, 64, 128, 255], atol=1)
+
+
+def test_transparent_png_is_composited_on_white(tmp_path: Path) -> None:
+    rgba = np.zeros((4, 4, 4), dtype=np.uint8)
+    rgba[:2] = (0, 0, 255, 255)  # top: opaque blue; bottom: fully transparent
+    path = tmp_path / "alpha.png"
+    Image.fromarray(rgba, mode="RGBA").save(path)
+    pixels = np.asarray(load_image(path))
+    np.testing.assert_array_equal(pixels[0, 0], (0, 0, 255))
+    np.testing.assert_array_equal(pixels[3, 3], (255, 255, 255))
+
+
+def _truncated_copy(source: Path, target: Path) -> Path:
+    data = source.read_bytes()
+    target.write_bytes(data[: len(data) // 2])
+    return target
+
+
+def _written(target: Path, data: bytes) -> Path:
+    target.write_bytes(data)
+    return target
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda tmp, real: tmp / "absent.jpg", "file not found"),
+        (lambda tmp, real: _written(tmp / "empty.jpg", b""), "empty (0 bytes)"),
+        (lambda tmp, real: _written(tmp / "notes.jpg", b"these are notes, not pixels\n"), "not an image file"),
+        (lambda tmp, real: _truncated_copy(real, tmp / "cut.jpg"), "truncated"),
+        (lambda tmp, real: tmp, "is a folder"),
+    ],
+    ids=["missing", "zero-bytes", "text-file", "truncated-jpeg", "folder"],
+)
+def test_bad_files_give_one_line_error_naming_the_file(tmp_path: Path, mall_frame: Path, make, problem: str) -> None:
+    path = make(tmp_path, mall_frame)
+    with pytest.raises(ImageError) as caught:
+        load_image(path)
+    message = str(caught.value)
+    assert isinstance(caught.value, CountingError)
+    assert message.startswith(f"{path}: ")
+    assert problem in message
+    assert "\n" not in message
