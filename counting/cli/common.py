@@ -68,6 +68,35 @@ def open_dataset(
     return load_dataset(dataset, root, split=split, **dataset_options(dataset, csv_path, include_difficult))
 
 
+
+def evaluate_on_test_split(
+    counting_model: Any,
+    dataset: str,
+    root: Path,
+    split: str,
+    csv_path: Path | None,
+    include_difficult: bool,
+    *,
+    cache_dir: Path | None,
+    smooth: int,
+    weights: Path | None,
+    progress: bool,
+) -> Any:
+    """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``)."""
+    from counting.evaluation import evaluate_model
+
+    data = open_dataset(dataset, root, split, csv_path, include_difficult)
+    return evaluate_model(
+        counting_model,
+        data.subset("test"),
+        cache=optional_cache(cache_dir),
+        smoothing_window=smooth,
+        weights=weights,
+        progress=progress,
+        split=split,
+    )
+
+
 def feature_cache(cache_dir: Path | None, use_cache: bool) -> Any:
     """The feature cache: ``--cache-dir``, else $COUNTING_CACHE_DIR, else the user cache folder."""
     if not use_cache:

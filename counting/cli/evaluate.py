@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, load_model_option, open_dataset, optional_cache
+from counting.cli.common import console, evaluate_on_test_split, load_model_option
 from counting.cli.train import (
     CacheDirOption,
     CsvOption,
@@ -85,18 +85,10 @@ def evaluate(
     Calibrated models also get the interval coverage and mean width; sequences (ucsd, mall)
     also get the figures after temporal smoothing, reported separately.
     """
-    from counting.evaluation import evaluate_model
-
     counting_model = load_model_option(model)
-    data = open_dataset(dataset.value, root, split, csv, include_difficult)
-    result = evaluate_model(
-        counting_model,
-        data.subset("test"),
-        cache=optional_cache(cache_dir),
-        smoothing_window=smooth,
-        weights=weights,
-        progress=progress,
-        split=split,
+    result = evaluate_on_test_split(
+        counting_model, dataset.value, root, split, csv, include_difficult,
+        cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress,
     )
     console.print(figures_table(result))
     if result.interval_metrics:

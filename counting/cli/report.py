@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from counting import defaults
-from counting.cli.common import console, load_model_option, open_dataset, optional_cache
+from counting.cli.common import console, evaluate_on_test_split, load_model_option
 from counting.cli.evaluate import ModelOption, SmoothOption, figures_table
 from counting.cli.train import (
     CacheDirOption,
@@ -51,7 +51,6 @@ def report(
     without, the report uses the figures stored in the model file.
     """
     from counting.errors import DatasetError
-    from counting.evaluation import evaluate_model
     from counting.report import write_report
 
     counting_model = load_model_option(model)
@@ -59,15 +58,9 @@ def report(
     if dataset is not None or root is not None:
         if dataset is None or root is None:
             raise DatasetError(f"{root or dataset}: --dataset and --root go together")
-        data = open_dataset(dataset.value, root, split, csv, include_difficult)
-        result = evaluate_model(
-            counting_model,
-            data.subset("test"),
-            cache=optional_cache(cache_dir),
-            smoothing_window=smooth,
-            weights=weights,
-            progress=progress,
-            split=split,
+        result = evaluate_on_test_split(
+            counting_model, dataset.value, root, split, csv, include_difficult,
+            cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress,
         )
         console.print(figures_table(result))
     files = write_report(counting_model, result, out_dir)
