@@ -135,11 +135,15 @@ def _fail(path: str | Path, problem: str) -> ValueError:
 def load_model(path: str | Path) -> AGPRegressor:
     from agp.estimator import AGPRegressor
 
+    if not Path(path).is_file():
+        raise _fail(path, "no such file")
+    # np.load would try to unpickle anything that is neither .npy nor .npz; check the container
+    # first so a text or image file gets a plain answer.
+    if not zipfile.is_zipfile(path):
+        raise _fail(path, f"not an {FORMAT_NAME} file (not an .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
-    except FileNotFoundError:
-        raise _fail(path, "no such file") from None
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
         raise _fail(path, f"not an {FORMAT_NAME} file (cannot read it as .npz without pickle: {error})") from None
     if "metadata" not in arrays:

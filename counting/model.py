@@ -147,6 +147,7 @@ class CountingModel:
             regressor = AGPRegressor.load(source)
         except Exception as error:  # noqa: BLE001 - any failure to parse means "not a model file"
             detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+            detail = detail.removeprefix(f"{source}: ")  # agp's errors already name the file
             raise ModelFileError(f"{source}: not a counting model file ({detail})") from None
         metadata = getattr(regressor, "metadata_", None) or {}
         if not isinstance(metadata, dict) or metadata.get("kind") != MODEL_KIND:
