@@ -32,6 +32,7 @@ SmoothOption = Annotated[
         "--smooth", min=1, help="Temporal smoothing window (frames) for the sequence figures (ucsd, mall)."
     ),
 ]
+ProgressOption = Annotated[bool, typer.Option(help="Show a progress bar while extracting features.")]
 
 
 def figures_table(result) -> Table:
@@ -78,7 +79,7 @@ def evaluate(
     cache_dir: CacheDirOption = None,
     csv: CsvOption = None,
     include_difficult: DifficultOption = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar while extracting features.")] = True,
+    progress: ProgressOption = True,
 ) -> None:
     """Evaluate a model on a dataset's test split: MAE / MSE / RMSE (crowds) or mRMSE (VOC).
 

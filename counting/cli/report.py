@@ -9,7 +9,7 @@ import typer
 
 from counting import defaults
 from counting.cli.common import console, evaluate_on_test_split, load_model_option
-from counting.cli.evaluate import ModelOption, SmoothOption, figures_table
+from counting.cli.evaluate import ModelOption, ProgressOption, SmoothOption, figures_table
 from counting.cli.train import (
     CacheDirOption,
     CsvOption,
@@ -43,7 +43,7 @@ def report(
     cache_dir: CacheDirOption = None,
     csv: CsvOption = None,
     include_difficult: DifficultOption = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar while extracting features.")] = True,
+    progress: ProgressOption = True,
 ) -> None:
     """Write a Markdown and an HTML report that sets a model's figures beside the published ones.
 
