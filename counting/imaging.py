@@ -10,7 +10,7 @@ from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from counting.errors import ImageError
 
-__all__ = ["load_image", "to_rgb"]
+__all__ = ["image_size", "load_image", "to_rgb"]
 
 # PIL's default is to refuse truncated files; we rely on that to report them, so make sure
 # nobody in the process has switched it on by accident.
@@ -79,3 +79,13 @@ def to_rgb(image: Image.Image) -> Image.Image:
         background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(background, rgba).convert("RGB")
     return image.convert("RGB")
+
+
+def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """``(H, W)`` of an image from its header, without decoding the pixels."""
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+    except (OSError, UnidentifiedImageError) as exc:
+        raise ImageError(f"{path}: cannot read the image header ({exc})") from None
+    return height, width

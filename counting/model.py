@@ -1,8 +1,8 @@
 """CountingModel: a trained regressor plus everything needed to apply it to new images.
 
 The model file is one ``.npz`` written by ``AGPRegressor.save`` with the counting metadata
-(backbone, preprocessing, ROI mask, grid, dataset, split, metrics, interval calibration) in its
-JSON metadata, so later commands need nothing else.
+(backbone, preprocessing, ROI mask, grid, layout, dataset, split, metrics, interval calibration) in
+its JSON metadata, so later commands need nothing else.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 from counting import __version__, defaults
 from counting.errors import CountingError, ModelFileError
+from counting.layouts import LAYOUTS, frame_counts, predict_rows, split_views, stack_views
 from counting.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"
@@ -72,6 +73,7 @@ class CountingModel:
     input_size: int | None = defaults.INPUT_SIZE
     roi_mask: np.ndarray | None = None
     grid: tuple[int, int] | None = None
+    layout: str | None = None  # one of counting.layouts.LAYOUTS; None: frame, or tiles with a grid
     class_names: list[str] | None = None
     interval: ConformalInterval | None = None
     dataset: dict = field(default_factory=dict)
@@ -82,10 +84,25 @@ class CountingModel:
     path: Path | None = None
     _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        if self.layout is None:
+            self.layout = "frame" if self.grid is None else "tiles"
+        if self.layout not in LAYOUTS or (self.layout != "frame") != (self.grid is not None):
+            raise ModelFileError(f"layout {self.layout!r} does not fit grid {self.grid!r}")
+
     # ------------------------------------------------------------------ file format
     @property
     def feature_dim(self) -> int:
-        return int(self.regressor.n_features_in_)
+        """Dimension of one descriptor (a pyramid row concatenates the frame's and its cells')."""
+        rows = int(self.regressor.n_features_in_)
+        return rows // (1 + self.n_cells) if self.layout == "pyramid" else rows
+
+    @property
+    def views_per_image(self) -> int:
+        """Descriptors per image in the features the model takes: 1, the cells, or 1 + cells."""
+        if self.layout == "frame":
+            return 1
+        return self.n_cells + (1 if self.layout == "pyramid" else 0)
 
     @property
     def n_cells(self) -> int:
@@ -112,6 +129,7 @@ class CountingModel:
                 "roi_mask": None if self.roi_mask is None else encode_mask(self.roi_mask),
             },
             "grid": None if self.grid is None else list(self.grid),
+            "layout": self.layout,
             "class_names": self.class_names,
             "interval": None if self.interval is None else self.interval.to_dict(),
             "dataset": self.dataset,
@@ -130,10 +148,8 @@ class CountingModel:
             self.regressor.save(target, metadata=self.metadata())
         except OSError as error:
             raise ModelFileError(f"{target}: cannot write the model ({error.strerror or error})") from None
-        # np.savez appends ".npz" when the name lacks it; report the file that exists.
-        written = target if target.exists() else target.with_name(target.name + ".npz")
-        self.path = written
-        return written
+        self.path = target
+        return target
 
     @classmethod
     def load(cls, path: str | Path) -> CountingModel:
@@ -172,6 +188,7 @@ class CountingModel:
                 input_size=preprocessing.get("input_size"),
                 roi_mask=None if mask_code is None else decode_mask(mask_code),
                 grid=None if grid is None else (int(grid[0]), int(grid[1])),
+                layout=metadata.get("layout"),
                 class_names=metadata.get("class_names"),
                 interval=None if interval is None else ConformalInterval.from_dict(interval),
                 dataset=metadata.get("dataset") or {},
@@ -189,7 +206,11 @@ class CountingModel:
 
     # ------------------------------------------------------------------ features -> counts
     def check_features(self, features: np.ndarray, source: str = "features") -> np.ndarray:
-        """Validate ``(n, D)`` or ``(n, cells, D)`` features against the model; returns float array."""
+        """Validate features against the model; returns a float array.
+
+        ``frame``: ``(n, D)``; ``tiles``: ``(n, cells, D)``; ``pyramid``: ``(n, 1 + cells, D)``
+        (the whole-frame descriptor first, see :func:`counting.layouts.stack_views`).
+        """
         array = np.asarray(features, dtype=float)
         if array.ndim not in (2, 3):
             raise FeatureDimensionError(
@@ -200,35 +221,44 @@ class CountingModel:
                 f"{source}: features have {array.shape[-1]} dimensions but {self.name} expects "
                 f"{self.feature_dim} ({self.backbone} descriptors)"
             )
-        if self.grid is not None and array.ndim == 3 and array.shape[1] != self.n_cells:
-            raise FeatureDimensionError(
-                f"{source}: features have {array.shape[1]} tiles per image but {self.name} was "
-                f"trained on a {self.grid[0]}x{self.grid[1]} grid"
-            )
-        if self.grid is not None and array.ndim == 2:
+        if self.grid is None:
+            if array.ndim == 3:
+                raise FeatureDimensionError(
+                    f"{source}: features have {array.shape[1]} tiles per image but {self.name} counts whole frames"
+                )
+            return array
+        grid_text = f"{self.grid[0]}x{self.grid[1]}"
+        if array.ndim == 2:
             raise FeatureDimensionError(
                 f"{source}: whole-frame features, but {self.name} counts on a "
-                f"{self.grid[0]}x{self.grid[1]} grid of tiles (extract them with --grid)"
+                f"{grid_text} grid of tiles (extract them with --grid)"
+            )
+        if array.shape[1] != self.views_per_image:
+            raise FeatureDimensionError(
+                f"{source}: features have {array.shape[1]} descriptors per image but {self.name} "
+                f"({self.layout} layout on a {grid_text} grid) takes {self.views_per_image}"
             )
         return array
 
     def predict_features(self, features: np.ndarray, source: str = "features") -> np.ndarray:
-        """Counts from descriptors: per-tile predictions summed per frame, clipped at 0.
+        """Counts from descriptors: each frame's rows predicted and summed, clipped at 0.
 
         Rows containing NaN (images that failed to load) give NaN counts.
         """
         array = self.check_features(features, source)
         n_images = array.shape[0]
-        rows = array.reshape(-1, self.feature_dim)
+        if self.layout == "pyramid":
+            rows = predict_rows("pyramid", *split_views(array))
+        else:
+            rows = predict_rows(self.layout, array if array.ndim == 2 else None, array if array.ndim == 3 else None)
         finite = np.isfinite(rows).all(axis=1)
         n_outputs = len(self.class_names) if self.class_names else 1
         predicted = np.full((rows.shape[0], n_outputs), np.nan)
         if finite.any():
             values = np.asarray(self.regressor.predict(rows[finite]), dtype=float)
             predicted[finite] = values.reshape(-1, n_outputs)
-        per_image = predicted.reshape(n_images, -1, n_outputs).sum(axis=1)
         # Sum first, clip after: clipping each tile would bias sparse tiles upwards.
-        counts = np.clip(per_image, 0.0, None)
+        counts = np.clip(frame_counts(predicted, n_images), 0.0, None)
         return counts if self.is_multi_output else counts[:, 0]
 
     def intervals(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
@@ -277,25 +307,31 @@ class CountingModel:
         from counting.features import extract_features
 
         backbone = self.get_backbone(weights)
-        feature_set = extract_features(
-            list(paths),
-            backbone,
-            self.preprocessing(),
-            grid=self.grid,
-            cache=cache,
-            batch_size=batch_size,
-            progress=progress,
-            on_error="skip",
-        )
-        counts = self.predict_features(feature_set.features)
+
+        def extract(grid: tuple[int, int] | None) -> Any:
+            return extract_features(
+                list(paths),
+                backbone,
+                self.preprocessing(),
+                grid=grid,
+                cache=cache,
+                batch_size=batch_size,
+                progress=progress,
+                on_error="skip",
+            )
+
+        feature_set = extract(self.grid)
+        features, ok = feature_set.features, np.asarray(feature_set.ok, dtype=bool)
+        errors = dict(feature_set.errors)
+        if self.layout == "pyramid":
+            whole = extract(None)
+            features = stack_views(whole.features, features)
+            ok &= np.asarray(whole.ok, dtype=bool)
+            errors = dict(whole.errors) | errors
+        counts = self.predict_features(features)
         low, high = self.intervals(counts)
         return CountResult(
-            sources=[str(path) for path in paths],
-            counts=counts,
-            low=low,
-            high=high,
-            ok=np.asarray(feature_set.ok, dtype=bool),
-            errors=dict(feature_set.errors),
+            sources=[str(path) for path in paths], counts=counts, low=low, high=high, ok=ok, errors=errors
         )
 
     def prepare_image(self, image: Any, weights: str | Path | None = None, source: str | None = None) -> Any:
@@ -316,6 +352,9 @@ class CountingModel:
             features = np.asarray(backbone.forward(batch))
         else:
             features = np.asarray(backbone.forward_grid(batch, grid=self.grid))
+            if self.layout == "pyramid":
+                # Two trunk passes; a pyramid model is a study option, not the video default.
+                features = stack_views(np.asarray(backbone.forward(batch)), features)
         return self.predict_features(features, source="frames")
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
@@ -331,6 +370,7 @@ class CountingModel:
             "input_size": self.input_size,
             "roi": self.roi_mask is not None,
             "grid": None if self.grid is None else f"{self.grid[0]}x{self.grid[1]}",
+            "layout": self.layout,
             "kernel": self.training.get("kernel"),
             "n_centers": self.training.get("n_centers"),
             "dataset": self.dataset.get("name"),

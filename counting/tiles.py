@@ -15,6 +15,7 @@ the frame (annotation noise) are clamped into the nearest cell so that no annota
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -125,3 +126,17 @@ def tile_count_matrix(
     return np.stack(
         [tile_counts(dots, size, (rows, cols), roi_mask) for dots, size in zip(dots_per_image, sizes)]
     )
+
+
+def dot_tile_counts(
+    samples: Sequence[Any], grid: Grid, roi_mask: np.ndarray | None = None, where: str = "dataset"
+) -> np.ndarray:
+    """Per-tile counts ``(n, cells)`` of dataset samples (``.path`` and ``.dots``), each image's
+    size read from its header; a sample without head dots is a one-line DatasetError."""
+    from counting.imaging import image_size
+
+    missing = next((sample for sample in samples if sample.dots is None), None)
+    if missing is not None:
+        raise DatasetError(f"{missing.path}: no head dots for this image ({where}); a grid needs per-tile counts")
+    sizes = [image_size(sample.path) for sample in samples]
+    return tile_count_matrix([sample.dots for sample in samples], sizes, grid, roi_mask)

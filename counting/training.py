@@ -8,7 +8,6 @@ per-tile descriptors of one forward pass, and a frame's count is the sum over it
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,9 +17,11 @@ import numpy as np
 
 from counting import defaults
 from counting.errors import CountingError, DatasetError
+from counting.layouts import check_layout, extract_views, model_features, training_rows
 from counting.model import CountingModel
 
-CALIBRATION_MODES = ("auto", "tail", "blocks", "random", "none")
+# auto = cv: every train image calibrates the interval (out of fold), the model is fitted on all.
+CALIBRATION_MODES = ("auto", "cv", "tail", "blocks", "random", "none")
 # Frames per contiguous block of the "blocks" calibration hold-out.
 CALIBRATION_BLOCK = 10
 # Frames per run dealt to the cross-validation folds on sequences (None: one run per fold).
@@ -39,6 +40,9 @@ class TrainingConfig:
     weights: str | None = None
     input_size: int | None = defaults.INPUT_SIZE
     grid: tuple[int, int] | None = defaults.GRID
+    # One of counting.layouts.LAYOUTS; None: "frame" without a grid, else "tiles", or
+    # "tiles+frame" with whole_frame_rows.
+    layout: str | None = None
     whole_frame_rows: bool = defaults.WHOLE_FRAME_ROWS
     use_roi: bool = True
     kernel: str = defaults.KERNEL
@@ -46,15 +50,24 @@ class TrainingConfig:
     n_validation: int | None = None  # None: defaults.N_VALIDATION, fewer on small training sets
     max_epochs: int | None = None  # None: the regressor's default
     interval_level: float = defaults.INTERVAL_LEVEL
-    calibration: str = "auto"  # auto = tail for sequences, random otherwise
+    calibration: str = "auto"  # one of CALIBRATION_MODES
     calibration_fraction: float = defaults.CALIBRATION_FRACTION
     min_calibration: int = defaults.MIN_CALIBRATION
     seed: int = defaults.SEED
     batch_size: int = defaults.BATCH_SIZE
 
+    def resolved_layout(self) -> str:
+        """The layout these settings train (checked against the grid)."""
+        if self.layout is not None:
+            return check_layout(self.layout, self.grid)
+        if self.grid is None:
+            return "frame"
+        return "tiles+frame" if self.whole_frame_rows else "tiles"
+
     def record(self) -> dict:
         """JSON-ready copy for the model file (the weights path is machine-specific: name only)."""
         data = asdict(self)
+        data["layout"] = self.resolved_layout()
         data["grid"] = None if self.grid is None else list(self.grid)
         data["weights"] = None if self.weights is None else Path(self.weights).name
         return data
@@ -99,38 +112,23 @@ def calibration_split(
     raise ValueError(f"calibration {mode!r}: expected one of {', '.join(CALIBRATION_MODES)}")
 
 
-def image_sizes(paths: list[Path]) -> list[tuple[int, int]]:
-    """(H, W) of each image from its header (no decoding)."""
-    from PIL import Image
-
-    sizes = []
-    for path in paths:
-        with Image.open(path) as image:
-            width, height = image.size
-        sizes.append((height, width))
-    return sizes
-
-
 def make_regressor(config: TrainingConfig, n_rows: int, log: Callable[[str], None] | None = None) -> Any:
-    """An AGPRegressor for ``n_rows`` training rows, passing only parameters it accepts."""
+    """An AGPRegressor for ``n_rows`` training rows with the config's settings."""
     from agp import AGPRegressor
 
     n_validation = config.n_validation
     if n_validation is None:
         # Keep the paper's 100 validation rows when there is room, fewer on small sets.
         n_validation = int(min(defaults.N_VALIDATION, max(5, n_rows // 5)))
-    wanted: dict[str, Any] = {
-        "n_centers": config.n_centers,
-        "kernel": config.kernel,
-        "n_validation": n_validation,
-        "random_state": config.seed,
-    }
-    if config.max_epochs is not None:
-        wanted["max_epochs"] = config.max_epochs
-    accepted = inspect.signature(AGPRegressor.__init__).parameters
-    if log is not None and "callback" in accepted:
-        wanted["callback"] = _epoch_logger(log)
-    return AGPRegressor(**{key: value for key, value in wanted.items() if key in accepted})
+    epochs = {} if config.max_epochs is None else {"max_epochs": config.max_epochs}
+    return AGPRegressor(
+        n_centers=config.n_centers,
+        kernel=config.kernel,
+        n_validation=n_validation,
+        random_state=config.seed,
+        callback=None if log is None else _epoch_logger(log),
+        **epochs,
+    )
 
 
 def _epoch_logger(log: Callable[[str], None]) -> Callable[[int, float, float], None]:
@@ -144,7 +142,7 @@ def _epoch_logger(log: Callable[[str], None]) -> Callable[[int, float, float], N
 
 
 def _json_history(regressor: Any) -> dict:
-    history = getattr(regressor, "history_", None) or {}
+    history = regressor.history_
     return {key: [float(value) for value in values] for key, values in history.items()}
 
 
@@ -169,26 +167,6 @@ def cv_folds(
     return [np.sort(order[fold_of == k]) for k in range(n_folds)]
 
 
-class _Design:
-    """Turns a set of train images into regressor rows: descriptors and counts, or per-tile
-    descriptors and per-tile counts (plus optional whole-frame rows) with a grid."""
-
-    def __init__(
-        self, features: np.ndarray, counts: np.ndarray, tiles: np.ndarray | None, whole: np.ndarray | None
-    ) -> None:
-        self.features, self.counts, self.tiles, self.whole = features, counts, tiles, whole
-
-    def rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self.tiles is None:
-            return self.features[positions], self.counts[positions]
-        X = self.features[positions].reshape(-1, self.features.shape[-1])
-        y = self.tiles[positions].reshape(-1)
-        if self.whole is not None:
-            X = np.concatenate([X, self.whole[positions]])
-            y = np.concatenate([y, self.counts[positions]])
-        return X, y
-
-
 def _fit_regressor(
     config: TrainingConfig, X: np.ndarray, y: np.ndarray, root: Any, log: Callable[[str], None] | None
 ) -> Any:
@@ -199,9 +177,8 @@ def _fit_regressor(
         # agp reports bad settings for the data (more centres than rows, ...) as ValueError.
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise TrainingError(f"{root}: cannot fit the regressor on {len(X)} rows ({detail})") from None
-    if hasattr(regressor, "callback"):
-        # The logger is a closure over the console: not part of the model (nor JSON-able).
-        regressor.callback = None
+    # The logger is a closure over the console: not part of the model (nor JSON-able).
+    regressor.callback = None
     return regressor
 
 
@@ -222,8 +199,7 @@ def train_model(
     """
     from counting.backbones import Preprocessing, get_backbone
     from counting.evaluation import crowd_metrics, voc_metrics
-    from counting.features import extract_features
-    from counting.tiles import tile_count_matrix
+    from counting.tiles import dot_tile_counts
     from counting.uncertainty import ConformalInterval, choose_scale
 
     config = config or TrainingConfig()
@@ -234,43 +210,31 @@ def train_model(
     is_sequence = dataset.name in defaults.SEQUENCE_DATASETS
     multi_output = dataset.class_names is not None
     roi_mask = dataset.roi_mask if config.use_roi else None
-    if config.grid is not None:
-        missing = next((s for s in samples if s.dots is None), None)
-        if missing is not None:
-            raise DatasetError(
-                f"{missing.path}: no head dots for this image; a --grid needs per-tile counts from dots"
-            )
+    layout = config.resolved_layout()
+    tile_targets = None
+    if layout in ("tiles", "tiles+frame"):
         if multi_output:
-            raise DatasetError(
-                f"{dataset.root}: a --grid needs head dots, which {dataset.name} does not have"
-            )
+            raise DatasetError(f"{dataset.root}: tiles need head dots, which {dataset.name} does not have")
+        tile_targets = dot_tile_counts(samples, config.grid, roi_mask, dataset.name)
 
     backbone = get_backbone(config.backbone, weights=config.weights)
     preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
-    paths = [sample.path for sample in samples]
-
-    def extract(grid: tuple[int, int] | None) -> np.ndarray:
-        return extract_features(
-            paths,
-            backbone,
-            preprocessing,
-            grid=grid,
-            cache=cache,
-            batch_size=config.batch_size,
-            progress=progress,
-            on_error="raise",
-        ).features
-
-    features = extract(config.grid)
+    frame, cells = extract_views(
+        [sample.path for sample in samples], backbone, preprocessing, layout, config.grid,
+        cache=cache, batch_size=config.batch_size, progress=progress,
+    )
+    features = model_features(layout, frame, cells)
     counts = np.asarray(train.counts, dtype=float)
     indices = np.array([sample.index for sample in samples])
-    tiles = whole = None
-    if config.grid is not None:
-        tiles = tile_count_matrix(
-            [sample.dots for sample in samples], image_sizes(paths), config.grid, roi_mask
+
+    def rows(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return training_rows(
+            layout,
+            None if frame is None else frame[positions],
+            None if cells is None else cells[positions],
+            counts[positions],
+            None if tile_targets is None else tile_targets[positions],
         )
-        whole = extract(None) if config.whole_frame_rows else None
-    design = _Design(features, counts, tiles, whole)
 
     mode = config.calibration
     if mode == "auto":
@@ -285,12 +249,12 @@ def train_model(
         )
         folds = []
 
-    X, y = design.rows(fit)
+    X, y = rows(fit)
     if log is not None:
-        cells = "" if config.grid is None else f" x {config.grid[0]}x{config.grid[1]} tiles"
+        grid_text = "" if config.grid is None else f", {config.grid[0]}x{config.grid[1]} grid"
         log(
             f"fitting {config.kernel} AGP with {config.n_centers} centres on {len(X)} rows "
-            f"({len(fit)} images{cells})"
+            f"({len(fit)} images, {layout} layout{grid_text})"
         )
     regressor = _fit_regressor(config, X, y, dataset.root, log)
 
@@ -301,6 +265,7 @@ def train_model(
         input_size=config.input_size,
         roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
         grid=config.grid,
+        layout=layout,
         class_names=list(dataset.class_names) if multi_output else None,
         dataset={
             "name": dataset.name,
@@ -315,7 +280,7 @@ def train_model(
         training=config.record()
         | {
             "n_rows": int(len(X)),
-            "n_validation_rows": int(getattr(regressor, "n_validation", 0) or 0),
+            "n_validation_rows": int(regressor.n_validation),
             "best_epoch": _best_epoch(regressor),
         },
         history=_json_history(regressor),
@@ -329,8 +294,9 @@ def train_model(
         for fold in folds:
             rest = np.setdiff1d(fit, fold)
             fold_model = CountingModel(
-                regressor=_fit_regressor(config, *design.rows(rest), dataset.root, None),
+                regressor=_fit_regressor(config, *rows(rest), dataset.root, None),
                 grid=config.grid,
+                layout=layout,
                 class_names=model.class_names,
             )
             predicted[fold] = fold_model.predict_features(features[fold])
@@ -350,6 +316,5 @@ def train_model(
     return model
 
 
-def _best_epoch(regressor: Any) -> int | None:
-    value = getattr(regressor, "best_epoch_", None)
-    return None if value is None else int(value)
+def _best_epoch(regressor: Any) -> int:
+    return int(regressor.best_epoch_)

@@ -1,20 +1,46 @@
-"""The `counting` command-line application: one typer app, one module per command."""
+"""The `counting` command-line application: one typer app, one module per command.
+
+The one error boundary is here: a ``CountingError`` (bad input: a file, a value, a dataset)
+raised anywhere under a command ends as one red line and exit code 1, never a traceback.
+"""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from counting import __version__
-from counting.cli.common import one_line_errors, print_error
+from counting.cli.common import print_error
+from counting.cli.compare import compare
+from counting.cli.count import count
+from counting.cli.evaluate import evaluate
+from counting.cli.features import features
+from counting.cli.report import report
+from counting.cli.train import train
+from counting.cli.video import video
 from counting.errors import CountingError
+
+
+class _OneLineErrors(TyperGroup):
+    """Runs a command; user-input failures become one red line and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CountingError as error:
+            print_error(str(error))
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            print_error("interrupted")
+            raise typer.Exit(130) from None
+
 
 app = typer.Typer(
     name="counting",
+    cls=_OneLineErrors,
     help=(
         "Count objects and people in images and video with an asymmetric-kernel Gaussian "
         "process (AGP) on CNN descriptors.\n\n"
@@ -43,38 +69,13 @@ def _root(
     """Count objects and people in images and video with an asymmetric-kernel GP on CNN descriptors."""
 
 
-def _register(module_name: str, function_name: str, command_name: str, optional: bool = False) -> None:
-    """Add ``module.function`` as a command; modules written by others may not exist yet."""
-    qualified = f"counting.cli.{module_name}"
-    try:
-        module = importlib.import_module(qualified)
-    except ModuleNotFoundError as error:
-        if optional and error.name == qualified:
-            return
-        raise
-    command: Callable[..., Any] = getattr(module, function_name)
-    app.command(command_name)(one_line_errors(command))
-
-
-_register("train", "train", "train")
-_register("evaluate", "evaluate", "evaluate")
-_register("report", "report", "report")
-_register("count", "count", "count")
-_register("video", "video", "video")
-_register("features", "features", "features", optional=True)
-_register("compare", "compare", "compare", optional=True)
+for _command in (train, evaluate, report, count, video, features, compare):
+    app.command(_command.__name__)(_command)
 
 
 def main() -> None:
-    """Console-script entry point: user errors end as one red line and exit code 1."""
-    try:
-        app()
-    except CountingError as error:
-        print_error(str(error))
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print_error("interrupted")
-        sys.exit(130)
+    """Console-script entry point."""
+    app()
 
 
 if __name__ == "__main__":

@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, feature_cache, parse_grid_option, parse_input_size, print_error
+from counting.cli.common import console, feature_cache
+from counting.cli.options import (
+    INPUT_SIZE_DEFAULT,
+    BackboneOption,
+    CacheDirOption,
+    CentersOption,
+    DatasetOption,
+    GridOption,
+    InputSizeOption,
+    NoCacheOption,
+    RoiOption,
+    RootOption,
+    SeedOption,
+    SplitOption,
+    out_option,
+    smooth_option,
+)
+from counting.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
 from counting.errors import CountingError
+from counting.peers import FEATURE_PEERS, IMAGE_PEERS
+
 
 def _names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
@@ -56,68 +75,61 @@ def results_table(data, results, published, sequence: bool) -> Table:
 
 
 def compare(
-    dataset: Annotated[str, typer.Option(help="Dataset: mall, shanghaitech, ucsd or folder (crowd counts).")],
-    root: Annotated[Path, typer.Option(help="Folder holding the dataset.", file_okay=False)],
-    split: Annotated[
-        Optional[str],
-        typer.Option(help="Split; default mall 'train=1-600,test=601-800', shanghaitech 'random:0.25:0', else 'standard'."),
-    ] = None,
-    backbone: Annotated[str, typer.Option(help="Backbone giving the descriptors.")] = defaults.BACKBONE,
-    input_size: Annotated[
-        str, typer.Option(help="Short side in pixels the frames are resized to, or 'native'.")
-    ] = str(defaults.INPUT_SIZE or "native"),
-    grid: Annotated[
-        str, typer.Option(help="Tile grid ROWSxCOLS for the tiled rows (one pass per frame), or 'none'.")
-    ] = "x".join(map(str, defaults.GRID)) if defaults.GRID else "3x3",
-    roi: Annotated[bool, typer.Option("--roi/--no-roi", help="Mask out pixels and heads outside the dataset's ROI.")] = True,
+    dataset: DatasetOption,
+    root: RootOption,
+    split: SplitOption = None,
+    backbone: BackboneOption = defaults.BACKBONE,
+    input_size: InputSizeOption = INPUT_SIZE_DEFAULT,
+    grid: GridOption = "3x3",
+    roi: RoiOption = True,
     methods: Annotated[
-        str, typer.Option(help="Comma-separated methods on whole frames (ridge, gp, sparse-gp, center-gp, "
-                                "agp-univariate, agp-diagonal, agp-lowrank, hog, hog-calibrated).")
-    ] = "ridge,gp,sparse-gp,center-gp,agp-univariate,agp-diagonal,hog,hog-calibrated",
+        str, typer.Option(help=f"Comma-separated methods on whole frames ({', '.join([*FEATURE_PEERS, *IMAGE_PEERS])}).")
+    ] = ",".join(DEFAULT_METHODS),
     tiled_methods: Annotated[
         str, typer.Option(help="Comma-separated feature methods also run on tiles (exact GP: concatenated cells only).")
-    ] = "ridge,gp,agp-univariate",
-    centers: Annotated[int, typer.Option(help="AGP centres, and the sparse GP's inducing points.", min=1)] = defaults.N_CENTERS,
-    smoothing: Annotated[
-        int, typer.Option(help="Window (frames) of the temporal smoothing in the sequence figures.", min=1)
-    ] = defaults.SMOOTHING_WINDOW,
+    ] = ",".join(DEFAULT_TILED_METHODS),
+    centers: CentersOption = defaults.N_CENTERS,
+    smooth: Annotated[int, smooth_option("Window of the temporal smoothing in the sequence figures")] = (
+        defaults.SMOOTHING_WINDOW
+    ),
     hog_train_images: Annotated[
         int, typer.Option(help="Training images the HOG calibration line is fitted on (spread evenly).", min=2)
     ] = 150,
-    seed: Annotated[int, typer.Option(help="Seed for centres and every random choice.")] = defaults.SEED,
-    out: Annotated[Path, typer.Option(help="Folder for compare-DATASET.csv / .json / .md.", file_okay=False)] = Path("."),
-    cache_dir: Annotated[
-        Optional[Path], typer.Option(help="Feature cache folder (default $COUNTING_CACHE_DIR or ~/.cache/counting).")
-    ] = None,
+    seed: SeedOption = defaults.SEED,
+    out: Annotated[Path, out_option("Folder for compare-DATASET.csv / .json / .md.", folder=True)] = Path("."),
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Run ridge, exact and sparse GPs, the paper's AGP variants and the HOG detector on the same
     features and split; print one table with MAE / MSE / RMSE and fit / predict times beside the
-    published figures, and write it as CSV, JSON and Markdown."""
+    published figures, and write it as CSV, JSON and Markdown.
+
+    Default split: mall 'train=1-600,test=601-800', shanghaitech 'random:0.25:0', else 'standard'.
+    """
     from counting.comparison import (
-        check_methods, load_comparison_data, published_rows, run_comparison, write_comparison,
+        check_methods,
+        load_comparison_data,
+        published_rows,
+        run_comparison,
+        write_comparison,
     )
 
-    size, tiles = parse_input_size(input_size), parse_grid_option(grid)
-    try:
-        check_methods(_names(methods), _names(tiled_methods))
-        data = load_comparison_data(
-            dataset, root, split=split, backbone=backbone, input_size=size, grid=tiles, use_roi=roi,
-            cache=feature_cache(cache_dir, True),
-        )
-        if data.train_counts.ndim != 1:
-            raise CountingError(f"{root}: compare works on single counts; {dataset} has per-class counts")
+    check_methods(_names(methods), _names(tiled_methods))
+    data = load_comparison_data(
+        dataset, root, split=split, backbone=backbone, input_size=input_size, grid=grid, use_roi=roi,
+        cache=feature_cache(cache_dir, not no_cache),
+    )
+    if data.train_counts.ndim != 1:
+        raise CountingError(f"{root}: compare works on single counts; {dataset} has per-class counts")
 
-        def announce(result) -> None:
-            shown = _fmt(result.metrics.get("mae")) if result.status == "ok" else result.status
-            console.print(f"  {result.label} · {result.features}: MAE {shown}")
+    def announce(result) -> None:
+        shown = _fmt(result.metrics.get("mae")) if result.status == "ok" else result.status
+        console.print(f"  {result.label} · {result.features}: MAE {shown}")
 
-        results = run_comparison(
-            data, methods=_names(methods), tiled_methods=_names(tiled_methods), n_centers=centers, seed=seed,
-            smoothing_window=smoothing, max_hog_train_images=hog_train_images, on_result=announce,
-        )
-        paths = write_comparison(data, results, out)
-    except CountingError as error:
-        print_error(str(error))
-        raise typer.Exit(1) from None
+    results = run_comparison(
+        data, methods=_names(methods), tiled_methods=_names(tiled_methods), n_centers=centers, seed=seed,
+        smoothing_window=smooth, max_hog_train_images=hog_train_images, on_result=announce,
+    )
+    paths = write_comparison(data, results, out)
     console.print(results_table(data, results, published_rows(data.dataset), data.is_sequence))
     console.print("wrote " + ", ".join(str(path) for path in paths.values()))

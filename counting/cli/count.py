@@ -12,10 +12,10 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, expand_image_paths, load_model_option, optional_cache
-from counting.cli.evaluate import ModelOption
-from counting.cli.train import CacheDirOption, WeightsOption
+from counting.cli.common import console, load_model_option, optional_cache
+from counting.cli.options import BatchSizeOption, CacheDirOption, JsonOption, ModelOption, ProgressOption, WeightsOption
 from counting.errors import CountingError, ImageError
+from counting.inputs import expand_image_paths
 
 
 def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
@@ -123,9 +123,7 @@ def count(
     csv: Annotated[
         Optional[Path], typer.Option("--csv", help="Write one row per image to this CSV.", show_default=False)
     ] = None,
-    json_path: Annotated[
-        Optional[Path], typer.Option("--json", help="Write the counts as JSON.", show_default=False)
-    ] = None,
+    json_path: JsonOption = None,
     features: Annotated[
         Optional[Path],
         typer.Option(
@@ -136,8 +134,8 @@ def count(
     ] = None,
     weights: WeightsOption = None,
     cache_dir: CacheDirOption = None,
-    batch_size: Annotated[int, typer.Option(min=1, help="Images per forward pass.")] = defaults.BATCH_SIZE,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar for many images.")] = False,
+    batch_size: BatchSizeOption = defaults.BATCH_SIZE,
+    progress: ProgressOption = False,
 ) -> None:
     """Count objects in images: a table on screen, optionally CSV / JSON (one row per image).
 

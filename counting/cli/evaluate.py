@@ -10,29 +10,21 @@ from rich.table import Table
 
 from counting import defaults
 from counting.cli.common import console, evaluate_on_test_split, load_model_option
-from counting.cli.train import (
+from counting.cli.options import (
     CacheDirOption,
-    CsvOption,
+    CountsCsvOption,
     DatasetOption,
     DifficultOption,
+    JsonOption,
+    ModelOption,
+    ProgressOption,
     RootOption,
     SplitOption,
     WeightsOption,
+    smooth_option,
 )
 
-ModelOption = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--model", "-m", help="Model file (default: the shipped models/default.npz).", show_default=False
-    ),
-]
-SmoothOption = Annotated[
-    int,
-    typer.Option(
-        "--smooth", min=1, help="Temporal smoothing window (frames) for the sequence figures (ucsd, mall)."
-    ),
-]
-ProgressOption = Annotated[bool, typer.Option(help="Show a progress bar while extracting features.")]
+SMOOTH_HELP = "Temporal smoothing window of the sequence figures (ucsd, mall)"
 
 
 def figures_table(result) -> Table:
@@ -64,11 +56,8 @@ def evaluate(
     root: RootOption,
     model: ModelOption = None,
     split: SplitOption = "standard",
-    smooth: SmoothOption = defaults.SMOOTHING_WINDOW,
-    json_path: Annotated[
-        Optional[Path],
-        typer.Option("--json", help="Write the figures as JSON to this file.", show_default=False),
-    ] = None,
+    smooth: Annotated[int, smooth_option(SMOOTH_HELP)] = defaults.SMOOTHING_WINDOW,
+    json_path: JsonOption = None,
     predictions: Annotated[
         Optional[Path],
         typer.Option(
@@ -77,7 +66,7 @@ def evaluate(
     ] = None,
     weights: WeightsOption = None,
     cache_dir: CacheDirOption = None,
-    csv: CsvOption = None,
+    counts_csv: CountsCsvOption = None,
     include_difficult: DifficultOption = False,
     progress: ProgressOption = True,
 ) -> None:
@@ -88,7 +77,7 @@ def evaluate(
     """
     counting_model = load_model_option(model)
     result = evaluate_on_test_split(
-        counting_model, dataset.value, root, split, csv, include_difficult,
+        counting_model, dataset, root, split, counts_csv, include_difficult,
         cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress,
     )
     console.print(figures_table(result))

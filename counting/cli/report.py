@@ -3,45 +3,36 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
-
-import typer
+from typing import Annotated
 
 from counting import defaults
 from counting.cli.common import console, evaluate_on_test_split, load_model_option
-from counting.cli.evaluate import ModelOption, ProgressOption, SmoothOption, figures_table
-from counting.cli.train import (
+from counting.cli.evaluate import SMOOTH_HELP, figures_table
+from counting.cli.options import (
     CacheDirOption,
-    CsvOption,
-    DatasetName,
+    CountsCsvOption,
     DifficultOption,
+    ModelOption,
+    OptionalDatasetOption,
+    OptionalRootOption,
+    ProgressOption,
     SplitOption,
     WeightsOption,
+    out_option,
+    smooth_option,
 )
 
 
 def report(
-    out_dir: Annotated[
-        Path, typer.Option("--out-dir", "-o", help="Folder for report.md, report.html and the PNGs.")
-    ] = Path("report"),
+    out: Annotated[Path, out_option("Folder for report.md, report.html and the PNGs.", folder=True)] = Path("report"),
     model: ModelOption = None,
-    dataset: Annotated[
-        Optional[DatasetName],
-        typer.Option(
-            "--dataset",
-            "-d",
-            help="Evaluate on this dataset's test split (default: the figures stored in the model).",
-            show_default=False,
-        ),
-    ] = None,
-    root: Annotated[
-        Optional[Path], typer.Option("--root", "-r", help="Dataset folder.", show_default=False)
-    ] = None,
+    dataset: OptionalDatasetOption = None,
+    root: OptionalRootOption = None,
     split: SplitOption = "standard",
-    smooth: SmoothOption = defaults.SMOOTHING_WINDOW,
+    smooth: Annotated[int, smooth_option(SMOOTH_HELP)] = defaults.SMOOTHING_WINDOW,
     weights: WeightsOption = None,
     cache_dir: CacheDirOption = None,
-    csv: CsvOption = None,
+    counts_csv: CountsCsvOption = None,
     include_difficult: DifficultOption = False,
     progress: ProgressOption = True,
 ) -> None:
@@ -59,11 +50,11 @@ def report(
         if dataset is None or root is None:
             raise DatasetError(f"{root or dataset}: --dataset and --root go together")
         result = evaluate_on_test_split(
-            counting_model, dataset.value, root, split, csv, include_difficult,
+            counting_model, dataset, root, split, counts_csv, include_difficult,
             cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress,
         )
         console.print(figures_table(result))
-    files = write_report(counting_model, result, out_dir)
+    files = write_report(counting_model, result, out)
     console.print(
         f"[green]report:[/] {files.markdown} and {files.html} ({len(files.images)} plots)", soft_wrap=True
     )

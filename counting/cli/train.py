@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,96 +9,34 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import (
-    console,
-    feature_cache,
-    open_dataset,
-    parse_grid_option,
-    parse_input_size,
+from counting.cli.common import console, feature_cache, open_dataset
+from counting.cli.options import (
+    DESCRIPTORS,
+    GRID_DEFAULT,
+    INPUT_SIZE_DEFAULT,
+    REGRESSOR,
+    RUN,
+    BackboneOption,
+    BatchSizeOption,
+    CacheDirOption,
+    CalibrationOption,
+    CentersOption,
+    CountsCsvOption,
+    DatasetOption,
+    DifficultOption,
+    GridOption,
+    InputSizeOption,
+    KernelOption,
+    LayoutOption,
+    NoCacheOption,
+    ProgressOption,
+    RoiOption,
+    RootOption,
+    SeedOption,
+    SplitOption,
+    WeightsOption,
+    out_option,
 )
-
-
-class DatasetName(str, Enum):
-    ucsd = "ucsd"
-    voc = "voc"
-    mall = "mall"
-    shanghaitech = "shanghaitech"
-    folder = "folder"
-
-
-class KernelName(str, Enum):
-    center = "center"
-    univariate = "univariate"
-    diagonal = "diagonal"
-    lowrank = "lowrank"
-    full = "full"
-
-
-DEFAULT_KERNEL = KernelName(defaults.KERNEL)
-
-
-class CalibrationMode(str, Enum):
-    auto = "auto"
-    cv = "cv"
-    tail = "tail"
-    blocks = "blocks"
-    random = "random"
-    none = "none"
-
-
-DATA, DESCRIPTORS, REGRESSOR, RUN = "Data", "Descriptors", "Regressor and interval", "Run"
-
-DatasetOption = Annotated[
-    DatasetName,
-    typer.Option("--dataset", "-d", help="Dataset reader.", show_default=False, rich_help_panel=DATA),
-]
-RootOption = Annotated[
-    Path, typer.Option("--root", "-r", help="Dataset folder.", show_default=False, rich_help_panel=DATA)
-]
-SplitOption = Annotated[
-    str,
-    typer.Option(
-        "--split",
-        help="'standard', 'train=A-B,test=C-D' (1-based frame ranges) or 'random:FRACTION[:SEED]'.",
-        rich_help_panel=DATA,
-    ),
-]
-CsvOption = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--csv",
-        help="Counts CSV for --dataset folder (default ROOT/counts.csv).",
-        show_default=False,
-        rich_help_panel=DATA,
-    ),
-]
-DifficultOption = Annotated[
-    bool,
-    typer.Option(
-        "--include-difficult", help="VOC: count objects flagged difficult too.", rich_help_panel=DATA
-    ),
-]
-CacheDirOption = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--cache-dir",
-        help="Feature cache folder (default $COUNTING_CACHE_DIR or ~/.cache/counting/features).",
-        show_default=False,
-        rich_help_panel=RUN,
-    ),
-]
-NoCacheOption = Annotated[
-    bool, typer.Option("--no-cache", help="Do not read or write the feature cache.", rich_help_panel=RUN)
-]
-WeightsOption = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--weights",
-        help="Backbone weights file (resnet50: torchvision's state dict).",
-        show_default=False,
-        rich_help_panel=DESCRIPTORS,
-    ),
-]
 
 
 def print_figures(rows: list[tuple[str, dict]]) -> None:
@@ -121,45 +58,22 @@ def print_figures(rows: list[tuple[str, dict]]) -> None:
 def train(
     dataset: DatasetOption,
     root: RootOption,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Model file to write (.npz).", show_default=False)],
+    out: Annotated[Path, out_option("Model file to write (.npz).")],
     split: SplitOption = "standard",
-    csv: CsvOption = None,
+    counts_csv: CountsCsvOption = None,
     include_difficult: DifficultOption = False,
-    backbone: Annotated[
-        str,
-        typer.Option(help="ImageNet backbone: efficientnet-lite0 or resnet50.", rich_help_panel=DESCRIPTORS),
-    ] = defaults.BACKBONE,
+    backbone: BackboneOption = defaults.BACKBONE,
     weights: WeightsOption = None,
-    input_size: Annotated[
-        str,
-        typer.Option(
-            help="Short side in pixels the frame is resized to (whole frame kept), or 'native'.",
-            rich_help_panel=DESCRIPTORS,
-        ),
-    ] = str(defaults.INPUT_SIZE or "native"),
-    grid: Annotated[
-        Optional[str],
-        typer.Option(
-            help="Localised counting: ROWSxCOLS tiles pooled from one pass (needs head dots), or 'none'.",
-            rich_help_panel=DESCRIPTORS,
-        ),
-    ] = (None if defaults.GRID is None else f"{defaults.GRID[0]}x{defaults.GRID[1]}"),
+    input_size: InputSizeOption = INPUT_SIZE_DEFAULT,
+    grid: GridOption = GRID_DEFAULT,
+    layout: LayoutOption = None,
     whole_frame_rows: Annotated[
         bool,
-        typer.Option(help="With --grid, also train on whole-frame descriptors.", rich_help_panel=DESCRIPTORS),
+        typer.Option(help="With --grid: the same as --layout tiles+frame.", rich_help_panel=DESCRIPTORS),
     ] = defaults.WHOLE_FRAME_ROWS,
-    roi: Annotated[
-        bool,
-        typer.Option(
-            help="Mask pixels outside the dataset's ROI (when it has one).", rich_help_panel=DESCRIPTORS
-        ),
-    ] = True,
-    kernel: Annotated[
-        KernelName, typer.Option(help="AGP kernel kind.", rich_help_panel=REGRESSOR)
-    ] = DEFAULT_KERNEL,
-    centers: Annotated[
-        int, typer.Option(min=1, help="Number of AGP centres.", rich_help_panel=REGRESSOR)
-    ] = defaults.N_CENTERS,
+    roi: RoiOption = True,
+    kernel: KernelOption = defaults.KERNEL,
+    centers: CentersOption = defaults.N_CENTERS,
     epochs: Annotated[
         Optional[int],
         typer.Option(
@@ -184,17 +98,8 @@ def train(
             min=0.5, max=0.999, help="Nominal coverage of count intervals.", rich_help_panel=REGRESSOR
         ),
     ] = defaults.INTERVAL_LEVEL,
-    calibration: Annotated[
-        CalibrationMode,
-        typer.Option(
-            help="Interval calibration: cv (out-of-fold predictions, model fitted on all images), or a hold-out: "
-            "tail (last frames), blocks (runs of frames), random; none; auto = cv.",
-            rich_help_panel=REGRESSOR,
-        ),
-    ] = CalibrationMode.auto,
-    seed: Annotated[
-        int, typer.Option(help="Seed for every random choice.", rich_help_panel=REGRESSOR)
-    ] = defaults.SEED,
+    calibration: CalibrationOption = "auto",
+    seed: SeedOption = defaults.SEED,
     evaluate: Annotated[
         bool,
         typer.Option(
@@ -202,14 +107,10 @@ def train(
             rich_help_panel=RUN,
         ),
     ] = True,
-    batch_size: Annotated[
-        int, typer.Option(min=1, help="Images per forward pass.", rich_help_panel=RUN)
-    ] = defaults.BATCH_SIZE,
+    batch_size: BatchSizeOption = defaults.BATCH_SIZE,
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
-    progress: Annotated[
-        bool, typer.Option(help="Show a progress bar while extracting features.", rich_help_panel=RUN)
-    ] = True,
+    progress: ProgressOption = True,
 ) -> None:
     """Train a counting model (AGP on CNN descriptors) on a dataset's train split.
 
@@ -222,22 +123,22 @@ def train(
     config = TrainingConfig(
         backbone=backbone,
         weights=None if weights is None else str(weights),
-        input_size=parse_input_size(input_size),
-        grid=parse_grid_option(grid),
+        input_size=input_size,
+        grid=grid,
+        layout=layout,
         whole_frame_rows=whole_frame_rows,
         use_roi=roi,
-        kernel=kernel.value,
+        kernel=kernel,
         n_centers=centers,
         n_validation=validation,
         max_epochs=epochs,
         interval_level=interval_level,
-        calibration=calibration.value,
+        calibration=calibration,
         seed=seed,
         batch_size=batch_size,
     )
-    data = open_dataset(dataset.value, root, split, csv, include_difficult)
-    description = data.describe() if hasattr(data, "describe") else {}
-    parts = description.get("splits", {})
+    data = open_dataset(dataset, root, split, counts_csv, include_difficult)
+    parts = data.describe()["splits"]
     console.print(
         f"[bold]{data.name}[/] at {data.root} (split {split}): "
         + ", ".join(f"{part} {info.get('n')} images" for part, info in parts.items()),

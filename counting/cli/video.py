@@ -9,8 +9,7 @@ import typer
 
 from counting import defaults
 from counting.cli.common import console, load_model_option, print_error
-from counting.cli.evaluate import ModelOption
-from counting.cli.train import WeightsOption
+from counting.cli.options import ModelOption, WeightsOption, smooth_option
 
 
 def video(
@@ -33,15 +32,13 @@ def video(
     output_video: Annotated[
         Optional[Path],
         typer.Option(
-            "--output",
+            "--annotated",
             help="Write an annotated video (.avi or .mp4) with the count drawn on each frame.",
             show_default=False,
         ),
     ] = None,
     stride: Annotated[int, typer.Option(min=1, help="Count every N-th frame.")] = 1,
-    smooth: Annotated[
-        int, typer.Option(min=1, help="Temporal smoothing: mean over the last N counted frames (1 = off).")
-    ] = 1,
+    smooth: Annotated[int, smooth_option("Temporal smoothing: mean over the last N counted frames")] = 1,
     max_frames: Annotated[
         Optional[int], typer.Option(min=1, help="Stop after this many counted frames.", show_default=False)
     ] = None,
@@ -52,7 +49,7 @@ def video(
         ),
     ] = 5,
     batch_size: Annotated[
-        int, typer.Option(min=1, help="Frames per forward pass (more: faster, more latency).")
+        int, typer.Option("--batch-size", min=1, help="Frames per forward pass (more: faster, more latency).")
     ] = defaults.VIDEO_BATCH_SIZE,
     weights: WeightsOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print a line per frame.")] = False,

@@ -18,11 +18,9 @@ import numpy as np
 from counting.datasets.base import Annotated, CountingDataset, select_samples
 from counting.datasets.splits import SPLITS, parse_split
 from counting.errors import DatasetError
+from counting.inputs import IMAGE_SUFFIXES
 
 DEFAULT_CSV = "counts.csv"
-IMAGE_SUFFIXES = frozenset(
-    {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
-)
 FILENAME_HEADERS = frozenset({"filename", "file", "image", "path"})
 SPLIT_COLUMN = "split"
 

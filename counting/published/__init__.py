@@ -7,7 +7,7 @@ papers (issue 4); ``source`` says where, ``definition`` how the metric was compu
 from __future__ import annotations
 
 import csv
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 COLUMNS: tuple[str, ...] = ("dataset", "method", "metric", "value", "source", "definition")
@@ -21,7 +21,7 @@ def published_datasets() -> list[str]:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read_table(dataset: str) -> tuple[dict, ...]:
     resource = resources.files(__package__) / f"{dataset}.csv"
     if not resource.is_file():

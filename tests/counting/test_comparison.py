@@ -1,4 +1,4 @@
-"""The comparison runner on generated descriptors, and its one-pass extraction on real frames."""
+"""The comparison runner on generated descriptors, and its descriptors of real frames."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import pytest
 
 from counting.comparison import (
     ComparisonData,
-    _feature_rows,
-    extract_views,
+    feature_rows,
     published_rows,
     run_comparison,
     run_feature_method,
@@ -44,14 +43,14 @@ def tiled_data() -> ComparisonData:
 
 
 def test_feature_layouts_have_the_expected_rows(tiled_data: ComparisonData) -> None:
-    X, y, _ = _feature_rows(tiled_data, "frame")
+    X, y, _ = feature_rows(tiled_data, "frame")
     assert X.shape == (120, 6) and np.array_equal(y, tiled_data.train_counts)
-    X, y, _ = _feature_rows(tiled_data, "tiles")
+    X, y, _ = feature_rows(tiled_data, "tiles")
     assert X.shape == (480, 6) and y.sum() == pytest.approx(tiled_data.train_counts.sum())
-    X, y, _ = _feature_rows(tiled_data, "tiles+frame")
+    X, y, _ = feature_rows(tiled_data, "tiles+frame")
     assert X.shape == (600, 6)
     np.testing.assert_allclose(y[480:], tiled_data.train_counts / 4)  # a whole frame is the mean tile
-    X, y, _ = _feature_rows(tiled_data, "pyramid")
+    X, y, _ = feature_rows(tiled_data, "pyramid")
     assert X.shape == (120, 6 * 5)
     np.testing.assert_array_equal(X[:, 6:12], tiled_data.train_tile_features[:, 0])
 
@@ -120,26 +119,23 @@ def test_written_files_agree(tiled_data: ComparisonData, tmp_path: Path) -> None
     assert "| Ridge regression (RidgeCV) | whole frame |" in markdown and "COUNT Forest" in markdown
 
 
-def test_one_pass_views_equal_per_grid_extraction(mall_root: Path, tmp_path: Path) -> None:
+def test_whole_frame_descriptor_is_the_mean_of_per_position_cells(mall_root: Path, tmp_path: Path) -> None:
+    """Why ``tiles+frame`` trains a whole frame on count / cells: it is the average cell."""
     from counting.backbones import Preprocessing, get_backbone
-    from counting.features import FeatureCache, extract_features
+    from counting.features import FeatureCache
+    from counting.imaging import load_image
+    from counting.layouts import extract_views
 
     paths = [mall_root / "frames" / f"seq_{i:06d}.jpg" for i in (1, 2, 3)]
     backbone = get_backbone("efficientnet-lite0")
     prep = Preprocessing(input_size=64)
-    cache = FeatureCache(tmp_path / "cache")
-    from counting.imaging import load_image
-
     # A grid with one cell per feature-map position: its cells' mean is the global pooling.
     feature_map = backbone.feature_map(backbone.prepare(load_image(paths[0]), prep)[None])
     per_position = tuple(feature_map.shape[2:])
-    grids = [None, (2, 2), per_position]
-    views = extract_views(paths, backbone, prep, grids, cache)
-    for grid in grids:
-        reference = extract_features(paths, backbone, prep, grid=grid, progress=False).features
-        np.testing.assert_allclose(views[grid], reference, rtol=1e-4, atol=1e-4)
+    frame, cells = extract_views(paths, backbone, prep, "tiles+frame", per_position, FeatureCache(tmp_path))
+    assert frame.shape == (3, 1000) and cells.shape == (3, per_position[0] * per_position[1], 1000)
     # ... and since the fc layer is linear, the whole-frame descriptor is the mean of those cells'.
-    np.testing.assert_allclose(views[per_position].mean(axis=1), views[None], atol=1e-3)
+    np.testing.assert_allclose(cells.mean(axis=1), frame, atol=1e-3)
 
 
 def test_holdout_keeps_the_tail_of_a_sequence_and_a_random_part_of_images(tiled_data: ComparisonData) -> None:

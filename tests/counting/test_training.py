@@ -10,8 +10,9 @@ import pytest
 from counting.datasets import load_dataset
 from counting.errors import DatasetError
 from counting.features import FeatureCache
+from counting.imaging import image_size
 from counting.tiles import tile_count_matrix
-from counting.training import TrainingConfig, calibration_split, cv_folds, image_sizes, train_model
+from counting.training import TrainingConfig, calibration_split, cv_folds, train_model
 
 
 def test_tail_calibration_holds_out_the_last_frames() -> None:
@@ -56,7 +57,7 @@ def test_tile_targets_sum_to_frame_counts(mall_small) -> None:
     train = mall_small.subset("train")
     tiles = tile_count_matrix(
         [s.dots for s in train.samples],
-        image_sizes(train.paths[:1]) * len(train),
+        [image_size(train.paths[0])] * len(train),
         (2, 2),
         mall_small.roi_mask,
     )
@@ -94,6 +95,28 @@ def test_whole_frame_rows_are_added_to_the_tiles(mall_small, session_cache_dir: 
     )
     model = train_model(mall_small, config, cache=FeatureCache(session_cache_dir))
     assert model.training["n_rows"] == 50 * 4 + 50 and model.training["whole_frame_rows"] is True
+    assert model.layout == "tiles+frame" and model.training["layout"] == "tiles+frame"
+
+
+def test_pyramid_model_is_saved_and_counts_images(mall_small, session_cache_dir: Path, tmp_path: Path) -> None:
+    from counting.model import load_model
+
+    config = TrainingConfig(
+        input_size=112, grid=(2, 2), layout="pyramid", n_centers=8, max_epochs=2, calibration="tail"
+    )
+    cache = FeatureCache(session_cache_dir)
+    model = train_model(mall_small, config, cache=cache)
+    assert model.layout == "pyramid" and model.training["n_rows"] == 50  # one row per frame
+    assert model.feature_dim == 1000 and model.regressor.n_features_in_ == 5 * 1000
+    loaded = load_model(model.save(tmp_path / "pyramid.npz"))
+    assert loaded.layout == "pyramid" and loaded.grid == (2, 2)
+    test = mall_small.subset("test")
+    from_files = loaded.count_paths(test.paths[:4], cache=cache).counts
+    from counting.imaging import load_image
+
+    from_images = loaded.count_images([load_image(path) for path in test.paths[:4]])
+    np.testing.assert_allclose(from_files, from_images, rtol=1e-3, atol=1e-3)
+    assert np.abs(from_files - np.asarray(test.counts[:4])).mean() < 10
 
 
 def test_cv_folds_deal_runs_of_frames_in_turn() -> None:

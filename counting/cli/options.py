@@ -1,0 +1,208 @@
+"""Every command-line option, declared once: the same name, short flag and parsing in every command.
+
+Choices come from the library's registries (``defaults.DATASETS``, ``agp.KERNELS``,
+``counting.backbones.BACKBONES``, ``training.CALIBRATION_MODES``, ``layouts.LAYOUTS``), so a new
+entry there is a new choice here. Options whose help depends on the command (what ``--out``
+writes, what ``--smooth`` smooths) are made by a small function, still declared once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from agp import KERNELS
+from counting import defaults
+from counting.backbones import BACKBONES
+from counting.errors import CountingError
+from counting.layouts import LAYOUTS
+from counting.training import CALIBRATION_MODES
+
+# Help panels of the longer commands.
+DATA, DESCRIPTORS, REGRESSOR, RUN = "Data", "Descriptors", "Regressor and interval", "Run"
+
+
+def parse_input_size(text: str | int | None) -> int | None:
+    """``224`` -> 224; ``native`` -> None (the image's own resolution)."""
+    if text is None or isinstance(text, int):
+        return text
+    value = text.strip().lower()
+    if value in ("native", "none", "full"):
+        return None
+    if not value.isdigit() or int(value) < 8:
+        raise typer.BadParameter(f"{text!r}: expected a short side in pixels (>= 8) or 'native'")
+    return int(value)
+
+
+def parse_grid_option(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
+    """``3x4`` -> (3, 4); ``none`` -> None (whole frame)."""
+    from counting.tiles import parse_grid
+
+    try:
+        return parse_grid(text)
+    except CountingError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
+def choice(names: tuple[str, ...] | list[str]) -> dict:
+    """Option settings that accept one of ``names`` (a registry's keys), shown in --help."""
+    names = tuple(names)
+
+    def parse(text: str | None) -> str | None:
+        if text is None or text in names:
+            return text
+        raise typer.BadParameter(f"{text!r} is not one of {', '.join(names)}")
+
+    return {"parser": parse, "metavar": "[" + "|".join(names) + "]"}
+
+
+def _grid_text(grid: tuple[int, int] | None) -> str:
+    return "none" if grid is None else f"{grid[0]}x{grid[1]}"
+
+
+# -- data ---------------------------------------------------------------------------------
+DatasetOption = Annotated[
+    str,
+    typer.Option(
+        "--dataset", "-d", **choice(defaults.DATASETS), help="Dataset reader.",
+        show_default=False, rich_help_panel=DATA,
+    ),
+]
+OptionalDatasetOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--dataset", "-d", **choice(defaults.DATASETS),
+        help="Evaluate on this dataset's test split (default: the figures stored in the model).",
+        show_default=False, rich_help_panel=DATA,
+    ),
+]
+RootOption = Annotated[
+    Path,
+    typer.Option("--root", "-r", help="Dataset folder.", show_default=False, file_okay=False, rich_help_panel=DATA),
+]
+OptionalRootOption = Annotated[
+    Optional[Path],
+    typer.Option("--root", "-r", help="Dataset folder.", show_default=False, file_okay=False, rich_help_panel=DATA),
+]
+SplitOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--split",
+        help="'standard', 'train=A-B,test=C-D' (1-based frame ranges joined by +) or 'random:FRACTION[:SEED]'.",
+        rich_help_panel=DATA,
+    ),
+]
+CountsCsvOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--counts-csv", help="Counts CSV (filename,count) of --dataset folder (default ROOT/counts.csv).",
+        show_default=False, rich_help_panel=DATA,
+    ),
+]
+DifficultOption = Annotated[
+    bool, typer.Option("--include-difficult", help="VOC: count objects flagged difficult too.", rich_help_panel=DATA)
+]
+
+# -- model and descriptors ----------------------------------------------------------------
+ModelOption = Annotated[
+    Optional[Path],
+    typer.Option("--model", "-m", help="Model file (default: the shipped models/default.npz).", show_default=False),
+]
+BackboneOption = Annotated[
+    str,
+    typer.Option(
+        "--backbone", **choice(list(BACKBONES)), help="ImageNet backbone giving the descriptors.",
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
+WeightsOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--weights", help="Backbone weights file (resnet50: torchvision's state dict).", show_default=False,
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
+InputSizeOption = Annotated[
+    Optional[int],
+    typer.Option(
+        "--input-size", parser=parse_input_size, metavar="PIXELS|native",
+        help="Short side in pixels the image is resized to (whole image kept), or 'native'.",
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
+INPUT_SIZE_DEFAULT = str(defaults.INPUT_SIZE or "native")
+# Annotated str, though the parser returns (rows, cols): typer reads a tuple type as two arguments.
+GridOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--grid", parser=parse_grid_option, metavar="ROWSxCOLS|none",
+        help="Localised counting: descriptors per cell of a ROWSxCOLS grid, pooled from one pass; 'none': whole frame.",
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
+GRID_DEFAULT = _grid_text(defaults.GRID)
+RoiOption = Annotated[
+    bool,
+    typer.Option("--roi/--no-roi", help="Mask pixels (and heads) outside the dataset's ROI.", rich_help_panel=DESCRIPTORS),
+]
+LayoutOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--layout", **choice(LAYOUTS),
+        help="Rows with a --grid: tiles (per-cell counts), tiles+frame (plus whole frames as the average cell), "
+        "pyramid (frame and cells concatenated, one row per frame). Default: frame, or tiles with a grid.",
+        show_default=False, rich_help_panel=DESCRIPTORS,
+    ),
+]
+
+# -- regressor ----------------------------------------------------------------------------
+KernelOption = Annotated[
+    str, typer.Option("--kernel", **choice(KERNELS), help="AGP kernel kind.", rich_help_panel=REGRESSOR)
+]
+CentersOption = Annotated[
+    int, typer.Option("--centers", min=1, help="AGP centres (and the sparse GP's inducing points).",
+                      rich_help_panel=REGRESSOR)
+]
+CalibrationOption = Annotated[
+    str,
+    typer.Option(
+        "--calibration", **choice(CALIBRATION_MODES),
+        help="Interval calibration: cv (out-of-fold predictions, model fitted on all images), or a hold-out: "
+        "tail (last frames), blocks (runs of frames), random; none; auto = cv.",
+        rich_help_panel=REGRESSOR,
+    ),
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed for every random choice.", rich_help_panel=REGRESSOR)]
+
+# -- run ----------------------------------------------------------------------------------
+CacheDirOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--cache-dir", help="Feature cache folder (default $COUNTING_CACHE_DIR or ~/.cache/counting/features).",
+        show_default=False, rich_help_panel=RUN,
+    ),
+]
+NoCacheOption = Annotated[
+    bool, typer.Option("--no-cache", help="Neither read nor write the feature cache.", rich_help_panel=RUN)
+]
+BatchSizeOption = Annotated[
+    int, typer.Option("--batch-size", min=1, help="Images per forward pass.", rich_help_panel=RUN)
+]
+ProgressOption = Annotated[
+    bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.", rich_help_panel=RUN)
+]
+JsonOption = Annotated[
+    Optional[Path], typer.Option("--json", help="Write the results as JSON to this file.", show_default=False)
+]
+
+
+def out_option(what: str, folder: bool = False) -> typer.models.OptionInfo:
+    """``-o/--out``: where the command writes its main output (``what``)."""
+    return typer.Option("--out", "-o", help=what, show_default=not folder or None, file_okay=not folder)
+
+
+def smooth_option(what: str) -> typer.models.OptionInfo:
+    """``--smooth``: a temporal smoothing window in frames (1 = off)."""
+    return typer.Option("--smooth", min=1, help=f"{what} (frames; 1 = off).")

@@ -1,0 +1,113 @@
+"""The comparison's files: published figures beside ours, as CSV, JSON and Markdown."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from counting.comparison.data import ComparisonData
+from counting.comparison.methods import MethodResult
+
+
+def published_rows(dataset: str) -> list[dict]:
+    """Published figures for the dataset, one row per method: ``{method, mae, mse, rmse, source}``."""
+    from counting.published import load_published
+
+    by_method: dict[str, dict] = {}
+    for entry in load_published(dataset):
+        row = by_method.setdefault(entry["method"], {"method": entry["method"], "source": entry["source"],
+                                                     "definition": entry["definition"]})
+        row[entry["metric"].lower()] = float(entry["value"])
+    for row in by_method.values():
+        if "mse" in row and "rmse" not in row:
+            row["rmse"] = round(float(np.sqrt(row["mse"])), 2)
+        if "rmse" in row and "mse" not in row:
+            row["mse"] = round(row["rmse"] ** 2, 1)
+    return list(by_method.values())
+
+
+CSV_COLUMNS = (
+    "source", "method", "label", "features", "status", "mae", "mse", "rmse", "smoothed_mae", "smoothed_mse",
+    "smoothed_rmse", "fit_seconds", "predict_seconds", "n_train", "n_test", "note",
+)
+
+
+def table_records(results: Sequence[MethodResult], published: Sequence[dict]) -> list[dict]:
+    """Our rows then the published ones, in one column layout."""
+    records = [{"source": "measured here", **result.row()} for result in results]
+    for row in published:
+        records.append({
+            "source": row["source"], "method": row["method"], "label": f"{row['method']} (published)",
+            "features": "published", "status": "published", "mae": row.get("mae"), "mse": row.get("mse"),
+            "rmse": row.get("rmse"), "note": row.get("definition", ""),
+        })
+    return [{column: record.get(column) for column in CSV_COLUMNS} for record in records]
+
+
+def _cell(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown_table(records: Sequence[dict], sequence: bool) -> str:
+    columns = ["label", "features", "mae", "mse", "rmse"]
+    if sequence:
+        columns += ["smoothed_mae", "smoothed_rmse"]
+    columns += ["fit_seconds", "predict_seconds", "source"]
+    titles = {"label": "method", "mae": "MAE", "mse": "MSE", "rmse": "RMSE", "smoothed_mae": "MAE (smoothed)",
+              "smoothed_rmse": "RMSE (smoothed)", "fit_seconds": "fit s", "predict_seconds": "predict s"}
+    lines = ["| " + " | ".join(titles.get(c, c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    for record in records:
+        cells = [_cell(record[c]) for c in columns]
+        if record["status"] not in ("ok", "published"):
+            cells[2] = f"{record['status']}: {record['note']}"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_comparison(
+    data: ComparisonData, results: Sequence[MethodResult], out_dir: str | Path, stem: str | None = None
+) -> dict[str, Path]:
+    """Write ``<stem>.csv``, ``.json`` and ``.md`` into ``out_dir``; returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = stem or f"compare-{data.dataset}"
+    published = published_rows(data.dataset)
+    records = table_records(results, published)
+    paths = {"csv": out / f"{stem}.csv", "json": out / f"{stem}.json", "md": out / f"{stem}.md"}
+    with paths["csv"].open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(records)
+    summary = {
+        "dataset": data.dataset,
+        "split": data.split,
+        "n_train": len(data.train_counts),
+        "n_test": len(data.test_counts),
+        "settings": data.settings,
+        "rows": records,
+        "predictions": {
+            f"{result.method}|{result.features}": [round(float(v), 3) for v in result.predictions]
+            for result in results if result.predictions is not None
+        },
+        "y_true": [float(v) for v in data.test_counts],
+    }
+    paths["json"].write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    header = (
+        f"# {data.dataset}: methods compared on split `{data.split}`\n\n"
+        f"{len(data.train_counts)} train / {len(data.test_counts)} test images; descriptors: "
+        f"{data.settings.get('backbone')} at input size {data.settings.get('input_size') or 'native'}, "
+        f"ROI {'on' if data.settings.get('roi') else 'off'}. Fit and predict times are measured here "
+        "(regressor only for feature methods; detection included for HOG). Published figures use "
+        "their papers' protocols (see the CSV's note column), not this split.\n\n"
+    )
+    paths["md"].write_text(header + markdown_table(records, data.is_sequence) + "\n", encoding="utf-8")
+    return paths
