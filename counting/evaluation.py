@@ -200,7 +200,7 @@ def evaluate_model(
     )
     return EvaluationResult(
         dataset=dataset.name,
-        split=split or str(getattr(dataset, "split", None) or "standard"),
+        split=split or dataset.split,
         model=model.name,
         metrics=figures,
         sequence_metrics=sequence,

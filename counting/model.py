@@ -165,7 +165,7 @@ class CountingModel:
             detail = str(error).splitlines()[0] if str(error) else type(error).__name__
             detail = detail.removeprefix(f"{source}: ")  # agp's errors already name the file
             raise ModelFileError(f"{source}: not a counting model file ({detail})") from None
-        metadata = getattr(regressor, "metadata_", None) or {}
+        metadata = regressor.metadata_ or {}
         if not isinstance(metadata, dict) or metadata.get("kind") != MODEL_KIND:
             raise ModelFileError(
                 f"{source}: an AGP regressor file without counting metadata, not a counting model"
@@ -286,7 +286,7 @@ class CountingModel:
 
             backbone = get_backbone(self.backbone, weights=weights)
             expected = self.backbone_weights_sha256
-            actual = getattr(backbone, "weights_sha256", None)
+            actual = backbone.weights_sha256
             if expected and actual and expected != actual:
                 raise ModelFileError(
                     f"{self.name}: trained with {self.backbone} weights {expected[:12]}…, "

@@ -214,7 +214,7 @@ def train_model(
     tile_targets = None
     if layout in ("tiles", "tiles+frame"):
         if multi_output:
-            raise DatasetError(f"{dataset.root}: tiles need head dots, which {dataset.name} does not have")
+            raise DatasetError(f"{dataset.root}: a --grid with tiles needs head dots, which {dataset.name} does not have")
         tile_targets = dot_tile_counts(samples, config.grid, roi_mask, dataset.name)
 
     backbone = get_backbone(config.backbone, weights=config.weights)
@@ -261,7 +261,7 @@ def train_model(
     model = CountingModel(
         regressor=regressor,
         backbone=backbone.name,
-        backbone_weights_sha256=getattr(backbone, "weights_sha256", None),
+        backbone_weights_sha256=backbone.weights_sha256,
         input_size=config.input_size,
         roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
         grid=config.grid,
@@ -270,7 +270,7 @@ def train_model(
         dataset={
             "name": dataset.name,
             "root": str(dataset.root),
-            "split": split or str(getattr(dataset, "split", None) or "standard"),
+            "split": split or dataset.split,
             "n_train": len(samples),
             "n_fit": int(len(fit)),
             "n_calibration": int(len(held)),

@@ -21,135 +21,30 @@ Prints every figure and writes ``study.json`` and ``study.md`` into ``--out``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from counting.comparison import ComparisonData, _feature_rows, holdout, load_comparison_data, run_feature_method, score
+from counting.comparison import ComparisonData, holdout, run_feature_method
+from counting.comparison.study import (
+    Candidate,
+    Study,
+    choose_window,
+    final,
+    intervals,
+    print_row,
+    select,
+    size_text,
+    write_study,
+)
 from counting.features import FeatureCache
-from counting.peers import make_peer
-from counting.smoothing import smooth_counts
-from counting.uncertainty import SCALES, ConformalInterval, choose_scale
+from counting.tiles import parse_grid
 
 warnings.filterwarnings("ignore", category=UserWarning)
 warnings.filterwarnings("ignore", module="sklearn")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One configuration: descriptors (input size, grid, ROI), layout and regressor."""
-
-    method: str
-    layout: str  # frame | tiles | tiles+frame | pyramid
-    input_size: int | None
-    grid: tuple[int, int] | None = None
-    roi: bool = True
-    n_centers: int = 25
-
-    @property
-    def name(self) -> str:
-        size = self.input_size or "native"
-        grid = "" if self.grid is None or self.layout == "frame" else f" {self.grid[0]}x{self.grid[1]}"
-        roi = "" if self.roi else " no-ROI"
-        centres = f" N={self.n_centers}" if self.method.startswith(("agp", "center", "sparse")) else ""
-        return f"{self.method}{centres} · {self.layout}{grid} · {size}{roi}"
-
-
-def size_text(size: int | None) -> str:
-    return "native" if size is None else str(size)
-
-
-class Study:
-    """Loads (cached) descriptors once per setting and scores candidates on a split."""
-
-    def __init__(self, dataset: str, root: Path, split: str, cache: FeatureCache, holdout_fraction: float, seed: int):
-        self.dataset, self.root, self.split, self.cache = dataset, root, split, cache
-        self.holdout_fraction, self.seed = holdout_fraction, seed
-        self._data: dict[tuple, ComparisonData] = {}
-
-    def data(self, candidate: Candidate) -> ComparisonData:
-        key = (candidate.input_size, candidate.grid if candidate.layout != "frame" else None, candidate.roi)
-        if key not in self._data:
-            self._data[key] = load_comparison_data(
-                self.dataset, self.root, split=self.split, input_size=key[0], grid=key[1], use_roi=key[2],
-                cache=self.cache,
-            )
-        return self._data[key]
-
-    def run(self, candidate: Candidate, validation: bool, window: int = 0):
-        data = self.data(candidate)
-        if validation:
-            data = holdout(data, self.holdout_fraction, self.seed)
-        return run_feature_method(data, candidate.method, candidate.layout, candidate.n_centers, self.seed, window), data
-
-
-def print_row(tag: str, candidate: Candidate, result) -> None:
-    if result.status != "ok":
-        print(f"{tag:10s} {candidate.name:55s} {result.status}: {result.note}", flush=True)
-        return
-    m = result.metrics
-    smoothed = f" smoothed MAE {m['smoothed_mae']:.3f}" if "smoothed_mae" in m else ""
-    print(f"{tag:10s} {candidate.name:55s} MAE {m['mae']:.3f} RMSE {m['rmse']:.3f}{smoothed} "
-          f"fit {result.fit_seconds:.1f}s", flush=True)
-
-
-def select(study: Study, candidates: list[Candidate], log: list[dict]) -> tuple[Candidate, float]:
-    """Score every candidate on the validation hold-out; return the lowest MAE."""
-    best, best_mae = None, np.inf
-    for candidate in candidates:
-        result, _ = study.run(candidate, validation=True)
-        print_row("validation", candidate, result)
-        log.append({"stage": "validation", "candidate": candidate.name, **result.row()})
-        if result.status == "ok" and result.metrics["mae"] < best_mae:
-            best, best_mae = candidate, result.metrics["mae"]
-    print(f"chosen on validation: {best.name} (MAE {best_mae:.3f})", flush=True)
-    return best, best_mae
-
-
-def choose_window(study: Study, candidate: Candidate, windows: list[int], log: list[dict]) -> int:
-    """Smoothing window with the lowest validation MAE of the chosen candidate (sequences only)."""
-    result, data = study.run(candidate, validation=True)
-    best_window, best_mae = 1, np.inf
-    for window in windows:
-        figures = score(data.test_counts, smooth_counts(result.predictions, window), data.test_indices)
-        print(f"validation smoothing window {window:3d}: MAE {figures['mae']:.3f}", flush=True)
-        log.append({"stage": "smoothing", "candidate": candidate.name, "window": window, **figures})
-        if figures["mae"] < best_mae - 1e-9:
-            best_window, best_mae = window, figures["mae"]
-    return best_window
-
-
-def final(study: Study, candidates: list[Candidate], window: int, log: list[dict]) -> None:
-    for candidate in candidates:
-        result, _ = study.run(candidate, validation=False, window=window)
-        print_row("test", candidate, result)
-        log.append({"stage": "test", "candidate": candidate.name, "window": window, **result.row()})
-
-
-def intervals(study: Study, candidate: Candidate, level: float, calibration_fraction: float, log: list[dict]) -> None:
-    """Split conformal: fit on the train part less a calibration hold-out, cover the test part."""
-    data = study.data(candidate)
-    calibration = holdout(data, calibration_fraction, study.seed)
-    X, y, predict_calibration = _feature_rows(calibration, candidate.layout)
-    model = make_peer(candidate.method, candidate.n_centers, study.seed, X.shape[1], len(X)).fit(X, y)
-    calibration_pred = predict_calibration(model)
-    test_pred = _feature_rows(data, candidate.layout)[2](model)
-    chosen_scale, widths = choose_scale(calibration.test_counts, calibration_pred, level=level, seed=study.seed)
-    print(f"interval scale chosen on the calibration frames: {chosen_scale} (half-split widths "
-          + ", ".join(f"{k} {v:.2f}" for k, v in widths.items()) + ")", flush=True)
-    for scale in SCALES:
-        interval = ConformalInterval.fit(calibration.test_counts, calibration_pred, level=level, scale=scale)
-        figures = interval.evaluate(data.test_counts, test_pred)
-        print(f"interval {scale:8s} level {level:.2f} on {len(calibration.test_counts)} calibration images: "
-              f"test coverage {figures['coverage']:.3f}, mean width {figures['mean_width']:.2f}, "
-              f"test MAE {np.mean(np.abs(test_pred - data.test_counts)):.3f}", flush=True)
-        log.append({"stage": "interval", "candidate": candidate.name, "n_calibration": len(calibration.test_counts),
-                    "chosen_scale": chosen_scale, **figures})
 
 
 def crop_descriptors(paths: list[Path], backbone, input_size: int, grid: tuple[int, int],
@@ -219,7 +114,7 @@ def speed(root: Path, sizes: list[int | None], grids: list[tuple[int, int]], n_f
     for size in sizes:
         prep = Preprocessing(input_size=size, roi_mask=roi)
         timed(f"one pass, whole frame @ {size_text(size)}", size,
-              lambda f: backbone.forward(backbone.prepare(f, prep)[None]))
+              lambda f, prep=prep: backbone.forward(backbone.prepare(f, prep)[None]))
         for grid in grids:
             def cells_and_frame(frame, grid=grid, prep=prep):
                 feature_map = backbone.feature_map(backbone.prepare(frame, prep)[None])
@@ -243,34 +138,12 @@ def speed(root: Path, sizes: list[int | None], grids: list[tuple[int, int]], n_f
     return rows
 
 
-def write(out: Path, log: list[dict], header: str) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "study.json").write_text(json.dumps(log, indent=2) + "\n", encoding="utf-8")
-    lines = [header, "", "| stage | candidate | MAE | RMSE | smoothed MAE | coverage | width | fit s | frames/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for entry in log:
-        def cell(key: str, digits: int = 3) -> str:
-            value = entry.get(key)
-            return "" if value is None else (f"{value:.{digits}f}" if isinstance(value, float) else str(value))
-
-        name = entry.get("candidate", "") + (f" (window {entry['window']})" if entry["stage"] == "smoothing" else "")
-        name += f" ({entry['scale']})" if entry["stage"] == "interval" else ""
-        lines.append(f"| {entry['stage']} | {name} | {cell('mae')} | {cell('rmse')} | {cell('smoothed_mae')} | "
-                     f"{cell('coverage')} | {cell('mean_width', 2)} | {cell('fit_seconds', 1)} | {cell('fps', 1)} |")
-    (out / "study.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def grid_of(text: str) -> tuple[int, int]:
-    rows, cols = text.lower().split("x")
-    return int(rows), int(cols)
-
-
 def crops_study(args: argparse.Namespace) -> None:
     """Validation and test MAE of per-tile crops against one pass pooled per cell (same grid)."""
     from counting.backbones import get_backbone
     from counting.datasets import load_dataset
 
-    grid = grid_of(args.crops)
+    grid = parse_grid(args.crops)
     cache = FeatureCache(args.cache_dir)
     study = Study("mall", args.root, "train=1-600,test=601-800", cache, 0.25, 0)
     one_pass = study.data(Candidate("ridge", "pyramid", 224, grid))
@@ -289,7 +162,7 @@ def crops_study(args: argparse.Namespace) -> None:
                 name = f"{method} · {layout} {grid[0]}x{grid[1]} · 224 · {label}"
                 print_row(stage, Candidate(method, layout, 224, grid), result)
                 log.append({"stage": stage, "candidate": name, **result.row()})
-    write(args.out, log, f"# Mall: one pass pooled per cell vs one pass per tile crop ({args.crops})")
+    write_study(args.out, log, f"# Mall: one pass pooled per cell vs one pass per tile crop ({args.crops})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -308,14 +181,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.speed:
         sizes = [None if s == "native" else int(s) for s in args.sizes.split(",")]
-        rows = speed(args.root, sizes, [grid_of(g) for g in args.grids.split(",")])
-        write(args.out, rows, "# Mall descriptor speed (frames per CPU-second, one thread, 640x480, one frame at a time)")
+        rows = speed(args.root, sizes, [parse_grid(g) for g in args.grids.split(",")])
+        write_study(args.out, rows, "# Mall descriptor speed (frames per CPU-second, one thread, 640x480, one frame at a time)")
         return
     if args.crops:
         return crops_study(args)
 
     sizes = [None if s == "native" else int(s) for s in args.sizes.split(",")]
-    grids = [grid_of(g) for g in args.grids.split(",")]
+    grids = [parse_grid(g) for g in args.grids.split(",")]
     study = Study("mall", args.root, "train=1-600,test=601-800", FeatureCache(args.cache_dir), 0.25, 0)
     log: list[dict] = []
     started = time.perf_counter()
@@ -335,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
         candidates += [Candidate("ridge", "frame", 224, roi=False), Candidate("ridge", "pyramid", 224, grids[-1], roi=False)]
     if args.chosen:
         method, layout, size, grid = args.chosen.split(",")
-        best = Candidate(method, layout, None if size == "native" else int(size), grid_of(grid))
+        best = Candidate(method, layout, None if size == "native" else int(size), parse_grid(grid))
         best_agp = Candidate("agp-univariate", layout, best.input_size, best.grid)
         return finish(study, best, best_agp, sizes, log, args.out, started)
     best, best_mae = select(study, candidates, log)
@@ -367,7 +240,7 @@ def finish(study: Study, best: Candidate, best_agp: Candidate, sizes: list, log:
     ]
     final(study, list(dict.fromkeys([*references, best])), window, log)
     intervals(study, best, 0.9, 0.15, log)
-    write(out, log, f"# Mall accuracy study (chosen: {best.name}, smoothing window {window})")
+    write_study(out, log, f"# Mall accuracy study (chosen: {best.name}, smoothing window {window})")
     print(f"done in {time.perf_counter() - started:.0f} s; wrote {out}/study.json and study.md", flush=True)
 
 

@@ -19,11 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from accuracy_mall import Candidate, Study, final, grid_of, intervals, select, write  # noqa: E402
-
-from counting.features import FeatureCache  # noqa: E402
+from counting.comparison.study import Candidate, Study, final, intervals, select, write_study
+from counting.features import FeatureCache
+from counting.tiles import parse_grid
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     sizes = [None if s == "native" else int(s) for s in args.sizes.split(",")]
-    grids = [grid_of(g) for g in args.grids.split(",")]
+    grids = [parse_grid(g) for g in args.grids.split(",")]
     study = Study("shanghaitech", args.root, "random:0.25:0", FeatureCache(args.cache_dir), 0.25, 0)
     log: list[dict] = []
     started = time.perf_counter()
@@ -67,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     final(study, list(dict.fromkeys([*references, best])), 0, log)
     intervals(study, best, 0.9, 0.15, log)
-    write(args.out, log, f"# ShanghaiTech B accuracy study (chosen: {best.name})")
+    write_study(args.out, log, f"# ShanghaiTech B accuracy study (chosen: {best.name})")
     print(f"done in {time.perf_counter() - started:.0f} s; wrote {args.out}/study.json and study.md", flush=True)
 
 

@@ -46,13 +46,6 @@ class SplitSpec:
                 labels[(indices >= low) & (indices <= high)] = split
         return labels
 
-    def requested_numbers(self) -> np.ndarray:
-        """Every frame / image number a ``ranges`` spec asks for, ascending."""
-        spans = [
-            np.arange(low, high + 1) for ranges in self.ranges.values() for low, high in ranges
-        ]
-        return np.unique(np.concatenate(spans)) if spans else np.zeros(0, dtype=int)
-
 
 def parse_split(text: str) -> SplitSpec:
     """Parse a split string; anything else raises DatasetError explaining the syntax."""

@@ -26,9 +26,9 @@ def test_no_arguments_shows_help(runner) -> None:
     [
         ("train", ["--dataset", "--root", "--out", "--grid", "--centers", "--kernel", "loss curve"]),
         ("evaluate", ["--model", "--json", "MAE", "mRMSE", "smoothing"]),
-        ("report", ["--out-dir", "Markdown", "published"]),
+        ("report", ["--out", "Markdown", "published"]),
         ("count", ["--csv", "--json", "glob", "skipped"]),
-        ("video", ["--stride", "--smooth", "--output", "webcam", "Ctrl-C"]),
+        ("video", ["--stride", "--smooth", "--annotated", "webcam", "Ctrl-C"]),
     ],
 )
 def test_command_help_reads_well(runner, command: str, phrases: list[str]) -> None:

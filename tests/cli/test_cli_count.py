@@ -125,11 +125,11 @@ def test_counts_from_a_features_file(
     assert model.roi_mask is None  # scripts/train_default_model.py trains without the ROI
     frames = [str(mall_root / "frames" / f"seq_{k:06d}.jpg") for k in FRAMES]
     features = tmp_path / "f.npy"
-    size = ["--native-size"] if model.input_size is None else ["--input-size", str(model.input_size)]
+    size = ["--input-size", "native" if model.input_size is None else str(model.input_size)]
     grid = [] if model.grid is None else ["--grid", f"{model.grid[0]}x{model.grid[1]}"]
     extracted = runner.invoke(
         app,
-        ["features", *frames, "--output", str(features), *size, *grid]
+        ["features", *frames, "--out", str(features), *size, *grid]
         + ["--cache-dir", str(session_cache_dir), "--no-progress"],
     )
     assert extracted.exit_code == 0, extracted.output

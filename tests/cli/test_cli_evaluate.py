@@ -91,7 +91,7 @@ def test_report_sets_our_figures_beside_the_published_ones(
             str(mall_root),
             "--split",
             mall_split,
-            "--out-dir",
+            "--out",
             str(tmp_path),
             "--cache-dir",
             str(session_cache_dir),
@@ -110,7 +110,7 @@ def test_report_sets_our_figures_beside_the_published_ones(
 
 def test_report_from_the_model_file_alone(trained, runner, tmp_path: Path) -> None:
     model_path, _ = trained
-    result = runner.invoke(app, ["report", "--model", str(model_path), "--out-dir", str(tmp_path)])
+    result = runner.invoke(app, ["report", "--model", str(model_path), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "test figures stored in the model file" in (tmp_path / "report.md").read_text()
 

@@ -25,7 +25,7 @@ def test_video_file_to_csv_with_annotated_output(trained, runner, short_video: P
             str(model_path),
             "--counts",
             str(out),
-            "--output",
+            "--annotated",
             str(annotated),
             "--smooth",
             "3",

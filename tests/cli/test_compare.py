@@ -11,8 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from counting.cli.compare import compare
-from counting.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
+from counting.cli.app import app as counting_app
 from counting.peers.hog import hog_available
 
 runner = CliRunner()
@@ -20,13 +19,11 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    application = typer.Typer()
-    application.command()(compare)
-    return application
+    return counting_app
 
 
 def _invoke(app: typer.Typer, *arguments: str, cache: Path):
-    return runner.invoke(app, [*arguments, "--cache-dir", str(cache)], catch_exceptions=False,
+    return runner.invoke(app, ["compare", *arguments, "--cache-dir", str(cache)], catch_exceptions=False,
                          env={"COLUMNS": "250"})
 
 
@@ -82,14 +79,6 @@ def test_json_predictions_reproduce_the_table(compared) -> None:
     for key, row in rows.items():
         predicted = np.array(summary["predictions"][key])
         assert np.mean(np.abs(predicted - truth)) == pytest.approx(row["mae"], abs=2e-3)
-
-
-def test_default_method_lists_match_the_library() -> None:
-    import inspect
-
-    parameters = inspect.signature(compare).parameters
-    assert parameters["methods"].default == ",".join(DEFAULT_METHODS)
-    assert parameters["tiled_methods"].default == ",".join(DEFAULT_TILED_METHODS)
 
 
 def test_missing_dataset_folder_is_one_line_and_exit_1(app, tmp_path: Path) -> None:
