@@ -1,0 +1,119 @@
+"""Every `counting` command line in README.md's bash blocks runs, in order, as a user would.
+
+The commands run in a working folder beside a ``shared`` link to the shared data, so README's
+``../shared/data/...`` paths hold. Its ``photos/`` folder (60 real Mall frames with their counts)
+and ``clip.avi`` (12 real Mall frames) are made here. For speed the 600/200-frame Mall split is
+run as 60/20 frames; nothing else is changed. Datasets that are not on this machine
+(``~/data/...``) must end in the one-line "not found" error.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from counting.cli.app import app
+from counting.datasets import load_dataset
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+FAST_SPLIT = ("train=1-600,test=601-800", "train=1-60,test=61-80")
+
+
+def readme_commands() -> list[list[str]]:
+    """The `counting ...` commands of README's bash blocks, as argument lists, in order."""
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    commands = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            segments: list[list[str]] = [[]]
+            for word in words:
+                if word == "&&":
+                    segments.append([])
+                else:
+                    segments[-1].append(word)
+            commands += [segment for segment in segments if segment and segment[0] == "counting"]
+    return commands
+
+
+def test_readme_has_the_commands_it_documents() -> None:
+    names = {command[1] for command in readme_commands()}
+    assert names == {"count", "features", "train", "evaluate", "report", "video", "compare"}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, mall_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder as README assumes it: ../shared/data, photos/ with counts.csv, clip.avi; HOME has no data."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "data").symlink_to(mall_root.parent, target_is_directory=True)
+    work = tmp_path / "work"
+    photos = work / "photos"
+    photos.mkdir(parents=True)
+    frames = load_dataset("mall", mall_root, split="train=1-48,test=49-60")
+    with (photos / "counts.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["filename", "count", "split"])
+        for sample, split in zip(frames.samples, frames.splits, strict=True):
+            (photos / sample.path.name).symlink_to(sample.path)
+            writer.writerow([sample.path.name, int(sample.count), split])
+    writer = cv2.VideoWriter(str(work / "clip.avi"), cv2.VideoWriter_fourcc(*"MJPG"), 25.0, (640, 480))
+    for sample in frames.samples[:12]:
+        writer.write(cv2.imread(str(sample.path)))
+    writer.release()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return work
+
+
+def _shell_words(command: list[str]) -> list[str]:
+    """What the shell would pass: ``~`` expanded, and the fast split."""
+    return [os.path.expanduser(word).replace(*FAST_SPLIT) for word in command[1:]]
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs(runner, workdir: Path) -> None:
+    ran = []
+    for command in readme_commands():
+        words = _shell_words(command)
+        result = runner.invoke(app, words, env={"COLUMNS": "200"})
+        root = words[words.index("-r") + 1] if "-r" in words else None
+        if root is not None and not Path(root).exists():
+            assert result.exit_code == 1, (command, result.output)
+            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            assert len(lines) == 1 and "not found" in lines[0] and root in lines[0], (command, result.stderr)
+            continue
+        assert result.exit_code == 0, (" ".join(command), result.output)
+        ran.append(command[1])
+    assert {"features", "train", "evaluate", "report", "count", "video", "compare"} <= set(ran)
+
+    features = np.load(workdir / "mall.npy")
+    assert features.shape == (10, 1000) and np.isfinite(features).all()
+    truth = load_dataset("mall", workdir / "../shared/data/mall-train", split="train=1-60,test=61-80")
+    test_counts = truth.subset("test").counts
+    figures = json.loads((workdir / "eval.json").read_text())
+    # 60 training frames: coarse, but better than always answering the mean train count.
+    baseline = np.abs(test_counts - truth.subset("train").counts.mean()).mean()
+    assert figures["per_frame"]["n"] == 20 and figures["per_frame"]["mae"] < baseline
+    assert (workdir / "report" / "report.md").is_file() and (workdir / "mine.npz").is_file()
+    assert (workdir / "mall-pyramid.npz").is_file() and (workdir / "annotated.avi").stat().st_size > 0
+    with (workdir / "counts.csv").open() as handle:
+        counted = {Path(row["image"]).name: float(row["count"]) for row in csv.DictReader(handle)}
+    # the shipped model on the 60 photos (Mall frames 1-60): close to the annotated counts
+    annotated = {sample.path.name: sample.count for sample in truth.samples[:60]}
+    assert sorted(counted) == sorted(annotated)
+    assert np.mean([abs(counted[name] - annotated[name]) for name in annotated]) < 6
+    with (workdir / "frames.csv").open() as handle:
+        frames = list(csv.DictReader(handle))
+    numbers = [int(row["frame"]) for row in frames]
+    assert len(numbers) == 6 and np.all(np.diff(numbers) == 2)  # 12 frames, every second one
+    with (workdir / "compare" / "compare-mall.csv").open() as handle:
+        compared = [row for row in csv.DictReader(handle) if row["source"] == "measured here"]
+    assert any(row["method"] == "agp-univariate" and row["status"] == "ok" for row in compared)
