@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -25,14 +24,20 @@ from counting.errors import CountingError
 
 
 class _OneLineErrors(TyperGroup):
-    """Runs a command; user-input failures become one red line and exit code 1."""
+    """Runs a command; user-input failures become one red line: exit code 1 for a bad file or
+    dataset, click's 2 for a bad option (unknown flag, value out of its choices)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except CountingError as error:
             print_error(str(error))
             raise typer.Exit(1) from None
+        except typer.TyperException as error:  # typer's click errors: bad option, unknown command
+            context = getattr(error, "ctx", None)  # usage errors carry the command they arose in
+            command = f"counting {context.info_name}: " if context is not None and context.parent else ""
+            print_error(f"{command}{error.format_message()} (see --help)")
+            raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
             print_error("interrupted")
             raise typer.Exit(130) from None
