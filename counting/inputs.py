@@ -10,7 +10,16 @@ from pathlib import Path
 from counting.errors import ImageError
 
 IMAGE_SUFFIXES: tuple[str, ...] = (
-    ".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm", ".pgm",
+    ".jpg",
+    ".jpeg",
+    ".png",
+    ".bmp",
+    ".tif",
+    ".tiff",
+    ".webp",
+    ".gif",
+    ".ppm",
+    ".pgm",
 )
 
 

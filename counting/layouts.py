@@ -122,8 +122,14 @@ def extract_views(
 
     def extract(view_grid: tuple[int, int] | None) -> np.ndarray:
         return extract_features(
-            [str(path) for path in paths], backbone, prep, grid=view_grid, cache=cache,
-            batch_size=batch_size, progress=progress, on_error="raise",
+            [str(path) for path in paths],
+            backbone,
+            prep,
+            grid=view_grid,
+            cache=cache,
+            batch_size=batch_size,
+            progress=progress,
+            on_error="raise",
         ).features
 
     frame = extract(None) if needs_frame(layout) else None

@@ -66,16 +66,23 @@ def _grid_text(grid: tuple[int, int] | None) -> str:
 DatasetOption = Annotated[
     str,
     typer.Option(
-        "--dataset", "-d", **choice(defaults.DATASETS), help="Dataset reader.",
-        show_default=False, rich_help_panel=DATA,
+        "--dataset",
+        "-d",
+        **choice(defaults.DATASETS),
+        help="Dataset reader.",
+        show_default=False,
+        rich_help_panel=DATA,
     ),
 ]
 OptionalDatasetOption = Annotated[
     Optional[str],
     typer.Option(
-        "--dataset", "-d", **choice(defaults.DATASETS),
+        "--dataset",
+        "-d",
+        **choice(defaults.DATASETS),
         help="Evaluate on this dataset's test split (default: the figures stored in the model).",
-        show_default=False, rich_help_panel=DATA,
+        show_default=False,
+        rich_help_panel=DATA,
     ),
 ]
 RootOption = Annotated[
@@ -97,8 +104,10 @@ SplitOption = Annotated[
 CountsCsvOption = Annotated[
     Optional[Path],
     typer.Option(
-        "--counts-csv", help="Counts CSV (filename,count) of --dataset folder (default ROOT/counts.csv).",
-        show_default=False, rich_help_panel=DATA,
+        "--counts-csv",
+        help="Counts CSV (filename,count) of --dataset folder (default ROOT/counts.csv).",
+        show_default=False,
+        rich_help_panel=DATA,
     ),
 ]
 DifficultOption = Annotated[
@@ -113,21 +122,27 @@ ModelOption = Annotated[
 BackboneOption = Annotated[
     str,
     typer.Option(
-        "--backbone", **choice(list(BACKBONES)), help="ImageNet backbone giving the descriptors.",
+        "--backbone",
+        **choice(list(BACKBONES)),
+        help="ImageNet backbone giving the descriptors.",
         rich_help_panel=DESCRIPTORS,
     ),
 ]
 WeightsOption = Annotated[
     Optional[Path],
     typer.Option(
-        "--weights", help="Backbone weights file (resnet50: torchvision's state dict).", show_default=False,
+        "--weights",
+        help="Backbone weights file (resnet50: torchvision's state dict).",
+        show_default=False,
         rich_help_panel=DESCRIPTORS,
     ),
 ]
 InputSizeOption = Annotated[
     Optional[int],
     typer.Option(
-        "--input-size", parser=parse_input_size, metavar="PIXELS|native",
+        "--input-size",
+        parser=parse_input_size,
+        metavar="PIXELS|native",
         help="Short side in pixels the image is resized to (whole image kept), or 'native'.",
         rich_help_panel=DESCRIPTORS,
     ),
@@ -137,7 +152,9 @@ INPUT_SIZE_DEFAULT = str(defaults.INPUT_SIZE or "native")
 GridOption = Annotated[
     Optional[str],
     typer.Option(
-        "--grid", parser=parse_grid_option, metavar="ROWSxCOLS|none",
+        "--grid",
+        parser=parse_grid_option,
+        metavar="ROWSxCOLS|none",
         help="Localised counting: descriptors per cell of a ROWSxCOLS grid, pooled from one pass; 'none': whole frame.",
         rich_help_panel=DESCRIPTORS,
     ),
@@ -145,15 +162,19 @@ GridOption = Annotated[
 GRID_DEFAULT = _grid_text(defaults.GRID)
 RoiOption = Annotated[
     bool,
-    typer.Option("--roi/--no-roi", help="Mask pixels (and heads) outside the dataset's ROI.", rich_help_panel=DESCRIPTORS),
+    typer.Option(
+        "--roi/--no-roi", help="Mask pixels (and heads) outside the dataset's ROI.", rich_help_panel=DESCRIPTORS
+    ),
 ]
 LayoutOption = Annotated[
     Optional[str],
     typer.Option(
-        "--layout", **choice(LAYOUTS),
+        "--layout",
+        **choice(LAYOUTS),
         help="Rows with a --grid: tiles (per-cell counts), tiles+frame (plus whole frames as the average cell), "
         "pyramid (frame and cells concatenated, one row per frame). Default: frame, or tiles with a grid.",
-        show_default=False, rich_help_panel=DESCRIPTORS,
+        show_default=False,
+        rich_help_panel=DESCRIPTORS,
     ),
 ]
 
@@ -162,13 +183,16 @@ KernelOption = Annotated[
     str, typer.Option("--kernel", **choice(KERNELS), help="AGP kernel kind.", rich_help_panel=REGRESSOR)
 ]
 CentersOption = Annotated[
-    int, typer.Option("--centers", min=1, help="AGP centres (and the sparse GP's inducing points).",
-                      rich_help_panel=REGRESSOR)
+    int,
+    typer.Option(
+        "--centers", min=1, help="AGP centres (and the sparse GP's inducing points).", rich_help_panel=REGRESSOR
+    ),
 ]
 CalibrationOption = Annotated[
     str,
     typer.Option(
-        "--calibration", **choice(CALIBRATION_MODES),
+        "--calibration",
+        **choice(CALIBRATION_MODES),
         help="Interval calibration: cv (out-of-fold predictions, model fitted on all images), or a hold-out: "
         "tail (last frames), blocks (runs of frames), random; none; auto = cv.",
         rich_help_panel=REGRESSOR,
@@ -180,8 +204,10 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Seed for every random c
 CacheDirOption = Annotated[
     Optional[Path],
     typer.Option(
-        "--cache-dir", help="Feature cache folder (default $COUNTING_CACHE_DIR or ~/.cache/counting/features).",
-        show_default=False, rich_help_panel=RUN,
+        "--cache-dir",
+        help="Feature cache folder (default $COUNTING_CACHE_DIR or ~/.cache/counting/features).",
+        show_default=False,
+        rich_help_panel=RUN,
     ),
 ]
 NoCacheOption = Annotated[

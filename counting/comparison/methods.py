@@ -18,7 +18,14 @@ from counting.peers import FEATURE_PEERS, IMAGE_PEERS, CalibratedHOGCounter, HOG
 from counting.peers.errors import PeerUnavailable
 
 DEFAULT_METHODS: tuple[str, ...] = (
-    "ridge", "gp", "sparse-gp", "center-gp", "agp-univariate", "agp-diagonal", "hog", "hog-calibrated",
+    "ridge",
+    "gp",
+    "sparse-gp",
+    "center-gp",
+    "agp-univariate",
+    "agp-diagonal",
+    "hog",
+    "hog-calibrated",
 )
 # Methods that also run on grid tiles (the tiled rows of the table).
 DEFAULT_TILED_METHODS: tuple[str, ...] = ("ridge", "gp", "agp-univariate")

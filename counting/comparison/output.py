@@ -20,8 +20,9 @@ def published_rows(dataset: str) -> list[dict]:
 
     by_method: dict[str, dict] = {}
     for entry in load_published(dataset):
-        row = by_method.setdefault(entry["method"], {"method": entry["method"], "source": entry["source"],
-                                                     "definition": entry["definition"]})
+        row = by_method.setdefault(
+            entry["method"], {"method": entry["method"], "source": entry["source"], "definition": entry["definition"]}
+        )
         row[entry["metric"].lower()] = float(entry["value"])
     for row in by_method.values():
         if "mse" in row and "rmse" not in row:
@@ -32,8 +33,22 @@ def published_rows(dataset: str) -> list[dict]:
 
 
 CSV_COLUMNS = (
-    "source", "method", "label", "features", "status", "mae", "mse", "rmse", "smoothed_mae", "smoothed_mse",
-    "smoothed_rmse", "fit_seconds", "predict_seconds", "n_train", "n_test", "note",
+    "source",
+    "method",
+    "label",
+    "features",
+    "status",
+    "mae",
+    "mse",
+    "rmse",
+    "smoothed_mae",
+    "smoothed_mse",
+    "smoothed_rmse",
+    "fit_seconds",
+    "predict_seconds",
+    "n_train",
+    "n_test",
+    "note",
 )
 
 
@@ -41,11 +56,19 @@ def table_records(results: Sequence[MethodResult], published: Sequence[dict]) ->
     """Our rows then the published ones, in one column layout."""
     records = [{"source": "measured here", **result.row()} for result in results]
     for row in published:
-        records.append({
-            "source": row["source"], "method": row["method"], "label": f"{row['method']} (published)",
-            "features": "published", "status": "published", "mae": row.get("mae"), "mse": row.get("mse"),
-            "rmse": row.get("rmse"), "note": row.get("definition", ""),
-        })
+        records.append(
+            {
+                "source": row["source"],
+                "method": row["method"],
+                "label": f"{row['method']} (published)",
+                "features": "published",
+                "status": "published",
+                "mae": row.get("mae"),
+                "mse": row.get("mse"),
+                "rmse": row.get("rmse"),
+                "note": row.get("definition", ""),
+            }
+        )
     return [{column: record.get(column) for column in CSV_COLUMNS} for record in records]
 
 
@@ -62,8 +85,16 @@ def markdown_table(records: Sequence[dict], sequence: bool) -> str:
     if sequence:
         columns += ["smoothed_mae", "smoothed_rmse"]
     columns += ["fit_seconds", "predict_seconds", "source"]
-    titles = {"label": "method", "mae": "MAE", "mse": "MSE", "rmse": "RMSE", "smoothed_mae": "MAE (smoothed)",
-              "smoothed_rmse": "RMSE (smoothed)", "fit_seconds": "fit s", "predict_seconds": "predict s"}
+    titles = {
+        "label": "method",
+        "mae": "MAE",
+        "mse": "MSE",
+        "rmse": "RMSE",
+        "smoothed_mae": "MAE (smoothed)",
+        "smoothed_rmse": "RMSE (smoothed)",
+        "fit_seconds": "fit s",
+        "predict_seconds": "predict s",
+    }
     lines = ["| " + " | ".join(titles.get(c, c) for c in columns) + " |", "|" + "---|" * len(columns)]
     for record in records:
         cells = [_cell(record[c]) for c in columns]
@@ -96,7 +127,8 @@ def write_comparison(
         "rows": records,
         "predictions": {
             f"{result.method}|{result.features}": [round(float(v), 3) for v in result.predictions]
-            for result in results if result.predictions is not None
+            for result in results
+            if result.predictions is not None
         },
         "y_true": [float(v) for v in data.test_counts],
     }

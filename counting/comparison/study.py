@@ -55,7 +55,12 @@ class Study:
         key = (candidate.input_size, candidate.grid if candidate.layout != "frame" else None, candidate.roi)
         if key not in self._data:
             self._data[key] = load_comparison_data(
-                self.dataset, self.root, split=self.split, input_size=key[0], grid=key[1], use_roi=key[2],
+                self.dataset,
+                self.root,
+                split=self.split,
+                input_size=key[0],
+                grid=key[1],
+                use_roi=key[2],
                 cache=self.cache,
             )
         return self._data[key]
@@ -65,7 +70,9 @@ class Study:
         data = self.data(candidate)
         if validation:
             data = holdout(data, self.holdout_fraction, self.seed)
-        return run_feature_method(data, candidate.method, candidate.layout, candidate.n_centers, self.seed, window), data
+        return run_feature_method(
+            data, candidate.method, candidate.layout, candidate.n_centers, self.seed, window
+        ), data
 
 
 def print_row(tag: str, candidate: Candidate, result) -> None:
@@ -74,8 +81,11 @@ def print_row(tag: str, candidate: Candidate, result) -> None:
         return
     m = result.metrics
     smoothed = f" smoothed MAE {m['smoothed_mae']:.3f}" if "smoothed_mae" in m else ""
-    print(f"{tag:10s} {candidate.name:55s} MAE {m['mae']:.3f} RMSE {m['rmse']:.3f}{smoothed} "
-          f"fit {result.fit_seconds:.1f}s", flush=True)
+    print(
+        f"{tag:10s} {candidate.name:55s} MAE {m['mae']:.3f} RMSE {m['rmse']:.3f}{smoothed} "
+        f"fit {result.fit_seconds:.1f}s",
+        flush=True,
+    )
 
 
 def select(study: Study, candidates: list[Candidate], log: list[dict]) -> tuple[Candidate, float]:
@@ -120,24 +130,43 @@ def intervals(study: Study, candidate: Candidate, level: float, calibration_frac
     calibration_pred = predict_calibration(model)
     test_pred = feature_rows(data, candidate.layout)[2](model)
     chosen_scale, widths = choose_scale(calibration.test_counts, calibration_pred, level=level, seed=study.seed)
-    print(f"interval scale chosen on the calibration frames: {chosen_scale} (half-split widths "
-          + ", ".join(f"{k} {v:.2f}" for k, v in widths.items()) + ")", flush=True)
+    print(
+        f"interval scale chosen on the calibration frames: {chosen_scale} (half-split widths "
+        + ", ".join(f"{k} {v:.2f}" for k, v in widths.items())
+        + ")",
+        flush=True,
+    )
     for scale in SCALES:
         interval = ConformalInterval.fit(calibration.test_counts, calibration_pred, level=level, scale=scale)
         figures = interval.evaluate(data.test_counts, test_pred)
-        print(f"interval {scale:8s} level {level:.2f} on {len(calibration.test_counts)} calibration images: "
-              f"test coverage {figures['coverage']:.3f}, mean width {figures['mean_width']:.2f}, "
-              f"test MAE {np.mean(np.abs(test_pred - data.test_counts)):.3f}", flush=True)
-        log.append({"stage": "interval", "candidate": candidate.name, "n_calibration": len(calibration.test_counts),
-                    "chosen_scale": chosen_scale, **figures})
+        print(
+            f"interval {scale:8s} level {level:.2f} on {len(calibration.test_counts)} calibration images: "
+            f"test coverage {figures['coverage']:.3f}, mean width {figures['mean_width']:.2f}, "
+            f"test MAE {np.mean(np.abs(test_pred - data.test_counts)):.3f}",
+            flush=True,
+        )
+        log.append(
+            {
+                "stage": "interval",
+                "candidate": candidate.name,
+                "n_calibration": len(calibration.test_counts),
+                "chosen_scale": chosen_scale,
+                **figures,
+            }
+        )
 
 
 def write_study(out: Path, log: list[dict], header: str) -> None:
     """``study.json`` (every logged row) and ``study.md`` (one table) in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "study.json").write_text(json.dumps(log, indent=2) + "\n", encoding="utf-8")
-    lines = [header, "", "| stage | candidate | MAE | RMSE | smoothed MAE | coverage | width | fit s | frames/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        header,
+        "",
+        "| stage | candidate | MAE | RMSE | smoothed MAE | coverage | width | fit s | frames/s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
     def cell(entry: dict, key: str, digits: int = 3) -> str:
         value = entry.get(key)
         return "" if value is None else (f"{value:.{digits}f}" if isinstance(value, float) else str(value))
@@ -145,6 +174,8 @@ def write_study(out: Path, log: list[dict], header: str) -> None:
     for entry in log:
         name = entry.get("candidate", "") + (f" (window {entry['window']})" if entry["stage"] == "smoothing" else "")
         name += f" ({entry['scale']})" if entry["stage"] == "interval" else ""
-        lines.append(f"| {entry['stage']} | {name} | {cell(entry, 'mae')} | {cell(entry, 'rmse')} | {cell(entry, 'smoothed_mae')} | "
-                     f"{cell(entry, 'coverage')} | {cell(entry, 'mean_width', 2)} | {cell(entry, 'fit_seconds', 1)} | {cell(entry, 'fps', 1)} |")
+        lines.append(
+            f"| {entry['stage']} | {name} | {cell(entry, 'mae')} | {cell(entry, 'rmse')} | {cell(entry, 'smoothed_mae')} | "
+            f"{cell(entry, 'coverage')} | {cell(entry, 'mean_width', 2)} | {cell(entry, 'fit_seconds', 1)} | {cell(entry, 'fps', 1)} |"
+        )
     (out / "study.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
