@@ -122,7 +122,7 @@ def make_regressor(config: TrainingConfig, n_rows: int, log: Callable[[str], Non
     wanted: dict[str, Any] = {
         "n_centers": config.n_centers,
         "kernel": config.kernel,
-        "n_validation": n_validation,
+        "validation_fraction": n_validation,
         "random_state": config.seed,
     }
     if config.max_epochs is not None:
@@ -315,7 +315,7 @@ def train_model(
         training=config.record()
         | {
             "n_rows": int(len(X)),
-            "n_validation_rows": int(getattr(regressor, "n_validation", 0) or 0),
+            "n_validation_rows": len(getattr(regressor, "validation_indices_", ())),
             "best_epoch": _best_epoch(regressor),
         },
         history=_json_history(regressor),

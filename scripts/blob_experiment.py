@@ -57,7 +57,7 @@ def run(size: int, epochs: int, seed: int) -> dict[str, tuple[AGPRegressor, floa
             centers=centres,
             center_targets=blob_intensity(centres),  # the intensity at the blob centre
             mean="constant",  # the paper's zero-mean GP on centred targets
-            n_validation=100,
+            validation_fraction=100,
             max_epochs=epochs,
             random_state=seed,
         ).fit(coords, y)
@@ -106,7 +106,7 @@ def main() -> None:
     print(f"blob experiment: {args.size}x{args.size} pixels, 2 fixed centers, 100 validation pixels, seed {args.seed}")
     print(f"{'model':18s} {'NRMSE':>8s} {'fit s':>7s}  best epoch  lengthscales")
     for label, (model, score, seconds) in results.items():
-        lengths = np.array2string(model._make_kernel().lengthscales(model.kernel_params_), precision=3)
+        lengths = np.array2string(model._make_kernel().lengthscales(model._kernel_params), precision=3)
         print(f"{label:18s} {100 * score:7.2f}% {seconds:7.2f}  {model.best_epoch_:10d}  {lengths}")
     print("paper (Fig. 1): center-GP 82.99%, univariate-AGP 65.32%, multivariate-AGP 56.26%")
     if args.plot:

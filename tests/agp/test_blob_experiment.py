@@ -34,5 +34,5 @@ def test_paper_ordering_multivariate_beats_univariate_beats_center_gp(blob) -> N
     assert multivariate < univariate < center, (center, univariate, multivariate)
     # The asymmetric kernels give each blob its own size: the large blob gets the longer lengthscale.
     model = results["univariate-AGP"][0]
-    lengthscales = np.exp(model.kernel_params_["log_lengthscale"])
+    lengthscales = model.lengthscales_
     assert lengthscales[0] > 1.5 * lengthscales[1]

@@ -21,7 +21,7 @@ def data():
 @pytest.mark.parametrize("kind", ["center", "univariate", "diagonal", "lowrank", "full"])
 def test_round_trip_gives_identical_predictions(tmp_path, data, kind: str) -> None:
     X, Y = data
-    model = AGPRegressor(kernel=kind, n_centers=8, n_validation=30, rank=2, max_epochs=3, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel=kind, n_centers=8, validation_fraction=30, rank=2, max_epochs=3, random_state=0).fit(X, Y)
     path = tmp_path / "model.agp"  # any name: save writes exactly this path
     model.save(path)
     loaded = AGPRegressor.load(path)
@@ -35,14 +35,14 @@ def test_round_trip_gives_identical_predictions(tmp_path, data, kind: str) -> No
 
 def test_single_output_stays_one_dimensional(tmp_path, data) -> None:
     X, Y = data
-    model = AGPRegressor(n_centers=8, n_validation=30, max_epochs=2, random_state=0).fit(X, Y[:, 0])
+    model = AGPRegressor(n_centers=8, validation_fraction=30, max_epochs=2, random_state=0).fit(X, Y[:, 0])
     model.save(tmp_path / "m.npz")
     assert AGPRegressor.load(tmp_path / "m.npz").predict(X[:5]).shape == (5,)
 
 
 def test_metadata_round_trips_exactly_and_file_has_no_pickle(tmp_path, data) -> None:
     X, Y = data
-    model = AGPRegressor(kernel="center", n_centers=8, n_validation=30, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel="center", n_centers=8, validation_fraction=30, random_state=0).fit(X, Y)
     metadata = {
         "kind": "counting-model",
         "version": 1,
@@ -56,14 +56,14 @@ def test_metadata_round_trips_exactly_and_file_has_no_pickle(tmp_path, data) -> 
     with np.load(path, allow_pickle=False) as archive:  # would raise if any entry were pickled
         document = json.loads(str(archive["metadata"]))
         assert all(archive[name].dtype != object for name in archive.files)
-    assert document["format"] == "agp-model" and document["format_version"] == 2
+    assert document["format"] == "agp-model" and document["format_version"] == 3
     assert document["kernel"] == "center" and document["n_features_in"] == 4
     assert document["user_metadata"] == metadata
 
 
 def test_numpy_scalars_in_metadata_come_back_as_numbers(tmp_path, data) -> None:
     X, Y = data
-    model = AGPRegressor(kernel="center", n_centers=8, n_validation=30, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel="center", n_centers=8, validation_fraction=30, random_state=0).fit(X, Y)
     model.save(tmp_path / "m.npz", metadata={"mae": np.float64(0.25), "n": np.int64(3)})
     assert AGPRegressor.load(tmp_path / "m.npz").metadata_ == {"mae": 0.25, "n": 3}
 
@@ -73,7 +73,7 @@ def test_numpy_scalars_in_metadata_come_back_as_numbers(tmp_path, data) -> None:
 )
 def test_unserialisable_metadata_is_rejected(tmp_path, data, metadata, message) -> None:
     X, Y = data
-    model = AGPRegressor(kernel="center", n_centers=8, n_validation=30, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel="center", n_centers=8, validation_fraction=30, random_state=0).fit(X, Y)
     with pytest.raises(ValueError, match=message):
         model.save(tmp_path / "m.npz", metadata=metadata)
 
@@ -90,11 +90,11 @@ def _rewrite_metadata(path, change) -> None:
 
 def test_other_format_or_version_fails_naming_the_file(tmp_path, data) -> None:
     X, Y = data
-    model = AGPRegressor(kernel="center", n_centers=8, n_validation=30, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel="center", n_centers=8, validation_fraction=30, random_state=0).fit(X, Y)
     newer = tmp_path / "newer.npz"
     model.save(newer)
-    _rewrite_metadata(newer, lambda d: d.update(format_version=3))
-    with pytest.raises(ValueError, match=r"newer\.npz: agp-model format version 3 is not supported"):
+    _rewrite_metadata(newer, lambda d: d.update(format_version=4))
+    with pytest.raises(ValueError, match=r"newer\.npz: agp-model format version 4 is not supported"):
         AGPRegressor.load(newer)
 
     other = tmp_path / "other.npz"
