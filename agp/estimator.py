@@ -519,7 +519,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         array([ 1., -1.])
         """
         check_is_fitted(self, "alpha_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = np.asarray(validate_data(self, X, reset=False, dtype=np.float64))
         kernel = self._make_kernel()
         centers = self._centers_standardised
         prediction = np.empty((len(X), self.alpha_.shape[1]))

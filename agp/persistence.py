@@ -89,7 +89,8 @@ def write_model_file(
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with open(temporary, "wb") as stream:  # a handle keeps the exact name (np.savez would add .npz)
-            np.savez_compressed(stream, metadata=np.array(_dumps(full)), **arrays)
+            entries: dict[str, Any] = {"metadata": np.array(_dumps(full)), **arrays}
+            np.savez_compressed(stream, **entries)
         os.replace(temporary, target)
     except BaseException:
         temporary.unlink(missing_ok=True)
