@@ -378,7 +378,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
             kernel, centers.points, kernel.prepare(centers.points, centers.points), centers.targets, grid.noise
         )
         params = kernel.initial_params(grid.lengthscale, centers.points, rng)
-        self._kernel_params = self._train(kernel, system, params, Xs, Yc, train_rows, val_rows, rng)
+        self._kernel_params, self.alpha_ = self._train(kernel, system, params, Xs, Yc, train_rows, val_rows, rng)
 
         if self.centers is not None:
             self.centers_ = np.array(self.centers, dtype=float)
@@ -389,7 +389,6 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         self._centers_standardised = centers.points
         self.center_targets_ = centers.targets + self._mean_at(centers.points)
         self._center_targets_centred = centers.targets
-        self.alpha_ = system.weights(self._kernel_params)
         self._set_public_metric(kernel)
         return self
 
@@ -434,8 +433,11 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         train_rows: np.ndarray,
         val_rows: np.ndarray,
         rng: np.random.Generator,
-    ) -> Params:
-        """Minibatch training (rows prepared batch by batch: streaming, no n × N matrix kept)."""
+    ) -> tuple[Params, np.ndarray]:
+        """Minibatch training (rows prepared batch by batch: streaming, no n × N matrix kept).
+
+        Returns the best epoch's parameters and weights α.
+        """
         loss_rows = _subsample(train_rows, LOSS_ROWS, rng)
 
         def mse(rows: np.ndarray, alpha: np.ndarray) -> float:
@@ -447,7 +449,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
 
         self.history_: dict[str, list[float]] = {"train_loss": [], "val_loss": []}
         start = {name: value.copy() for name, value in params.items()}
-        best_val, self.best_epoch_, best_params = np.inf, 0, start
+        best_val, self.best_epoch_, best_params, best_alpha = np.inf, 0, start, np.zeros(0)
         optimizer = make_optimizer(self.optimizer, self.learning_rate, self.momentum, kernel.step_scales(params))
         # The center-GP is the grid result itself; it has no per-center metric to train.
         epochs = 0 if kernel.kind == "center" else int(self.max_epochs)
@@ -483,12 +485,14 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
             self.history_["val_loss"].append(val_loss)
             if val_loss < best_val:
                 best_val, self.best_epoch_ = val_loss, epoch
-                best_params = {name: value.copy() for name, value in params.items()}
+                best_params, best_alpha = {name: value.copy() for name, value in params.items()}, alpha
             if self.verbose:
                 print(f"[AGPRegressor] epoch {epoch:3d}  train MSE {train_loss:.6g}  val MSE {val_loss:.6g}")
             if self.callback is not None and self.callback(epoch, train_loss, val_loss):
                 break
-        return best_params
+        if not best_alpha.size:  # even the grid start could not be solved or evaluated
+            raise ValueError("AGPRegressor could not solve its center system at the grid-search start")
+        return best_params, best_alpha
 
     # ------------------------------------------------------------------ predict
     def _mean_at(self, Xs: np.ndarray) -> np.ndarray:
