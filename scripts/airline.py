@@ -80,6 +80,7 @@ def fit_svgp(args: argparse.Namespace, X: np.ndarray, y: np.ndarray):
 
     torch.manual_seed(args.seed)
     x_mean, x_std = X.mean(axis=0), X.std(axis=0)
+    x_std = np.where(x_std > 0, x_std, 1.0)  # one month: the month column is constant
     y_mean, y_std = y.mean(), y.std()
     X_t = torch.as_tensor((X - x_mean) / x_std, dtype=torch.float32)
     y_t = torch.as_tensor((y - y_mean) / y_std, dtype=torch.float32)
