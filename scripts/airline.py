@@ -67,6 +67,7 @@ def fit_agp(args: argparse.Namespace, X: np.ndarray, y: np.ndarray):
         kernel=args.kernel,
         max_epochs=args.epochs,
         batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
         random_state=args.seed,
         verbose=args.verbose,
     )
@@ -164,6 +165,7 @@ def main() -> None:
     parser.add_argument("--n-centers", type=int, default=100, help="AGP centers and SVGP inducing points")
     parser.add_argument("--kernel", default="univariate", help="AGP kernel")
     parser.add_argument("--epochs", type=int, default=10, help="AGP max_epochs")
+    parser.add_argument("--learning-rate", type=float, default=None, help="AGP learning rate (default: its own)")
     parser.add_argument("--batch-size", type=int, default=1024, help="AGP (and SVGP, at least 1024) minibatch")
     parser.add_argument("--svgp-epochs", type=int, default=2)
     parser.add_argument("--memmap", metavar="DIR", help="fit the AGP from a memory-mapped .npy written here")
