@@ -92,3 +92,12 @@ def test_predict_rejects_non_finite_input(bad) -> None:
     model = AGPRegressor(n_centers=5, validation_fraction=10, kernel="center", random_state=0).fit(X, X[:, 0])
     with pytest.raises(ValueError, match="NaN|infinity"):
         model.predict(bad)
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    import agp.estimator
+
+    result = doctest.testmod(agp.estimator, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 10 and result.failed == 0, result
