@@ -11,13 +11,18 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.cluster import KMeans, SpectralClustering
+from sklearn.cluster import KMeans, MiniBatchKMeans, SpectralClustering
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 
 from agp.kernels import squared_distances
 
 CENTER_METHODS = ("kmeans", "sampling", "spectral", "gmm")
+# Above this many rows k-means runs as mini-batch k-means (Sculley 2010): Lloyd's full passes
+# over millions of rows cost minutes, mini-batches reach nearly the same centers in seconds.
+MINIBATCH_KMEANS_ROWS = 100_000
+# Rows per block when assigning rows to their nearest center (bounds an (rows, N) temporary).
+ASSIGN_BLOCK_ROWS = 65_536
 
 
 @dataclass(frozen=True)
@@ -27,14 +32,27 @@ class Centers:
     sample_rows: np.ndarray  # rows of X that became centers (only for sampling), else empty
 
 
+def _cluster_sums(labels: np.ndarray, n_clusters: int, values: np.ndarray) -> np.ndarray:
+    """(n_clusters, K) sums of the (n, K) ``values`` per label, in O(n·K) memory (no one-hot)."""
+    return np.stack([np.bincount(labels, weights=column, minlength=n_clusters) for column in values.T], axis=1)
+
+
 def _member_means(labels: np.ndarray, n_clusters: int, y: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-cluster mean of X and y via one-hot matrix products; empty clusters are dropped."""
-    onehot = np.zeros((len(labels), n_clusters))
-    onehot[np.arange(len(labels)), labels] = 1.0
-    counts = onehot.sum(axis=0)
+    """Per-cluster mean of X and y; empty clusters are dropped."""
+    counts = np.bincount(labels, minlength=n_clusters).astype(float)
     keep = counts > 0
-    onehot, counts = onehot[:, keep], counts[keep]
-    return (onehot.T @ X) / counts[:, None], (onehot.T @ y) / counts[:, None]
+    means_x = _cluster_sums(labels, n_clusters, X)[keep] / counts[keep, None]
+    return means_x, _cluster_sums(labels, n_clusters, y)[keep] / counts[keep, None]
+
+
+def nearest_center(X: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Index of the nearest of ``points`` for every row of ``X``, in row blocks."""
+    return np.concatenate(
+        [
+            np.argmin(squared_distances(X[start : start + ASSIGN_BLOCK_ROWS], points), axis=1)
+            for start in range(0, len(X), ASSIGN_BLOCK_ROWS)
+        ]
+    )
 
 
 def select_centers(X: np.ndarray, y: np.ndarray, n_centers: int, method: str, rng: np.random.Generator) -> Centers:
@@ -45,9 +63,12 @@ def select_centers(X: np.ndarray, y: np.ndarray, n_centers: int, method: str, rn
         with warnings.catch_warnings():
             # Fewer distinct points than clusters gives duplicate centers; the SVD solve copes.
             warnings.simplefilter("ignore", ConvergenceWarning)
-            kmeans = KMeans(n_clusters=n_centers, n_init=1, random_state=seed).fit(X)
+            if len(X) > MINIBATCH_KMEANS_ROWS:
+                kmeans = MiniBatchKMeans(n_clusters=n_centers, batch_size=4096, n_init=3, random_state=seed).fit(X)
+            else:
+                kmeans = KMeans(n_clusters=n_centers, n_init=1, random_state=seed).fit(X)
         points = kmeans.cluster_centers_
-        onehot_targets = _member_means(kmeans.labels_, n_centers, y, X)[1]
+        onehot_targets = _member_means(np.asarray(kmeans.labels_), n_centers, y, X)[1]
         if len(onehot_targets) < n_centers:  # an empty cluster: give it its nearest member's target
             targets = _nearest_targets(points, X, y)
         else:
@@ -72,7 +93,16 @@ def select_centers(X: np.ndarray, y: np.ndarray, n_centers: int, method: str, rn
 
 
 def _nearest_targets(points: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return y[np.argmin(squared_distances(points, X), axis=1)]
+    """Target of the row nearest to each point, scanning X in blocks (no (N, n) matrix)."""
+    best = np.full(len(points), np.inf)
+    best_row = np.zeros(len(points), dtype=int)
+    for start in range(0, len(X), ASSIGN_BLOCK_ROWS):
+        sq = squared_distances(points, X[start : start + ASSIGN_BLOCK_ROWS])
+        row = np.argmin(sq, axis=1)
+        value = sq[np.arange(len(points)), row]
+        better = value < best
+        best[better], best_row[better] = value[better], row[better] + start
+    return y[best_row]
 
 
 def explicit_centers(points: np.ndarray, X: np.ndarray, y: np.ndarray, targets: np.ndarray | None = None) -> Centers:
@@ -82,10 +112,10 @@ def explicit_centers(points: np.ndarray, X: np.ndarray, y: np.ndarray, targets: 
     empty = np.zeros(0, dtype=int)
     if targets is not None:
         return Centers(points, targets, empty)
-    labels = np.argmin(squared_distances(X, points), axis=1)
-    onehot = np.zeros((len(X), len(points)))
-    onehot[np.arange(len(X)), labels] = 1.0
-    counts = onehot.sum(axis=0)
-    means = (onehot.T @ y) / np.maximum(counts, 1.0)[:, None]
+    labels = nearest_center(X, points)
+    counts = np.bincount(labels, minlength=len(points)).astype(float)
+    means = _cluster_sums(labels, len(points), y) / np.maximum(counts, 1.0)[:, None]
+    if np.all(counts > 0):
+        return Centers(points, means, empty)
     nearest = _nearest_targets(points, X, y)
     return Centers(points, np.where(counts[:, None] > 0, means, nearest), empty)

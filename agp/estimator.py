@@ -2,29 +2,48 @@
 
 from __future__ import annotations
 
-import numbers
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from numbers import Integral, Real
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
+from agp import persistence
 from agp.centers import CENTER_METHODS, Centers, explicit_centers, select_centers
 from agp.grid import default_lengthscales, grid_search
-from agp.kernels import KERNELS, Kernel, Params, make_kernel, squared_distances, take_rows
+from agp.kernels import KERNELS, Kernel, Params, make_kernel, squared_distances
 from agp.mean import MEAN_FUNCTIONS, fit_mean
 from agp.objective import CenterSystem, loss_and_gradient
-from agp.optimizers import make_optimizer
+from agp.optimizers import make_optimizer, warmup_factor
 
 DEFAULT_NOISE_GRID = (1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 PREDICT_BLOCK_ROWS = 4096
+# Validation rows when ``validation_fraction`` is a fraction: never fewer than the floor (fewer
+# rows make the best-epoch choice noise; below twice the floor there is no room and the
+# training loss decides), never more than the cap (a few thousand rows already pin the MSE down,
+# while every extra row costs time each epoch and is lost to training).
+MIN_VALIDATION_ROWS = 20
+MAX_VALIDATION_ROWS = 10_000
+# Row subsamples that keep a fit's memory and time bounded on millions of rows: the median
+# distance for the lengthscale grid, the grid search's evaluation rows, the training loss.
+GRID_ROWS = 10_000
+LOSS_ROWS = 10_000
+STATS_BLOCK_ROWS = 65_536
 
-# The issue's umbrella name for the multivariate kernel; "diagonal" is the one that scales.
-KERNEL_ALIASES = {"multivariate": "diagonal"}
+# ``multivariate`` is the paper's name for its full-precision kernel (eq. 4).
+KERNEL_ALIASES = {"multivariate": "full"}
+_PUBLIC_METRIC_ATTRIBUTES = ("lengthscales_", "precisions_", "precision_factors_")
+_ARRAY_HYPER_PARAMETERS = ("centers", "center_targets")
+_UNSAVED_HYPER_PARAMETERS = ("callback",)
 
 
 class AGPRegressor(RegressorMixin, BaseEstimator):
@@ -39,47 +58,59 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
     Parameters
     ----------
     n_centers : int, default=25
-        Number of centers (ignored when ``centers`` is given).
-    kernel : {"center", "univariate", "diagonal", "lowrank", "full"}, default="univariate"
+        Number of centers (ignored when ``centers`` is given).  More centers than the rows left
+        after validation are reduced to that number, with a warning.
+    kernel : {"center", "univariate", "diagonal", "lowrank", "full", "multivariate"}, default="univariate"
         ``center`` is the center-GP (grid search only, no training); ``univariate`` one lengthscale
-        per center; ``diagonal`` one per center and dimension; ``lowrank`` ``diag(d_i) + U_i U_iᵀ``;
-        ``full`` the paper's full precision matrix (small D only).  ``"multivariate"`` is an alias
-        of ``"diagonal"``.
+        per center (eq. 3); ``diagonal`` one per center and dimension; ``lowrank``
+        ``diag(d_i) + U_i U_iᵀ``; ``full`` the paper's full symmetric PSD precision matrix (eq. 4,
+        small D only).  ``"multivariate"`` is the paper's name for ``"full"``.
     rank : int, default=5
         Rank of ``U_i`` for the lowrank kernel.
     center_method : {"kmeans", "sampling", "spectral", "gmm"}, default="kmeans"
-    centers : array of shape (N, D), default=None
+        How centers are chosen.  k-means runs as mini-batch k-means above 100 000 rows.
+    centers : array-like of shape (N, D), default=None
         Explicit centers in input units (overrides ``n_centers`` and ``center_method``).
-    center_targets : array of shape (N,) or (N, K), default=None
+    center_targets : array-like of shape (N,) or (N, K), default=None
         Targets of explicit centers; by default each takes the mean target of its nearest rows.
     optimizer : {"adam", "sgd"}, default="adam"
-        ``adam``: log-parametrised lengthscales/precisions and steps relative to each parameter's
-        initial size, so one learning rate works across datasets.  ``sgd``: the paper's SGD with
-        momentum on the plain lengthscales (univariate) or precision matrices (full).
-    learning_rate : float, default=None
+        ``adam``: Adam on log-lengthscales (univariate, center) and log-precisions (diagonal,
+        lowrank) or on the precision matrices themselves (full, projected onto the PSD cone),
+        with steps relative to each parameter's initial size, so one learning rate works across
+        datasets.  ``sgd``: the paper's SGD with momentum on the plain lengthscales (univariate)
+        or precision matrices (full).
+    learning_rate : float > 0, default=None
         ``None`` means 0.03 for adam and the paper's 1e-5 for sgd.
+    warmup_steps : int >= 0, default=100
+        The learning rate ramps up linearly over this many steps (at most one epoch's worth).
     batch_size : int, default=64
-    momentum : float, default=0.9
+        Rows per gradient step.
+    momentum : float in [0, 1), default=0.9
         SGD momentum (the paper's value).
     max_epochs : int, default=30
-    reg : float, default=1e-5
+        Passes over the training rows.
+    reg : float >= 0, default=1e-5
         μ of eq. 5 (weight of Σ l_i² or Σ ||P_i||_F).
-    noise : float, default=None
+    noise : float >= 0, default=None
         Fixed σ²; ``None`` grid-searches it over ``noise_grid`` jointly with the lengthscale.
-    noise_grid : tuple of float, default=(1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
-    lengthscale_grid : tuple of float, default=None
+    noise_grid : tuple of float >= 0, default=(1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+        Candidate σ² for the grid search.
+    lengthscale_grid : tuple of float > 0, default=None
         Lengthscales (standardised units) for the grid search; ``None`` uses the median
-        row-to-center distance times 2^-4 .. 2^6.
-    mean : {"constant", "linear"}, default="linear"
+        row-to-center distance (of at most 10 000 rows) times 2^-4 .. 2^6.
+    mean : {"zero", "constant", "linear"}, default="linear"
         Mean function the AGP's residual is taken from (Rasmussen & Williams 2006, Sec. 2.7):
-        ``constant`` subtracts the mean target (the paper); ``linear`` a ridge regression on the
-        standardised inputs with its penalty chosen by GCV (``RidgeCV``) on the non-validation
-        rows, and the AGP models its residuals.
-    n_validation : int or float, default=100
-        Rows held out from centers, standardisation statistics and training; the grid search and
-        the choice of the best epoch use them.  A float in (0, 1) is a fraction; 0 uses the
-        training rows instead.
+        ``zero`` none (the GP models the raw targets and decays to 0 away from the centers);
+        ``constant`` subtracts the mean target; ``linear`` a ridge regression on the standardised
+        inputs with its penalty chosen by GCV (``RidgeCV``) on the non-validation rows.
+    validation_fraction : float in [0, 1), int >= 0 or None, default=0.1
+        Rows held out from centers, standardisation statistics and training; the grid search
+        and the choice of the best epoch use them.  A float is a fraction of the samples, kept
+        between 20 and 10 000 rows (and 0 below 40 samples); an int is an exact number of
+        rows (as in scikit-learn's ``HistGradientBoostingRegressor``).  ``None`` or 0: no
+        validation, the training rows decide instead.
     random_state : int, RandomState instance or None, default=None
+        Seeds the split, the centers and the minibatch order.
     verbose : bool, default=False
         Print one line per epoch.
     callback : callable, default=None
@@ -88,30 +119,94 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    centers_ : ndarray (N, D) in input units
-    center_targets_ : ndarray (N, K), in target units (the AGP's residual targets plus the mean
-        function at the centers)
-    kernel_params_ : dict of ndarray, the trained (best-epoch) kernel parameters
-    lengthscale_, noise_ : grid-search results (the center-GP)
-    y_mean_ : ndarray (K,), the mean function's constant
-    mean_coef_ : ndarray (D, K), its slope on standardised inputs (zeros for ``mean="constant"``)
-    mean_penalty_ : float or None, the ridge penalty GCV chose for ``mean="linear"``
-    history_ : {"train_loss": [...], "val_loss": [...]}, MSE per epoch, entry 0 = grid start
+    centers_ : ndarray of shape (N, D)
+        Centers in input units.
+    center_targets_ : ndarray of shape (N, K)
+        Center targets in target units (the AGP's residual targets plus the mean function).
+    lengthscales_ : ndarray of shape (N,)
+        Trained lengthscale of every center (kernels ``center`` and ``univariate`` only), in
+        standardised input units, whatever the optimiser's parametrisation.
+    precisions_ : ndarray of shape (N, D) or (N, D, D)
+        Trained precisions (matrix kernels only): the diagonals d_i for ``diagonal`` and
+        ``lowrank``, the full matrices P_i for ``full``.
+    precision_factors_ : ndarray of shape (N, D, rank)
+        The U_i of the ``lowrank`` kernel.
+    alpha_ : ndarray of shape (N, K)
+        Weights of the kernel columns.
+    lengthscale_, noise_ : float
+        Grid-search results (the center-GP the training starts from).
+    x_mean_, x_scale_ : ndarray of shape (D,)
+        Standardisation of the inputs (statistics of the non-validation rows).
+    y_mean_ : ndarray of shape (K,)
+        The mean function's constant.
+    mean_coef_ : ndarray of shape (D, K)
+        Its slope on standardised inputs (zeros unless ``mean="linear"``).
+    mean_penalty_ : float or None
+        The ridge penalty GCV chose for ``mean="linear"``.
+    history_ : dict
+        ``{"train_loss": [...], "val_loss": [...]}``, MSE per epoch, entry 0 = grid start.  The
+        training loss is taken on at most 10 000 training rows.
     best_epoch_ : int
-    validation_indices_ : ndarray of rows of X used for validation
+        The epoch whose parameters were kept.
+    validation_indices_ : ndarray of int
+        Rows of X used for validation.
     n_features_in_ : int
+        Number of input dimensions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from agp import AGPRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, (300, 2))
+    >>> y = np.sin(X[:, 0]) + 0.1 * X[:, 1] ** 2
+    >>> model = AGPRegressor(n_centers=15, max_epochs=5, random_state=0).fit(X, y)
+    >>> model.lengthscales_.shape
+    (15,)
+    >>> bool(model.score(X, y) > 0.9)
+    True
     """
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "n_centers": [Interval(Integral, 1, None, closed="left")],
+        "kernel": [StrOptions({*KERNELS, *KERNEL_ALIASES})],
+        "rank": [Interval(Integral, 1, None, closed="left")],
+        "center_method": [StrOptions(set(CENTER_METHODS))],
+        "centers": ["array-like", None],
+        "center_targets": ["array-like", None],
+        "optimizer": [StrOptions({"adam", "sgd"})],
+        "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
+        "warmup_steps": [Interval(Integral, 0, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "momentum": [Interval(Real, 0, 1, closed="left")],
+        "max_epochs": [Interval(Integral, 0, None, closed="left")],
+        "reg": [Interval(Real, 0, None, closed="left")],
+        "noise": [Interval(Real, 0, None, closed="left"), None],
+        "noise_grid": ["array-like"],
+        "lengthscale_grid": ["array-like", None],
+        "mean": [StrOptions(set(MEAN_FUNCTIONS))],
+        "validation_fraction": [
+            Interval(RealNotInt, 0, 1, closed="left"),
+            Interval(Integral, 0, None, closed="left"),
+            None,
+        ],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "callback": [callable, None],
+    }
 
     def __init__(
         self,
+        *,
         n_centers: int = 25,
         kernel: str = "univariate",
         rank: int = 5,
         center_method: str = "kmeans",
-        centers: np.ndarray | None = None,
-        center_targets: np.ndarray | None = None,
+        centers: ArrayLike | None = None,
+        center_targets: ArrayLike | None = None,
         optimizer: str = "adam",
         learning_rate: float | None = None,
+        warmup_steps: int = 100,
         batch_size: int = 64,
         momentum: float = 0.9,
         max_epochs: int = 30,
@@ -120,7 +215,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         noise_grid: tuple[float, ...] = DEFAULT_NOISE_GRID,
         lengthscale_grid: tuple[float, ...] | None = None,
         mean: str = "linear",
-        n_validation: float = 100,
+        validation_fraction: float | None = 0.1,
         random_state: int | np.random.RandomState | None = None,
         verbose: bool = False,
         callback: Callable[[int, float, float], bool | None] | None = None,
@@ -133,6 +228,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         self.center_targets = center_targets
         self.optimizer = optimizer
         self.learning_rate = learning_rate
+        self.warmup_steps = warmup_steps
         self.batch_size = batch_size
         self.momentum = momentum
         self.max_epochs = max_epochs
@@ -141,108 +237,138 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         self.noise_grid = noise_grid
         self.lengthscale_grid = lengthscale_grid
         self.mean = mean
-        self.n_validation = n_validation
+        self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback
 
     # ------------------------------------------------------------------ scikit-learn plumbing
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = True
         return tags
 
     def _kernel_kind(self) -> str:
-        kind = KERNEL_ALIASES.get(self.kernel, self.kernel)
-        if kind not in KERNELS:
-            raise ValueError(f"unknown kernel {self.kernel!r}; choose one of {', '.join(KERNELS)}")
-        return kind
+        return KERNEL_ALIASES.get(self.kernel, self.kernel)
 
     def _make_kernel(self) -> Kernel:
         # The paper's plain-lengthscale SGD; Adam works on log-lengthscales.
         return make_kernel(self._kernel_kind(), rank=self.rank, log_parametrised=self.optimizer != "sgd")
 
-    def _check_parameters(self) -> None:
-        self._kernel_kind()
-        if self.mean not in MEAN_FUNCTIONS:
-            raise ValueError(f"unknown mean {self.mean!r}; choose one of {', '.join(MEAN_FUNCTIONS)}")
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose 'adam' or 'sgd'")
-        if self.centers is None and self.center_method not in CENTER_METHODS:
-            raise ValueError(f"unknown center_method {self.center_method!r}; choose one of {', '.join(CENTER_METHODS)}")
-        for name in ("n_centers", "batch_size", "rank"):
-            value = getattr(self, name)
-            if not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.max_epochs, numbers.Integral) or self.max_epochs < 0:
-            raise ValueError(f"max_epochs must be a non-negative integer, got {self.max_epochs!r}")
-        if self.noise is not None and not (np.isfinite(self.noise) and self.noise >= 0):
-            raise ValueError(f"noise must be a finite number >= 0, got {self.noise!r}")
+    def _check_grids(self) -> None:
+        """Value checks the declarative constraints cannot state (finite, positive entries)."""
+        if self.noise is not None and not np.isfinite(self.noise):
+            raise ValueError(f"The 'noise' parameter of AGPRegressor must be finite, got {self.noise!r}")
         grid = np.asarray(self.noise_grid, dtype=float)
-        if self.noise is None and (grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid < 0)):
-            raise ValueError(f"noise_grid must hold finite numbers >= 0, got {self.noise_grid!r}")
+        if self.noise is None and (grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid) & (grid >= 0))):
+            raise ValueError(
+                f"The 'noise_grid' parameter of AGPRegressor must hold finite numbers >= 0, got {self.noise_grid!r}"
+            )
+        if self.lengthscale_grid is not None:
+            grid = np.asarray(self.lengthscale_grid, dtype=float)
+            if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid) & (grid > 0)):
+                raise ValueError(
+                    "The 'lengthscale_grid' parameter of AGPRegressor must hold finite numbers > 0, "
+                    f"got {self.lengthscale_grid!r}"
+                )
 
     def _validation_count(self, n_samples: int) -> int:
-        value = self.n_validation
-        if isinstance(value, numbers.Integral) and value >= 0:
+        value = self.validation_fraction
+        if value is None or value == 0:
+            return 0
+        if isinstance(value, Integral):
+            if value > n_samples - 2:
+                raise ValueError(
+                    f"validation_fraction={value} rows leaves fewer than 2 of the {n_samples} samples to fit on"
+                )
             return int(value)
-        if isinstance(value, numbers.Real) and 0.0 < value < 1.0:
-            return round(value * n_samples)
-        raise ValueError(f"n_validation must be an int >= 0 or a fraction in (0, 1), got {value!r}")
+        if n_samples < 2 * MIN_VALIDATION_ROWS:
+            return 0
+        return int(np.clip(round(value * n_samples), MIN_VALIDATION_ROWS, MAX_VALIDATION_ROWS))
+
+    def _center_count(self, n_fit_rows: int) -> int:
+        """``n_centers``, clamped (with a warning) to what the non-validation rows can provide."""
+        # Sampled centers are rows that then leave the training loss: keep one row to train on.
+        available = n_fit_rows - 1 if self.center_method == "sampling" else n_fit_rows
+        if self.n_centers <= available:
+            return int(self.n_centers)
+        warnings.warn(
+            f"n_centers={self.n_centers} is more than the {available} rows available for centers; "
+            f"using {available} centers",
+            UserWarning,
+            stacklevel=6,  # the caller of fit (past _center_count, _select_centers, _fit, fit, _fit_context)
+        )
+        return available
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: Any, y: Any) -> AGPRegressor:
-        """Select centers, grid-search the center-GP, then train the per-center kernels."""
-        # Every product in a fit is small (at most n x D by D x N); BLAS/OpenMP threads cost far
-        # more than they save there (measured 60x slower per step on a busy 2-core machine).
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: ArrayLike, y: ArrayLike) -> AGPRegressor:
+        """Select centers, grid-search the center-GP, then train the per-center kernels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.  A memory-mapped ``.npy`` (``np.load(path, mmap_mode="r")``) is read
+            in blocks; the fit holds one standardised float64 copy of X and no
+            (n_samples, n_centers) matrix, so millions of rows fit in bounded memory.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Training targets.
+
+        Returns
+        -------
+        self : AGPRegressor
+            The fitted estimator.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from agp import AGPRegressor
+        >>> X = np.linspace(0, 6, 200)[:, None]
+        >>> model = AGPRegressor(n_centers=10, max_epochs=3, random_state=0).fit(X, np.sin(X[:, 0]))
+        >>> model.best_epoch_ <= 3
+        True
+        """
+        # Every product in a fit is small (at most a block of rows by D by N); BLAS/OpenMP threads
+        # cost far more than they save there (measured 60x slower per step on a busy 2-core machine).
         with threadpool_limits(limits=1):
             return self._fit(X, y)
 
     def _fit(self, X: Any, y: Any) -> AGPRegressor:
-        self._check_parameters()
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
-        self._y_ndim = y.ndim
-        Y = y.reshape(len(y), -1).astype(np.float64)
         n_samples = len(X)
+        if n_samples < 2:
+            raise ValueError(f"AGPRegressor needs at least 2 samples, got n_samples={n_samples}")
+        self._check_grids()
+        self._y_ndim = y.ndim
+        Y = y.reshape(n_samples, -1).astype(np.float64)
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
 
         n_val = self._validation_count(n_samples)
-        explicit = self.centers is not None
-        n_centers = 0 if explicit else int(self.n_centers)
-        needed = n_centers + n_val + 1
-        if n_samples < needed:
-            noun = "sample" if n_samples == 1 else "samples"
-            raise ValueError(
-                f"AGPRegressor needs at least {needed} samples (n_centers={n_centers} + "
-                f"n_validation={n_val} + 1 to train on), got {n_samples} {noun}"
-            )
-
         order = rng.permutation(n_samples)
         val_rows, fit_rows = np.sort(order[:n_val]), np.sort(order[n_val:])
         self.validation_indices_ = val_rows
 
         # Standardise with statistics of the non-validation rows (paper, Section 5.1).
-        self.x_mean_ = X[fit_rows].mean(axis=0)
-        scale = X[fit_rows].std(axis=0)
+        self.x_mean_, scale = _column_mean_std(X, fit_rows)
         self.x_scale_ = np.where(scale > 1e-12 * np.maximum(1.0, np.abs(self.x_mean_)), scale, 1.0)
-        Xs = (X - self.x_mean_) / self.x_scale_
-        mean = fit_mean(self.mean, Xs[fit_rows], Y[fit_rows])
+        Xs = _standardised(X, self.x_mean_, self.x_scale_)
+        mean = fit_mean(self.mean, Xs[fit_rows] if self.mean == "linear" else Xs[:0], Y[fit_rows])
         self.y_mean_, self.mean_coef_, self.mean_penalty_ = mean.intercept, mean.coef, mean.penalty
         Yc = Y - mean(Xs)
 
-        centers = self._select_centers(Xs[fit_rows], Yc[fit_rows], rng)
+        centers = self._select_centers(Xs, Yc, fit_rows, rng)
         train_rows = np.setdiff1d(fit_rows, fit_rows[centers.sample_rows]) if len(centers.sample_rows) else fit_rows
-        eval_rows = val_rows if n_val > 0 else train_rows
+        eval_rows = _subsample(val_rows if n_val > 0 else train_rows, GRID_ROWS, rng)
 
         # Center-GP by grid search (its result also initialises the asymmetric kernels).
         sq_centers = squared_distances(centers.points, centers.points)
         sq_eval = squared_distances(Xs[eval_rows], centers.points)
-        lengthscales = (
-            default_lengthscales(squared_distances(Xs[train_rows], centers.points))
-            if self.lengthscale_grid is None
-            else np.asarray(self.lengthscale_grid, dtype=float)
-        )
+        if self.lengthscale_grid is None:
+            sample = _subsample(train_rows, GRID_ROWS, rng)
+            lengthscales = default_lengthscales(squared_distances(Xs[sample], centers.points))
+        else:
+            lengthscales = np.asarray(self.lengthscale_grid, dtype=float)
         noises = np.asarray([self.noise] if self.noise is not None else self.noise_grid, dtype=float)
         grid = grid_search(sq_centers, centers.targets, sq_eval, Yc[eval_rows], lengthscales, noises)
         self.lengthscale_, self.noise_ = grid.lengthscale, grid.noise
@@ -252,7 +378,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
             kernel, centers.points, kernel.prepare(centers.points, centers.points), centers.targets, grid.noise
         )
         params = kernel.initial_params(grid.lengthscale, centers.points, rng)
-        self._train(kernel, system, params, Xs, Yc, train_rows, val_rows, rng)
+        self._kernel_params, self.alpha_ = self._train(kernel, system, params, Xs, Yc, train_rows, val_rows, rng)
 
         if self.centers is not None:
             self.centers_ = np.array(self.centers, dtype=float)
@@ -263,12 +389,22 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         self._centers_standardised = centers.points
         self.center_targets_ = centers.targets + self._mean_at(centers.points)
         self._center_targets_centred = centers.targets
-        self.alpha_ = system.weights(self.kernel_params_)
+        self._set_public_metric(kernel)
         return self
 
-    def _select_centers(self, Xs: np.ndarray, Yc: np.ndarray, rng: np.random.Generator) -> Centers:
+    def _set_public_metric(self, kernel: Kernel) -> None:
+        for name in _PUBLIC_METRIC_ATTRIBUTES:
+            self.__dict__.pop(name, None)  # a refit with another kernel kind must not keep stale ones
+        public = kernel.public_attributes(self._kernel_params)
+        if kernel.kind == "center":  # one shared lengthscale, reported per center like the others
+            public["lengthscales_"] = np.full(len(self._centers_standardised), public["lengthscales_"][0])
+        for name, value in public.items():
+            setattr(self, name, value)
+
+    def _select_centers(self, Xs: np.ndarray, Yc: np.ndarray, fit_rows: np.ndarray, rng: np.random.Generator) -> Centers:
         if self.centers is None:
-            return select_centers(Xs, Yc, int(self.n_centers), self.center_method, rng)
+            n_centers = self._center_count(len(fit_rows))
+            return select_centers(Xs[fit_rows], Yc[fit_rows], n_centers, self.center_method, rng)
         points = np.asarray(self.centers, dtype=float)
         if points.ndim != 2 or points.shape[1] != self.n_features_in_ or not np.all(np.isfinite(points)):
             raise ValueError(
@@ -285,7 +421,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
                 )
             targets = targets.reshape(len(points), Yc.shape[1])
             targets = targets - self._mean_at(points)
-        return explicit_centers(points, Xs, Yc, targets)
+        return explicit_centers(points, Xs[fit_rows], Yc[fit_rows], targets)
 
     def _train(
         self,
@@ -297,80 +433,298 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         train_rows: np.ndarray,
         val_rows: np.ndarray,
         rng: np.random.Generator,
-    ) -> None:
-        prepared_train = kernel.prepare(Xs[train_rows], system.centers)
-        prepared_val = kernel.prepare(Xs[val_rows], system.centers) if len(val_rows) else None
-        y_train, y_val = Yc[train_rows], Yc[val_rows]
+    ) -> tuple[Params, np.ndarray]:
+        """Minibatch training (rows prepared batch by batch: streaming, no n × N matrix kept).
 
-        def epoch_losses() -> tuple[float, float]:
-            alpha = system.weights(params)
-            train = float(np.mean((system.predict(params, prepared_train, alpha) - y_train) ** 2))
-            if prepared_val is None:
-                return train, train
-            return train, float(np.mean((system.predict(params, prepared_val, alpha) - y_val) ** 2))
+        Returns the best epoch's parameters and weights α.
+        """
+        loss_rows = _subsample(train_rows, LOSS_ROWS, rng)
 
-        self.history_ = {"train_loss": [], "val_loss": []}
-        best_val, self.best_epoch_, best_params = np.inf, 0, {k: v.copy() for k, v in params.items()}
+        def mse(rows: np.ndarray, alpha: np.ndarray) -> float:
+            total = 0.0
+            for block in _blocks(rows):
+                prediction = system.predict(params, kernel.prepare(Xs[block], system.centers), alpha)
+                total += float(np.sum((prediction - Yc[block]) ** 2))
+            return total / (len(rows) * Yc.shape[1])
+
+        self.history_: dict[str, list[float]] = {"train_loss": [], "val_loss": []}
+        start = {name: value.copy() for name, value in params.items()}
+        best_val, self.best_epoch_, best_params, best_alpha = np.inf, 0, start, np.zeros(0)
         optimizer = make_optimizer(self.optimizer, self.learning_rate, self.momentum, kernel.step_scales(params))
         # The center-GP is the grid result itself; it has no per-center metric to train.
         epochs = 0 if kernel.kind == "center" else int(self.max_epochs)
-        n_train = len(train_rows)
+        n_train, batch_size = len(train_rows), int(self.batch_size)
+        warmup = min(int(self.warmup_steps), -(-n_train // batch_size))
+        step = 0
         for epoch in range(epochs + 1):
-            if epoch > 0:
-                order = rng.permutation(n_train)
-                for start in range(0, n_train, self.batch_size):
-                    batch = order[start : start + self.batch_size]
-                    _, grads = loss_and_gradient(
-                        system, params, take_rows(prepared_train, batch), y_train[batch], self.reg
-                    )
-                    optimizer.step(params, grads)
-                    kernel.project(params)
-            train_loss, val_loss = epoch_losses()
+            try:
+                if epoch > 0:
+                    order = train_rows[rng.permutation(n_train)]
+                    for first in range(0, n_train, batch_size):
+                        batch = order[first : first + batch_size]
+                        prepared = kernel.prepare(Xs[batch], system.centers)
+                        _, grads = loss_and_gradient(system, params, prepared, Yc[batch], self.reg)
+                        step += 1
+                        optimizer.step(params, grads, warmup_factor(step, warmup))
+                        kernel.project(params)
+                        kernel.bound(params, start)
+                alpha = system.weights(params)
+            except np.linalg.LinAlgError as error:
+                # Never lose the epochs already trained: keep the best one and say why we stopped.
+                warnings.warn(
+                    f"AGPRegressor stopped training in epoch {epoch} ({error}); keeping epoch {self.best_epoch_}",
+                    ConvergenceWarning,
+                    stacklevel=5,  # the caller of fit
+                )
+                break
+            train_loss = mse(loss_rows, alpha)
+            val_loss = mse(val_rows, alpha) if len(val_rows) else train_loss
             if not np.isfinite(val_loss):
                 break  # diverged (e.g. too large an SGD learning rate); keep the best so far
             self.history_["train_loss"].append(train_loss)
             self.history_["val_loss"].append(val_loss)
             if val_loss < best_val:
                 best_val, self.best_epoch_ = val_loss, epoch
-                best_params = {k: v.copy() for k, v in params.items()}
+                best_params, best_alpha = {name: value.copy() for name, value in params.items()}, alpha
             if self.verbose:
                 print(f"[AGPRegressor] epoch {epoch:3d}  train MSE {train_loss:.6g}  val MSE {val_loss:.6g}")
             if self.callback is not None and self.callback(epoch, train_loss, val_loss):
                 break
-        self.kernel_params_ = best_params
+        if not best_alpha.size:  # even the grid start could not be solved or evaluated
+            raise ValueError("AGPRegressor could not solve its center system at the grid-search start")
+        return best_params, best_alpha
 
     # ------------------------------------------------------------------ predict
     def _mean_at(self, Xs: np.ndarray) -> np.ndarray:
         """(n, K) mean function at standardised rows; the AGP models the targets minus this."""
         return Xs @ self.mean_coef_ + self.y_mean_
 
-    def predict(self, X: Any) -> np.ndarray:
-        """Predicted targets, (m,) or (m, K) like the y given to fit."""
+    def predict(self, X: ArrayLike) -> np.ndarray:
+        """Predict targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Inputs, in the units given to :meth:`fit`.  Rows are predicted in blocks of 4096, so
+            a memory-mapped array of any length needs only the output's memory.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
+            Predictions, one- or two-dimensional like the ``y`` given to :meth:`fit`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from agp import AGPRegressor
+        >>> X = np.linspace(0, 6, 200)[:, None]
+        >>> model = AGPRegressor(n_centers=10, max_epochs=3, random_state=0).fit(X, np.sin(X[:, 0]))
+        >>> model.predict([[1.5], [4.5]]).round(1)
+        array([ 1., -1.])
+        """
         check_is_fitted(self, "alpha_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = np.asarray(validate_data(self, X, reset=False, dtype=np.float64))
         kernel = self._make_kernel()
-        Xs = (X - self.x_mean_) / self.x_scale_
         centers = self._centers_standardised
-        # Row blocks bound the kernels' temporaries (the full kernel holds N x rows x D floats).
-        prediction = np.concatenate(
-            [
-                kernel.features(self.kernel_params_, kernel.prepare(block, centers), centers) @ self.alpha_
-                for block in np.array_split(Xs, max(1, -(-len(Xs) // PREDICT_BLOCK_ROWS)))
-            ]
-        )
-        prediction += self._mean_at(Xs)
+        prediction = np.empty((len(X), self.alpha_.shape[1]))
+        for first in range(0, len(X), PREDICT_BLOCK_ROWS):
+            block = slice(first, first + PREDICT_BLOCK_ROWS)
+            Xs = (X[block] - self.x_mean_) / self.x_scale_
+            features = kernel.features(self._kernel_params, kernel.prepare(Xs, centers), centers)
+            prediction[block] = features @ self.alpha_ + self._mean_at(Xs)
         return prediction.ravel() if self._y_ndim == 1 else prediction
 
-    # ------------------------------------------------------------------ persistence
-    def save(self, path: str | Path, metadata: dict | None = None) -> None:
-        """Write the fitted model to one ``.npz`` file (arrays + JSON metadata, no pickle)."""
-        from agp.persistence import save_model
+    # ------------------------------------------------------------------ state and persistence
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The fitted model as named arrays plus a JSON-serialisable document.
 
-        save_model(self, path, metadata)
+        Returns
+        -------
+        arrays : dict of str to ndarray
+            ``centers``, ``centers_standardised``, ``center_targets`` (residual), ``alpha``,
+            ``x_mean``, ``x_scale``, ``y_mean``, ``mean_coef``, ``validation_indices`` and one
+            ``param__NAME`` per internal kernel parameter.
+        document : dict
+            Kernel kind, hyper-parameters, shapes, grid result, history.  :meth:`from_state`
+            rebuilds an identical estimator from both.
+        """
+        check_is_fitted(self, "alpha_")
+        hyper = {
+            key: value
+            for key, value in self.get_params(deep=False).items()
+            if key not in _ARRAY_HYPER_PARAMETERS + _UNSAVED_HYPER_PARAMETERS
+        }
+        hyper["noise_grid"] = [float(v) for v in hyper["noise_grid"]]
+        if not isinstance(hyper["random_state"], (int, np.integer)):
+            hyper["random_state"] = None  # a RandomState object has no faithful JSON form
+        if hyper["lengthscale_grid"] is not None:
+            hyper["lengthscale_grid"] = [float(v) for v in hyper["lengthscale_grid"]]
+        document = {
+            "kernel": self._kernel_kind(),
+            "hyper_parameters": hyper,
+            "n_features_in": int(self.n_features_in_),
+            "n_outputs": int(self.alpha_.shape[1]),
+            "y_ndim": int(self._y_ndim),
+            "standardisation": {
+                "x": "per-dimension mean and std of the non-validation rows (arrays x_mean, x_scale)",
+                "y": (
+                    "mean function subtracted: y_mean + standardised x @ mean_coef (both 0 for the zero mean, "
+                    "mean_coef = 0 for the constant mean; a GCV ridge on the non-validation rows for the linear mean)"
+                ),
+            },
+            "lengthscale": float(self.lengthscale_),
+            "noise": float(self.noise_),
+            "mean_penalty": self.mean_penalty_,
+            "best_epoch": int(self.best_epoch_),
+            "history": {key: [float(v) for v in values] for key, values in self.history_.items()},
+        }
+        arrays = {
+            "centers": self.centers_,
+            "centers_standardised": self._centers_standardised,
+            "center_targets": self._center_targets_centred,
+            "alpha": self.alpha_,
+            "x_mean": self.x_mean_,
+            "x_scale": self.x_scale_,
+            "y_mean": self.y_mean_,
+            "mean_coef": self.mean_coef_,
+            "validation_indices": self.validation_indices_,
+            **{persistence.PARAM_PREFIX + name: value for name, value in self._kernel_params.items()},
+        }
+        return arrays, document
+
+    @classmethod
+    def from_state(
+        cls, arrays: dict[str, np.ndarray], document: dict[str, Any], format_version: int = persistence.FORMAT_VERSION
+    ) -> AGPRegressor:
+        """Rebuild a fitted estimator from :meth:`get_state`'s output.
+
+        Parameters
+        ----------
+        arrays, document
+            As returned by :meth:`get_state` (or read from a model file).
+        format_version : int, default=persistence.FORMAT_VERSION
+            Version of the layout, for files written by earlier versions: version 1 predates
+            the mean function (constant mean), versions 1-2 named the validation size
+            ``n_validation`` and mapped ``kernel="multivariate"`` to ``diagonal``.
+
+        Returns
+        -------
+        model : AGPRegressor
+            A fitted estimator predicting exactly as the one that was exported.
+
+        Raises
+        ------
+        ValueError
+            If arrays are missing (the message names them).
+        """
+        required = {"centers", "centers_standardised", "center_targets", "alpha", "x_mean", "x_scale", "y_mean"}
+        if format_version >= 2:
+            required.add("mean_coef")
+        missing = required - set(arrays)
+        if missing:
+            raise ValueError(f"incomplete {persistence.FORMAT_NAME} file (missing {', '.join(sorted(missing))})")
+        hyper = dict(document["hyper_parameters"])
+        # Version 1 predates the mean function: those models used the constant mean.
+        hyper.setdefault("mean", "constant")
+        if "n_validation" in hyper:
+            hyper["validation_fraction"] = hyper.pop("n_validation")
+        if format_version <= 2 and hyper.get("kernel") == "multivariate":
+            hyper["kernel"] = "diagonal"  # what the alias meant then
+        hyper["noise_grid"] = tuple(hyper["noise_grid"])
+        if hyper.get("lengthscale_grid") is not None:
+            hyper["lengthscale_grid"] = tuple(hyper["lengthscale_grid"])
+        known = cls._get_param_names()
+        model = cls(**{key: value for key, value in hyper.items() if key in known})
+        model.n_features_in_ = int(document["n_features_in"])
+        model._y_ndim = int(document["y_ndim"])
+        model.centers_ = arrays["centers"]
+        model._centers_standardised = arrays["centers_standardised"]
+        model._center_targets_centred = arrays["center_targets"]
+        model.alpha_ = arrays["alpha"]
+        model.x_mean_ = arrays["x_mean"]
+        model.x_scale_ = arrays["x_scale"]
+        model.y_mean_ = arrays["y_mean"]
+        model.mean_coef_ = arrays.get("mean_coef", np.zeros((model.n_features_in_, model.alpha_.shape[1])))
+        model.mean_penalty_ = document.get("mean_penalty")
+        model.center_targets_ = model._center_targets_centred + model._mean_at(model._centers_standardised)
+        model.validation_indices_ = arrays.get("validation_indices", np.zeros(0, dtype=int))
+        prefix = persistence.PARAM_PREFIX
+        model._kernel_params = {name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)}
+        model.lengthscale_ = float(document["lengthscale"])
+        model.noise_ = float(document["noise"])
+        model.best_epoch_ = int(document["best_epoch"])
+        model.history_ = {key: list(values) for key, values in document["history"].items()}
+        model._set_public_metric(model._make_kernel())
+        return model
+
+    def save(self, path: str | Path, metadata: dict | None = None) -> None:
+        """Write the fitted model to one ``.npz`` file (arrays + JSON metadata, no pickle).
+
+        Parameters
+        ----------
+        path : str or Path
+            Written exactly (any extension), through a temporary file renamed into place.
+        metadata : dict, default=None
+            JSON-serialisable caller data, returned by :meth:`load` as ``metadata_``.
+        """
+        arrays, document = self.get_state()
+        persistence.write_model_file(path, arrays, document, metadata)
 
     @classmethod
     def load(cls, path: str | Path) -> AGPRegressor:
-        """Read a model written by :meth:`save`; ``.metadata_`` holds the caller's metadata."""
-        from agp.persistence import load_model
+        """Read a model written by :meth:`save`; ``.metadata_`` holds the caller's metadata.
 
-        return load_model(path)
+        Parameters
+        ----------
+        path : str or Path
+            A model file.
+
+        Returns
+        -------
+        model : AGPRegressor
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            ``"{path}: {problem}"`` for anything that is not a readable model file.
+        """
+        arrays, document, version = persistence.read_model_file(path)
+        try:
+            model = cls.from_state(arrays, document, version)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path}: {error}") from None
+        model.metadata_ = document.get("user_metadata", {})
+        return model
+
+
+def _subsample(rows: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` itself when it has at most ``limit`` entries, else a sorted random subset."""
+    return rows if len(rows) <= limit else np.sort(rng.choice(rows, size=limit, replace=False))
+
+
+def _blocks(rows: np.ndarray) -> Iterator[np.ndarray]:
+    for first in range(0, len(rows), PREDICT_BLOCK_ROWS):
+        yield rows[first : first + PREDICT_BLOCK_ROWS]
+
+
+def _column_mean_std(X: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std of ``X[rows]`` per column, two passes over row blocks (no copy of X[rows])."""
+    total = np.zeros(X.shape[1])
+    for first in range(0, len(rows), STATS_BLOCK_ROWS):
+        total += X[rows[first : first + STATS_BLOCK_ROWS]].sum(axis=0)
+    mean = total / len(rows)
+    squares = np.zeros(X.shape[1])
+    for first in range(0, len(rows), STATS_BLOCK_ROWS):
+        squares += ((X[rows[first : first + STATS_BLOCK_ROWS]] - mean) ** 2).sum(axis=0)
+    return mean, np.sqrt(squares / len(rows))
+
+
+def _standardised(X: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(X - mean) / scale as one new float64 array, filled block by block (X may be a memmap)."""
+    out = np.empty(X.shape, dtype=np.float64)
+    for first in range(0, len(X), STATS_BLOCK_ROWS):
+        block = slice(first, first + STATS_BLOCK_ROWS)
+        np.subtract(X[block], mean, out=out[block])
+        out[block] /= scale
+    return out

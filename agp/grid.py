@@ -1,7 +1,8 @@
 """Grid search of the shared lengthscale and the noise on the validation rows.
 
 Its winner is the center-GP of the paper and the starting point of every asymmetric kernel.
-All (lengthscale, noise) pairs are evaluated at once with a batched SVD.
+For each lengthscale all noises are solved at once with a batched SVD; one lengthscale at a time
+keeps the temporaries at (evaluation rows × N) instead of (L × rows × N).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class GridResult:
 
 
 def default_lengthscales(sq_dist_rows_to_centers: np.ndarray) -> np.ndarray:
+    """The median row-to-center distance times ``DEFAULT_LENGTHSCALE_FACTORS``.
+
+    The caller passes the squared distances of a row subsample (the estimator uses at most
+    ``GRID_ROWS`` rows), so this never needs the n × N matrix of a large training set.
+    """
     typical = float(np.sqrt(np.median(sq_dist_rows_to_centers)))
     if not np.isfinite(typical) or typical <= 0.0:
         typical = 1.0
@@ -46,14 +52,17 @@ def grid_search(
     ``sq_dist_centers`` is (N, N) between centers, ``sq_dist_eval`` (m, N) from the evaluation
     rows to the centers; targets are (N, K) and (m, K).
     """
-    inv_two_l2 = 0.5 / lengthscales[:, None, None] ** 2
-    center_kernels = np.exp(-sq_dist_centers[None] * inv_two_l2)  # (L, N, N)
-    eval_kernels = np.exp(-sq_dist_eval[None] * inv_two_l2)  # (L, m, N)
-    n = center_kernels.shape[-1]
-    systems = center_kernels[:, None] + noises[None, :, None, None] * np.eye(n)  # (L, S, N, N)
-    alpha = SVDSolver.factor(systems).solve(center_targets)  # (L, S, N, K)
-    predictions = eval_kernels[:, None] @ alpha  # (L, S, m, K)
-    scores = ((predictions - eval_targets) ** 2).mean(axis=(-2, -1))
+    n = len(sq_dist_centers)
+    scores = np.full((len(lengthscales), len(noises)), np.inf)
+    for index, lengthscale in enumerate(lengthscales):
+        inv_two_l2 = 0.5 / lengthscale**2
+        systems = np.exp(-sq_dist_centers * inv_two_l2)[None] + noises[:, None, None] * np.eye(n)  # (S, N, N)
+        try:
+            alpha = SVDSolver.factor(systems).solve(center_targets)  # (S, N, K)
+        except np.linalg.LinAlgError:
+            continue  # this lengthscale cannot be solved at all: it is not a candidate
+        predictions = np.exp(-sq_dist_eval * inv_two_l2)[None] @ alpha  # (S, m, K)
+        scores[index] = ((predictions - eval_targets) ** 2).mean(axis=(-2, -1))
     scores = np.where(np.isfinite(scores), scores, np.inf)
     best_l, best_s = np.unravel_index(int(np.argmin(scores)), scores.shape)
     return GridResult(float(lengthscales[best_l]), float(noises[best_s]), scores, lengthscales, noises)

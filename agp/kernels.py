@@ -33,6 +33,12 @@ Prepared = tuple[np.ndarray, ...]
 
 KERNELS = ("center", "univariate", "diagonal", "lowrank", "full")
 
+# Training keeps every lengthscale within start / 30 .. start · 30 of the grid-search start: far
+# outside it a kernel column is constant (or a spike) and the center system turns singular
+# long before the loss could profit.  Precisions are lengthscale⁻², hence twice the log-width.
+LENGTHSCALE_RANGE = 30.0
+_LOG_WIDTH = {"log_lengthscale": np.log(LENGTHSCALE_RANGE), "log_precision": 2.0 * np.log(LENGTHSCALE_RANGE)}
+
 
 def take_rows(prepared: Prepared, rows: np.ndarray | slice) -> Prepared:
     """The prepared statistics of a subset of rows (a minibatch)."""
@@ -78,6 +84,19 @@ class Kernel:
         """Natural size of one unit of each parameter, so Adam's step is relative (no lr hunt)."""
         return {name: 1.0 for name in params}
 
+    def bound(self, params: Params, start: Params) -> None:
+        """Keep lengthscales within ``LENGTHSCALE_RANGE`` of their start ``start`` (in place)."""
+        for name, width in _LOG_WIDTH.items():
+            if name in params:
+                params[name] = np.clip(params[name], start[name] - width, start[name] + width)
+        if "lengthscale" in params:
+            low, high = start["lengthscale"] / LENGTHSCALE_RANGE, start["lengthscale"] * LENGTHSCALE_RANGE
+            params["lengthscale"] = np.clip(params["lengthscale"], low, high)
+
+    def public_attributes(self, params: Params) -> dict[str, np.ndarray]:
+        """The trained metric in plain units under names that do not depend on the optimiser."""
+        raise NotImplementedError
+
     def features(self, params: Params, prepared: Prepared, centers: np.ndarray) -> np.ndarray:
         """(n, N) kernel values k_i(c_i, x_n)."""
         return np.exp(-0.5 * self.quadratic_form(params, prepared, centers))
@@ -107,6 +126,9 @@ class IsotropicKernel(Kernel):
 
     def lengthscales(self, params):
         return np.abs(self._lengthscale(params))
+
+    def public_attributes(self, params):
+        return {"lengthscales_": self.lengthscales(params)}
 
     def prepare(self, X, centers):
         return (squared_distances(X, centers),)
@@ -152,6 +174,9 @@ class DiagonalKernel(Kernel):
 
     def lengthscales(self, params):
         return np.exp(-0.5 * params["log_precision"].mean(axis=1))
+
+    def public_attributes(self, params):
+        return {"precisions_": np.exp(params["log_precision"])}
 
     def prepare(self, X, centers):
         return (X, X * X)
@@ -204,6 +229,9 @@ class LowRankKernel(DiagonalKernel):
     def lengthscales(self, params):
         d = np.exp(params["log_precision"]) + np.einsum("idr,idr->id", params["factor"], params["factor"])
         return np.exp(-0.5 * np.log(d).mean(axis=1))
+
+    def public_attributes(self, params):
+        return {"precisions_": np.exp(params["log_precision"]), "precision_factors_": params["factor"].copy()}
 
     def _projections(self, params: Params, prepared: Prepared, centers: np.ndarray) -> np.ndarray:
         """(n, N, r) values U_iᵀ (x_n - c_i)."""
@@ -272,6 +300,9 @@ class FullKernel(Kernel):
     def lengthscales(self, params):
         eigenvalues = np.linalg.eigvalsh(params["precision"])
         return np.exp(-0.5 * np.log(np.maximum(eigenvalues, 1e-300)).mean(axis=1))
+
+    def public_attributes(self, params):
+        return {"precisions_": params["precision"].copy()}
 
     def prepare(self, X, centers):
         return (X,)

@@ -8,11 +8,12 @@ order f(c_j) = (K̂ᵀ (K̂ + σ²I)⁻¹ t)_j, which does not return the center
 asymmetric; with G the model interpolates its centers as σ → 0, and for the symmetric
 center-GP both are the same.
 
-Gradient (one SVD of the N × N system, reused for α and for the adjoint β):
+Gradient (one factorisation of the N × N system, LU or SVD (agp/solve.py), reused for α and
+for the adjoint β):
     R = f - y,  ∂L/∂Φ = 2 R αᵀ,  β = (G + σ²I)⁻ᵀ Φᵀ 2R,  ∂L/∂G = -β αᵀ,
 and since Φ = exp(-q/2), the kernel receives weights w = -½ (∂L/∂Φ) ∘ Φ for the batch rows
 and the same for G, then returns Σ w ∂q/∂θ.  Cost per step: the kernel's quadratic form on
-B + N rows plus O(N³) for the SVD.
+B + N rows plus O(N³) for the factorisation.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agp.kernels import Kernel, Params, Prepared
-from agp.solve import SVDSolver
+from agp.solve import Solver, factor_system
 
 
 @dataclass
@@ -35,10 +36,10 @@ class CenterSystem:
     targets: np.ndarray  # (N, K), centred
     noise: float
 
-    def factor(self, params: Params) -> tuple[np.ndarray, SVDSolver]:
+    def factor(self, params: Params) -> tuple[np.ndarray, Solver]:
         gram = self.kernel.features(params, self.prepared, self.centers)
         system = gram + self.noise * np.eye(len(self.centers))
-        return gram, SVDSolver.factor(system)
+        return gram, factor_system(system)
 
     def weights(self, params: Params) -> np.ndarray:
         """(N, K) α."""

@@ -21,12 +21,11 @@ class SGD:
         self.momentum = momentum
         self._velocity: Params = {}
 
-    def step(self, params: Params, grads: Params) -> None:
+    def step(self, params: Params, grads: Params, rate_factor: float = 1.0) -> None:
+        rate = self.learning_rate * rate_factor
         for name, grad in grads.items():
             velocity = self._velocity.get(name)
-            velocity = (
-                -self.learning_rate * grad if velocity is None else self.momentum * velocity - self.learning_rate * grad
-            )
+            velocity = -rate * grad if velocity is None else self.momentum * velocity - rate * grad
             self._velocity[name] = velocity
             params[name] = params[name] + velocity
 
@@ -55,7 +54,8 @@ class Adam:
         self._v: Params = {}
         self._t = 0
 
-    def step(self, params: Params, grads: Params) -> None:
+    def step(self, params: Params, grads: Params, rate_factor: float = 1.0) -> None:
+        """One update; ``rate_factor`` scales the learning rate (the warm-up ramp)."""
         self._t += 1
         correction1 = 1.0 - self.beta1**self._t
         correction2 = 1.0 - self.beta2**self._t
@@ -64,7 +64,16 @@ class Adam:
             v = self.beta2 * self._v.get(name, 0.0) + (1.0 - self.beta2) * grad * grad
             self._m[name], self._v[name] = m, v
             step = (m / correction1) / (np.sqrt(v / correction2) + self.eps)
-            params[name] = params[name] - self.learning_rate * self.scales.get(name, 1.0) * step
+            params[name] = params[name] - rate_factor * self.learning_rate * self.scales.get(name, 1.0) * step
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Linear learning-rate warm-up: step t (1-based) of ``warmup_steps`` uses t / warmup_steps of the rate.
+
+    Adam's first steps are full-size whatever the gradient's scale (its moment estimates are
+    still one sample), which overshot at 200 centres on large data; the ramp lets them settle.
+    """
+    return 1.0 if warmup_steps <= 0 else min(1.0, step / warmup_steps)
 
 
 def make_optimizer(name: str, learning_rate: float | None, momentum: float, scales: dict[str, float]) -> SGD | Adam:

@@ -1,10 +1,13 @@
 """One-file model format: a NumPy ``.npz`` of arrays plus one JSON string entry, never pickle.
 
+This module only reads and writes files; what goes into them is the estimator's state
+(``AGPRegressor.get_state`` / ``AGPRegressor.from_state``), so it never touches an estimator.
+
 Arrays: ``centers`` (input units), ``centers_standardised``, ``center_targets`` (residual),
 ``alpha``, ``x_mean``, ``x_scale``, ``y_mean``, ``mean_coef``, ``validation_indices`` and one
 ``param__NAME`` per kernel parameter.  The ``metadata`` entry is a JSON document:
 
-    {"format": "agp-model", "format_version": 2, "kernel": "univariate",
+    {"format": "agp-model", "format_version": 3, "kernel": "univariate",
      "hyper_parameters": {...AGPRegressor.get_params() that JSON can hold...},
      "n_features_in": 1000, "n_outputs": 1, "y_ndim": 1,
      "standardisation": {"x": "per-dimension mean/std of the non-validation rows", "y": "mean function ..."},
@@ -12,29 +15,26 @@ Arrays: ``centers`` (input units), ``centers_standardised``, ``center_targets`` 
      "user_metadata": {...the dict given to save()...}}
 
 Version 2 added the mean function (``mean_coef``, ``mean_penalty``, hyper-parameter ``mean``).
-Version 1 files still load, as the constant-mean models they are; readers of
-version 1 refuse version 2 files by their version number instead of dropping the linear mean.
+Version 3 renamed the hyper-parameter ``n_validation`` to ``validation_fraction``, added
+``mean="zero"`` and ``warmup_steps``, and made ``kernel="multivariate"`` the full kernel (it was
+``diagonal``).  Versions 1 and 2 still load (``AGPRegressor.from_state`` maps them); older
+readers refuse newer files by their version number instead of misreading them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from agp.estimator import AGPRegressor
-
 FORMAT_NAME = "agp-model"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-_PARAM_PREFIX = "param__"
-# Hyper-parameters that are arrays or callables live elsewhere (arrays) or are not saved.
-_ARRAY_HYPER_PARAMETERS = ("centers", "center_targets")
-_UNSAVED_HYPER_PARAMETERS = ("callback",)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+PARAM_PREFIX = "param__"
 
 
 def _json_default(value: Any) -> Any:
@@ -75,66 +75,38 @@ def _check_user_metadata(metadata: Any) -> dict:
     return metadata
 
 
-def save_model(model: AGPRegressor, path: str | Path, metadata: dict | None = None) -> None:
-    from sklearn.utils.validation import check_is_fitted
+def write_model_file(
+    path: str | Path, arrays: dict[str, np.ndarray], document: dict[str, Any], metadata: dict | None = None
+) -> None:
+    """Write a model state (``AGPRegressor.get_state()``) plus the caller's metadata to ``path``.
 
-    check_is_fitted(model, "alpha_")
+    The file is written under a temporary name in the same folder and renamed, so an existing
+    model is never left half-written.
+    """
     user_metadata = _check_user_metadata(metadata)
-    hyper = {
-        key: value
-        for key, value in model.get_params(deep=False).items()
-        if key not in _ARRAY_HYPER_PARAMETERS + _UNSAVED_HYPER_PARAMETERS
-    }
-    hyper["noise_grid"] = [float(v) for v in hyper["noise_grid"]]
-    if not isinstance(hyper["random_state"], (int, np.integer)):
-        hyper["random_state"] = None  # a RandomState object has no faithful JSON form
-    if hyper["lengthscale_grid"] is not None:
-        hyper["lengthscale_grid"] = [float(v) for v in hyper["lengthscale_grid"]]
-    document = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "kernel": model._kernel_kind(),
-        "hyper_parameters": hyper,
-        "n_features_in": int(model.n_features_in_),
-        "n_outputs": int(model.alpha_.shape[1]),
-        "y_ndim": int(model._y_ndim),
-        "standardisation": {
-            "x": "per-dimension mean and std of the non-validation rows (arrays x_mean, x_scale)",
-            "y": (
-                "mean function subtracted: y_mean + standardised x @ mean_coef (mean_coef = 0 for the "
-                "constant mean; a GCV ridge on the non-validation rows for the linear mean)"
-            ),
-        },
-        "lengthscale": float(model.lengthscale_),
-        "noise": float(model.noise_),
-        "mean_penalty": model.mean_penalty_,
-        "best_epoch": int(model.best_epoch_),
-        "history": {key: [float(v) for v in values] for key, values in model.history_.items()},
-        "user_metadata": user_metadata,
-    }
-    arrays = {
-        "centers": model.centers_,
-        "centers_standardised": model._centers_standardised,
-        "center_targets": model._center_targets_centred,
-        "alpha": model.alpha_,
-        "x_mean": model.x_mean_,
-        "x_scale": model.x_scale_,
-        "y_mean": model.y_mean_,
-        "mean_coef": model.mean_coef_,
-        "validation_indices": model.validation_indices_,
-        **{_PARAM_PREFIX + name: value for name, value in model.kernel_params_.items()},
-    }
-    with open(path, "wb") as handle:  # a handle keeps the exact name (np.savez would add .npz)
-        np.savez_compressed(handle, metadata=np.array(_dumps(document)), **arrays)
+    full = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **document, "user_metadata": user_metadata}
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as stream:  # a handle keeps the exact name (np.savez would add .npz)
+            entries: dict[str, Any] = {"metadata": np.array(_dumps(full)), **arrays}
+            np.savez_compressed(stream, **entries)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _fail(path: str | Path, problem: str) -> ValueError:
     return ValueError(f"{path}: {problem}")
 
 
-def load_model(path: str | Path) -> AGPRegressor:
-    from agp.estimator import AGPRegressor
+def read_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any], int]:
+    """The arrays, the JSON document and the format version of a model file.
 
+    Raises ``ValueError("{path}: {problem}")`` for a missing file, a file that is not an npz, an
+    npz without metadata, another format or an unsupported version.
+    """
     if not Path(path).is_file():
         raise _fail(path, "no such file")
     # np.load would try to unpickle anything that is neither .npy nor .npz; check the container
@@ -162,39 +134,4 @@ def load_model(path: str | Path) -> AGPRegressor:
             f"{FORMAT_NAME} format version {version!r} is not supported "
             f"(this agp reads versions {', '.join(map(str, READABLE_VERSIONS))})",
         )
-    required = {"centers", "centers_standardised", "center_targets", "alpha", "x_mean", "x_scale", "y_mean"}
-    if version >= 2:
-        required.add("mean_coef")
-    missing = required - set(arrays)
-    if missing:
-        raise _fail(path, f"incomplete {FORMAT_NAME} file (missing {', '.join(sorted(missing))})")
-
-    hyper = dict(document["hyper_parameters"])
-    # Version 1 predates the mean function: those models used the constant mean.
-    hyper.setdefault("mean", "constant")
-    hyper["noise_grid"] = tuple(hyper["noise_grid"])
-    if hyper.get("lengthscale_grid") is not None:
-        hyper["lengthscale_grid"] = tuple(hyper["lengthscale_grid"])
-    model = AGPRegressor(**hyper)
-    model.n_features_in_ = int(document["n_features_in"])
-    model._y_ndim = int(document["y_ndim"])
-    model.centers_ = arrays["centers"]
-    model._centers_standardised = arrays["centers_standardised"]
-    model._center_targets_centred = arrays["center_targets"]
-    model.alpha_ = arrays["alpha"]
-    model.x_mean_ = arrays["x_mean"]
-    model.x_scale_ = arrays["x_scale"]
-    model.y_mean_ = arrays["y_mean"]
-    model.mean_coef_ = arrays.get("mean_coef", np.zeros((model.n_features_in_, model.alpha_.shape[1])))
-    model.mean_penalty_ = document.get("mean_penalty")
-    model.center_targets_ = model._center_targets_centred + model._mean_at(model._centers_standardised)
-    model.validation_indices_ = arrays.get("validation_indices", np.zeros(0, dtype=int))
-    model.kernel_params_ = {
-        name[len(_PARAM_PREFIX) :]: value for name, value in arrays.items() if name.startswith(_PARAM_PREFIX)
-    }
-    model.lengthscale_ = float(document["lengthscale"])
-    model.noise_ = float(document["noise"])
-    model.best_epoch_ = int(document["best_epoch"])
-    model.history_ = {key: list(values) for key, values in document["history"].items()}
-    model.metadata_ = document["user_metadata"]
-    return model
+    return arrays, document, int(version)

@@ -124,7 +124,7 @@ def make_regressor(config: TrainingConfig, n_rows: int, log: Callable[[str], Non
     return AGPRegressor(
         n_centers=config.n_centers,
         kernel=config.kernel,
-        n_validation=n_validation,
+        validation_fraction=n_validation,
         random_state=config.seed,
         callback=None if log is None else _epoch_logger(log),
         **epochs,
@@ -280,7 +280,7 @@ def train_model(
         training=config.record()
         | {
             "n_rows": int(len(X)),
-            "n_validation_rows": int(regressor.n_validation),
+            "n_validation_rows": len(regressor.validation_indices_),
             "best_epoch": _best_epoch(regressor),
         },
         history=_json_history(regressor),

@@ -3,6 +3,7 @@ scikit-learn's GaussianProcessRegressor on the same data, in one run.
 
     python scripts/bench_agp.py            # the default table (a few minutes on 2 cores)
     python scripts/bench_agp.py --quick    # the 800 x 1000 x 25 target row only
+    python scripts/bench_agp.py --solve    # per-step cost of the N x N center-system solve
 
 Data: synthetic "global CNN descriptor" features (softplus of a random projection of a count
 plus nuisance factors, noisy), target = the count.  Times are wall-clock seconds, best and
@@ -85,9 +86,54 @@ def configurations(quick: bool) -> list[tuple[str, int, int, int]]:
     )
 
 
+def center_system(n_centers: int, seed: int = 0) -> np.ndarray:
+    """An asymmetric univariate-AGP center system G + σ²I of the size a training step solves."""
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((n_centers, 8))
+    sq = ((centers[:, None] - centers[None]) ** 2).sum(axis=-1)
+    lengthscales = np.exp(rng.uniform(0.5, 1.5, n_centers))
+    return np.exp(-0.5 * sq / lengthscales[None, :] ** 2) + 1e-3 * np.eye(n_centers)
+
+
+def time_solves(repeats: int = 200) -> None:
+    """Median time of what one training step does with the N x N system: factor it, solve for α
+    (K = 1 target) and for the adjoint β.  Before: NumPy's SVD (gesdd) every step; now: LU with a
+    condition estimate (getrf + gecon), the SVD only when that estimate says singular."""
+    from threadpoolctl import threadpool_limits
+
+    from agp.solve import SVDSolver, _gesvd, factor_system
+
+    def median_ms(work) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            work()
+            times.append(time.perf_counter() - start)
+        return 1000 * float(np.median(times))
+
+    print(f"{'N':>5s} | {'SVD gesdd ms':>12s} {'LU+gecon ms':>12s} {'speed-up':>8s} | {'SVD gesvd ms':>12s}")
+    with threadpool_limits(limits=1):  # as in AGPRegressor.fit
+        for n_centers in (25, 50, 100, 200, 400):
+            A = center_system(n_centers)
+            b = np.ones((n_centers, 1))
+
+            def svd_step(A=A, b=b):
+                solver = SVDSolver.factor(A)
+                solver.solve(b), solver.solve_transposed(b)
+
+            def lu_step(A=A, b=b):
+                solver = factor_system(A)
+                solver.solve(b), solver.solve_transposed(b)
+
+            svd, lu = median_ms(svd_step), median_ms(lu_step)
+            gesvd = median_ms(lambda A=A: _gesvd(A[None]))
+            print(f"{n_centers:5d} | {svd:12.3f} {lu:12.3f} {svd / lu:7.1f}x | {gesvd:12.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only the 800 x 1000 x 25 target row")
+    parser.add_argument("--solve", action="store_true", help="only the per-step cost of the N x N solve")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=30, help="max_epochs of every AGP fit (the default)")
     parser.add_argument("--gp-max-n", type=int, default=1000, help="skip the sklearn GP above this n")
@@ -95,6 +141,9 @@ def main() -> None:
 
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (shared)")
+    if args.solve:
+        time_solves()
+        return
     print(
         f"AGP: default parameters, max_epochs={args.epochs}, best / median of {args.repeats} fits; test = 200 held-out rows"
     )

@@ -36,7 +36,7 @@ def test_linear_mean_recovers_an_exactly_linear_function(linear_data) -> None:
 def test_linear_mean_is_ridgecv_on_the_non_validation_rows(linear_data) -> None:
     X, y, _, _ = linear_data
     y = y + np.random.default_rng(0).normal(scale=3.0, size=len(y))  # noise makes GCV pick a real penalty
-    model = AGPRegressor(kernel="center", mean="linear", n_validation=60, random_state=1).fit(X, y)
+    model = AGPRegressor(kernel="center", mean="linear", validation_fraction=60, random_state=1).fit(X, y)
     rest = np.setdiff1d(np.arange(len(X)), model.validation_indices_)
     Xs = (X[rest] - X[rest].mean(axis=0)) / X[rest].std(axis=0)
     ridge = RidgeCV(alphas=RIDGE_ALPHAS).fit(Xs, y[rest])
@@ -67,7 +67,7 @@ def test_multi_output_linear_mean(linear_data) -> None:
 
 def test_unknown_mean_is_rejected(linear_data) -> None:
     X, y, _, _ = linear_data
-    with pytest.raises(ValueError, match="unknown mean 'quadratic'"):
+    with pytest.raises(ValueError, match="'mean' parameter of AGPRegressor must be a str among"):
         AGPRegressor(mean="quadratic").fit(X, y)
 
 

@@ -21,7 +21,7 @@ def data():
 @pytest.mark.parametrize("kind", ["center", "univariate", "diagonal", "lowrank", "full"])
 def test_round_trip_gives_identical_predictions(tmp_path, data, kind: str) -> None:
     X, Y = data
-    model = AGPRegressor(kernel=kind, n_centers=8, n_validation=30, rank=2, max_epochs=3, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel=kind, n_centers=8, validation_fraction=30, rank=2, max_epochs=3, random_state=0).fit(X, Y)
     path = tmp_path / "model.agp"  # any name: save writes exactly this path
     model.save(path)
     loaded = AGPRegressor.load(path)
@@ -35,14 +35,14 @@ def test_round_trip_gives_identical_predictions(tmp_path, data, kind: str) -> No
 
 def test_single_output_stays_one_dimensional(tmp_path, data) -> None:
     X, Y = data
-    model = AGPRegressor(n_centers=8, n_validation=30, max_epochs=2, random_state=0).fit(X, Y[:, 0])
+    model = AGPRegressor(n_centers=8, validation_fraction=30, max_epochs=2, random_state=0).fit(X, Y[:, 0])
     model.save(tmp_path / "m.npz")
     assert AGPRegressor.load(tmp_path / "m.npz").predict(X[:5]).shape == (5,)
 
 
 def test_metadata_round_trips_exactly_and_file_has_no_pickle(tmp_path, data) -> None:
     X, Y = data
-    model = AGPRegressor(kernel="center", n_centers=8, n_validation=30, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel="center", n_centers=8, validation_fraction=30, random_state=0).fit(X, Y)
     metadata = {
         "kind": "counting-model",
         "version": 1,
@@ -56,14 +56,14 @@ def test_metadata_round_trips_exactly_and_file_has_no_pickle(tmp_path, data) -> 
     with np.load(path, allow_pickle=False) as archive:  # would raise if any entry were pickled
         document = json.loads(str(archive["metadata"]))
         assert all(archive[name].dtype != object for name in archive.files)
-    assert document["format"] == "agp-model" and document["format_version"] == 2
+    assert document["format"] == "agp-model" and document["format_version"] == 3
     assert document["kernel"] == "center" and document["n_features_in"] == 4
     assert document["user_metadata"] == metadata
 
 
 def test_numpy_scalars_in_metadata_come_back_as_numbers(tmp_path, data) -> None:
     X, Y = data
-    model = AGPRegressor(kernel="center", n_centers=8, n_validation=30, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel="center", n_centers=8, validation_fraction=30, random_state=0).fit(X, Y)
     model.save(tmp_path / "m.npz", metadata={"mae": np.float64(0.25), "n": np.int64(3)})
     assert AGPRegressor.load(tmp_path / "m.npz").metadata_ == {"mae": 0.25, "n": 3}
 
@@ -73,7 +73,7 @@ def test_numpy_scalars_in_metadata_come_back_as_numbers(tmp_path, data) -> None:
 )
 def test_unserialisable_metadata_is_rejected(tmp_path, data, metadata, message) -> None:
     X, Y = data
-    model = AGPRegressor(kernel="center", n_centers=8, n_validation=30, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel="center", n_centers=8, validation_fraction=30, random_state=0).fit(X, Y)
     with pytest.raises(ValueError, match=message):
         model.save(tmp_path / "m.npz", metadata=metadata)
 
@@ -90,11 +90,11 @@ def _rewrite_metadata(path, change) -> None:
 
 def test_other_format_or_version_fails_naming_the_file(tmp_path, data) -> None:
     X, Y = data
-    model = AGPRegressor(kernel="center", n_centers=8, n_validation=30, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel="center", n_centers=8, validation_fraction=30, random_state=0).fit(X, Y)
     newer = tmp_path / "newer.npz"
     model.save(newer)
-    _rewrite_metadata(newer, lambda d: d.update(format_version=3))
-    with pytest.raises(ValueError, match=r"newer\.npz: agp-model format version 3 is not supported"):
+    _rewrite_metadata(newer, lambda d: d.update(format_version=4))
+    with pytest.raises(ValueError, match=r"newer\.npz: agp-model format version 4 is not supported"):
         AGPRegressor.load(newer)
 
     other = tmp_path / "other.npz"
@@ -128,3 +128,69 @@ def test_saving_an_unfitted_model_fails(tmp_path) -> None:
 
     with pytest.raises(NotFittedError):
         AGPRegressor().save(tmp_path / "m.npz")
+
+
+def test_the_shipped_model_loads_and_predicts_by_the_papers_formula() -> None:
+    # models/default.npz is a format-2 file (n_validation, log-lengthscales): it must keep its predictions.
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "models" / "default.npz"
+    model = AGPRegressor.load(path)
+    assert model.validation_fraction == 100 and model.kernel == "univariate"
+    with np.load(path) as archive:
+        arrays = {name: archive[name] for name in archive.files if name != "metadata"}
+    np.testing.assert_allclose(model.lengthscales_, np.exp(arrays["param__log_lengthscale"]))
+    X = np.random.default_rng(0).normal(size=(20, model.n_features_in_)) * model.x_scale_ + model.x_mean_
+    Xs = (X - arrays["x_mean"]) / arrays["x_scale"]
+    centers = arrays["centers_standardised"]
+    sq = ((Xs[:, None, :] - centers[None]) ** 2).sum(axis=-1)
+    expected = np.exp(-0.5 * sq / model.lengthscales_**2) @ arrays["alpha"] + Xs @ arrays["mean_coef"] + arrays["y_mean"]
+    np.testing.assert_allclose(model.predict(X), expected[:, 0], rtol=1e-10)
+
+
+def test_version_2_hyper_parameters_are_mapped(tmp_path, data) -> None:
+    X, Y = data
+    path = tmp_path / "v2.npz"
+    AGPRegressor(kernel="diagonal", n_centers=8, validation_fraction=30, max_epochs=1, random_state=0).fit(X, Y).save(path)
+
+    def as_version_2(document: dict) -> None:
+        hyper = document["hyper_parameters"]
+        document["format_version"] = 2
+        hyper["n_validation"] = hyper.pop("validation_fraction")
+        hyper["kernel"] = "multivariate"  # the version-2 alias of diagonal
+        del hyper["warmup_steps"]
+
+    _rewrite_metadata(path, as_version_2)
+    loaded = AGPRegressor.load(path)
+    assert loaded.validation_fraction == 30 and loaded.kernel == "diagonal" and loaded.precisions_.shape == (8, 4)
+
+
+def test_state_export_round_trips_without_a_file(data) -> None:
+    X, Y = data
+    model = AGPRegressor(kernel="lowrank", rank=2, n_centers=8, max_epochs=2, random_state=0).fit(X, Y)
+    arrays, document = model.get_state()
+    json.dumps(document)  # plain JSON
+    clone = AGPRegressor.from_state(arrays, document)
+    np.testing.assert_array_equal(clone.predict(X), model.predict(X))
+    np.testing.assert_array_equal(clone.precision_factors_, model.precision_factors_)
+
+
+def test_saving_replaces_the_file_through_a_temporary_name(tmp_path, data) -> None:
+    X, Y = data
+    model = AGPRegressor(kernel="center", n_centers=8, random_state=0).fit(X, Y)
+    path = tmp_path / "m.npz"
+    path.write_text("old")
+    model.save(path)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]
+    assert AGPRegressor.load(path).n_features_in_ == 4
+
+
+def test_persistence_does_not_import_the_estimator() -> None:
+    import ast
+    from pathlib import Path
+
+    import agp.persistence
+
+    tree = ast.parse(Path(agp.persistence.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not any(module and module.startswith("agp") for module in imported)

@@ -12,25 +12,58 @@ from sklearn.utils.estimator_checks import check_estimator
 from agp import AGPRegressor
 
 
-def test_check_estimator_passes() -> None:
-    """Runs every scikit-learn estimator check.
-
-    Small-data parameters: some checks fit on 10 samples, so 8 centers, 1 validation row
-    (8 + 1 + 1 training row = 10), and 20 epochs to keep the ~50 checks quick.  The diagonal
-    kernel is used because check_regressors_train asks for R² > 0.5 on a 10-D problem where
-    only one dimension matters; per-dimension lengthscales find it with 8 centers, one shared
-    lengthscale per center does not (the default univariate model with its default 25 centers
-    passes that bar too, see the next test).
-    """
-    failures = [
+def _failures(estimator: AGPRegressor) -> list[str]:
+    return [
         f"{result['check_name']}: {result['exception']!r}"
-        for result in check_estimator(
-            AGPRegressor(kernel="diagonal", n_centers=8, n_validation=1, max_epochs=20, random_state=0),
-            on_fail=None,
-        )
+        for result in check_estimator(estimator, on_fail=None)
         if result["status"] == "failed"
     ]
+
+
+@pytest.mark.filterwarnings("ignore:n_centers=25 is more than")
+def test_check_estimator_passes_with_default_parameters() -> None:
+    """Every scikit-learn estimator check, on ``AGPRegressor()`` as a user would construct it.
+
+    Some checks fit 10-20 samples: the validation fraction then turns itself off and the 25
+    default centers are reduced to the rows available (with a warning).
+    """
+    failures = _failures(AGPRegressor())
     assert not failures, "\n".join(failures)
+
+
+def test_check_estimator_passes_for_a_trained_matrix_kernel() -> None:
+    failures = _failures(AGPRegressor(kernel="diagonal", n_centers=8, validation_fraction=1, max_epochs=20))
+    assert not failures, "\n".join(failures)
+
+
+def test_parameter_constraints_reject_every_invalid_type_and_value() -> None:
+    # scikit-learn's own check, run on its own estimators: it builds invalid values from each
+    # declared constraint and expects fit to raise InvalidParameterError naming the parameter.
+    from sklearn.utils.estimator_checks import check_param_validation
+
+    check_param_validation("AGPRegressor", AGPRegressor(max_epochs=1))
+
+
+def test_parameters_are_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        AGPRegressor(25)  # type: ignore[misc]
+
+
+def test_more_centers_than_rows_warns_and_uses_the_rows() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    with pytest.warns(UserWarning, match="n_centers=25 is more than the 30 rows|n_centers=40 is more than the 30 rows"):
+        model = AGPRegressor(n_centers=40, max_epochs=2, random_state=0).fit(X, X[:, 0])
+    assert model.centers_.shape == (30, 2) and len(model.validation_indices_) == 0
+    assert np.all(np.isfinite(model.predict(X)))
+
+
+@pytest.mark.parametrize(
+    ("n_samples", "fraction", "expected"),
+    [(39, 0.1, 0), (40, 0.1, 20), (600, 0.1, 60), (1_000_000, 0.1, 10_000), (600, 0.5, 300), (600, None, 0), (600, 0, 0)],
+)
+def test_validation_fraction_has_a_floor_and_a_cap(n_samples: int, fraction, expected: int) -> None:
+    assert AGPRegressor(validation_fraction=fraction)._validation_count(n_samples) == expected
 
 
 def test_default_model_passes_the_regression_score_check() -> None:
@@ -46,7 +79,7 @@ def test_clone_and_cross_validation() -> None:
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, (300, 3))
     y = np.sin(X[:, 0]) + X[:, 1]
-    model = AGPRegressor(n_centers=10, n_validation=20, max_epochs=5, random_state=0)
+    model = AGPRegressor(n_centers=10, validation_fraction=20, max_epochs=5, random_state=0)
     assert clone(model).get_params() == model.get_params()
     scores = cross_val_score(model, X, y, cv=3)
     assert np.all(scores > 0.9), scores
@@ -56,6 +89,15 @@ def test_clone_and_cross_validation() -> None:
 def test_predict_rejects_non_finite_input(bad) -> None:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 2))
-    model = AGPRegressor(n_centers=5, n_validation=10, kernel="center", random_state=0).fit(X, X[:, 0])
+    model = AGPRegressor(n_centers=5, validation_fraction=10, kernel="center", random_state=0).fit(X, X[:, 0])
     with pytest.raises(ValueError, match="NaN|infinity"):
         model.predict(bad)
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    import agp.estimator
+
+    result = doctest.testmod(agp.estimator, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 10 and result.failed == 0, result

@@ -151,7 +151,7 @@ def test_per_class_model_writes_a_column_per_class(runner, voc_root: Path, tmp_p
 
     rng = np.random.default_rng(0)
     # Fitted on generated descriptors: this checks the output format, not the counts.
-    regressor = AGPRegressor(n_centers=3, max_epochs=1, n_validation=5, random_state=0).fit(
+    regressor = AGPRegressor(n_centers=3, max_epochs=1, validation_fraction=5, random_state=0).fit(
         rng.normal(size=(40, 1000)), rng.poisson(1.0, size=(40, len(VOC_CLASSES))).astype(float)
     )
     model_path = CountingModel(

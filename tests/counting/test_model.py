@@ -27,7 +27,7 @@ def regressor() -> AGPRegressor:
     rng = np.random.default_rng(0)
     X = rng.normal(size=(120, D))
     y = 3 * X[:, 0] + X[:, 1] ** 2  # negative where x0 << 0: tests clipping
-    return AGPRegressor(n_centers=6, max_epochs=3, n_validation=20, random_state=0).fit(X, y)
+    return AGPRegressor(n_centers=6, max_epochs=3, validation_fraction=20, random_state=0).fit(X, y)
 
 
 def _model(regressor: AGPRegressor, **changes) -> CountingModel:
@@ -111,7 +111,7 @@ def test_multi_output_counts_per_class(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     X = rng.normal(size=(100, D))
     Y = np.column_stack([2 + X[:, 0], 3 + X[:, 1], np.full(100, 1.0)])
-    reg = AGPRegressor(n_centers=5, max_epochs=2, n_validation=10, random_state=0).fit(X, Y)
+    reg = AGPRegressor(n_centers=5, max_epochs=2, validation_fraction=10, random_state=0).fit(X, Y)
     model = CountingModel.load(
         CountingModel(regressor=reg, class_names=["cat", "dog", "cow"]).save(tmp_path / "voc.npz")
     )

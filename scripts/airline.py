@@ -1,0 +1,213 @@
+"""The AGP at scale on the US flight-delay data (Hensman et al., UAI 2013; Pintea et al. 2018, Sec. 5).
+
+Fits and scores on one or more ``.npz`` files with ``X`` (n, 8: the Hensman features) and ``y``
+(arrival delay, minutes), concatenated.  A random test part (``--test-rows``, 100 000 as Hensman
+et al.) is held out; the rest trains, optionally repeated (``--train-rows 2000000``) to time a
+2 M-row fit.  Every model fits in its own subprocess so its peak memory (``ru_maxrss``: the
+whole process, interpreter, data and fit) is its own.  Prints fit time, peak memory and test
+RMSE for the train mean, linear regression, HistGradientBoosting, GPyTorch SVGP and the AGP,
+beside the published rows.
+
+    python scripts/airline.py ../shared/data/airline-2008-01/airline_2008_01.npz
+    python scripts/airline.py FILE --train-rows 2000000 --models agp     # the 2 M-row timing
+    python scripts/airline.py FILE --memmap /tmp/airline                  # fit from a memory-mapped .npy
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+MODELS = ("mean", "linear", "hgb", "svgp", "agp")
+PUBLISHED = (  # Jan-Apr 2008, 700 K train / 100 K test (Hensman et al. 2013; Pintea et al. 2018, Table 3)
+    ("AGP (Pintea et al. 2018)", 30.09),
+    ("PIC (published)", 33.35),
+    ("FITC / DTC (published)", 39.53),
+)
+
+
+def load(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    parts_X, parts_y = [], []
+    for name in files:
+        with np.load(name, allow_pickle=False) as archive:
+            parts_X.append(archive["X"].astype(np.float64))
+            parts_y.append(archive["y"].astype(np.float64))
+    return np.concatenate(parts_X), np.concatenate(parts_y)
+
+
+def split(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Random test part as Hensman et al.; the training part repeated up to ``--train-rows``."""
+    X, y = load(args.files)
+    order = np.random.default_rng(args.seed).permutation(len(X))
+    test, train = order[: args.test_rows], order[args.test_rows :]
+    if args.train_rows:
+        train = np.resize(train, args.train_rows)  # repeats the training rows (never test rows)
+    return X[train], y[train], X[test], y[test]
+
+
+def fit_agp(args: argparse.Namespace, X: np.ndarray, y: np.ndarray):
+    from agp import AGPRegressor
+
+    if args.memmap:
+        folder = Path(args.memmap)
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(folder / "X_train.npy", X)
+        del X
+        X = np.load(folder / "X_train.npy", mmap_mode="r")
+    model = AGPRegressor(
+        n_centers=args.n_centers,
+        kernel=args.kernel,
+        max_epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        random_state=args.seed,
+        verbose=args.verbose,
+    )
+    return model.fit(X, y)
+
+
+def fit_svgp(args: argparse.Namespace, X: np.ndarray, y: np.ndarray):
+    """GPyTorch's stochastic variational GP (Hensman et al. 2013), ARD RBF, learned inducing points."""
+    import gpytorch
+    import torch
+
+    torch.manual_seed(args.seed)
+    x_mean, x_std = X.mean(axis=0), X.std(axis=0)
+    x_std = np.where(x_std > 0, x_std, 1.0)  # one month: the month column is constant
+    y_mean, y_std = y.mean(), y.std()
+    X_t = torch.as_tensor((X - x_mean) / x_std, dtype=torch.float32)
+    y_t = torch.as_tensor((y - y_mean) / y_std, dtype=torch.float32)
+    inducing = X_t[torch.randperm(len(X_t))[: args.n_centers]].clone()
+
+    class SVGP(gpytorch.models.ApproximateGP):
+        def __init__(self) -> None:
+            distribution = gpytorch.variational.CholeskyVariationalDistribution(len(inducing))
+            strategy = gpytorch.variational.VariationalStrategy(
+                self, inducing, distribution, learn_inducing_locations=True
+            )
+            super().__init__(strategy)
+            self.mean_module = gpytorch.means.ConstantMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=X.shape[1]))
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+    model, likelihood = SVGP(), gpytorch.likelihoods.GaussianLikelihood()
+    optimizer = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=0.01)
+    elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(X_t))
+    model.train(), likelihood.train()
+    batch = max(args.batch_size, 1024)
+    for _ in range(args.svgp_epochs):
+        for index in torch.randperm(len(X_t)).split(batch):
+            optimizer.zero_grad()
+            loss = -elbo(model(X_t[index]), y_t[index])
+            loss.backward()
+            optimizer.step()
+    model.eval(), likelihood.eval()
+
+    class Predictor:
+        def predict(self, X_new: np.ndarray) -> np.ndarray:
+            X_s = torch.as_tensor((X_new - x_mean) / x_std, dtype=torch.float32)
+            with torch.no_grad(), gpytorch.settings.fast_pred_var():
+                means = [model(block).mean for block in X_s.split(8192)]
+            return torch.cat(means).numpy().astype(np.float64) * y_std + y_mean
+
+    return Predictor()
+
+
+def fit(name: str, args: argparse.Namespace, X: np.ndarray, y: np.ndarray):
+    if name == "mean":
+        from sklearn.dummy import DummyRegressor
+
+        return DummyRegressor().fit(X, y)
+    if name == "linear":
+        from sklearn.linear_model import LinearRegression
+
+        return LinearRegression().fit(X, y)
+    if name == "hgb":
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
+        return HistGradientBoostingRegressor(random_state=args.seed).fit(X, y)
+    if name == "svgp":
+        return fit_svgp(args, X, y)
+    return fit_agp(args, X, y)
+
+
+def run_one(name: str, args: argparse.Namespace) -> dict:
+    """Fit and score one model in this process; its peak memory is this process's."""
+    X, y, X_test, y_test = split(args)
+    start = time.perf_counter()
+    model = fit(name, args, X, y)
+    seconds = time.perf_counter() - start
+    rmse = float(np.sqrt(np.mean((model.predict(X_test) - y_test) ** 2)))
+    result = {"model": name, "rmse": rmse, "fit_s": seconds, "n_train": len(y), "n_test": len(y_test)}
+    result["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    if name == "agp":
+        result["best_epoch"] = int(model.best_epoch_)
+        result["epochs_run"] = len(model.history_["val_loss"]) - 1
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+", help=".npz files with X (n, 8) and y (n,), concatenated")
+    parser.add_argument("--test-rows", type=int, default=100_000, help="random test part (Hensman et al.: 100 000)")
+    parser.add_argument("--train-rows", type=int, default=0, help="repeat the training part to this many rows")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--n-centers", type=int, default=100, help="AGP centers and SVGP inducing points")
+    parser.add_argument("--kernel", default="univariate", help="AGP kernel")
+    parser.add_argument("--epochs", type=int, default=10, help="AGP max_epochs")
+    parser.add_argument("--learning-rate", type=float, default=None, help="AGP learning rate (default: its own)")
+    parser.add_argument("--batch-size", type=int, default=1024, help="AGP (and SVGP, at least 1024) minibatch")
+    parser.add_argument("--svgp-epochs", type=int, default=2)
+    parser.add_argument("--memmap", metavar="DIR", help="fit the AGP from a memory-mapped .npy written here")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true", help="AGP: one line per epoch")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one model, print JSON
+    args = parser.parse_args()
+
+    if args.one:
+        print(json.dumps(run_one(args.one, args)))
+        return
+    load_average = os.getloadavg()
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load_average[0]:.1f} (shared); "
+        f"files: {', '.join(Path(f).name for f in args.files)}; seed {args.seed}"
+    )
+    results = []
+    for name in args.models.split(","):
+        command = [sys.executable, __file__, *sys.argv[1:], "--one", name]
+        completed = subprocess.run(command, capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            print(f"{name}: failed\n{completed.stderr.strip().splitlines()[-1] if completed.stderr else ''}")
+            continue
+        if args.verbose and completed.stdout.count("\n") > 1:
+            print("\n".join(completed.stdout.strip().splitlines()[:-1]))
+        results.append(json.loads(completed.stdout.strip().splitlines()[-1]))
+        r = results[-1]
+        print(
+            f"{r['model']:8s} train {r['n_train']:>9,d} test {r['n_test']:>7,d}  RMSE {r['rmse']:7.2f}  "
+            f"fit {r['fit_s']:7.1f} s  peak {r['peak_mib']:7.0f} MiB"
+            + (f"  best epoch {r['best_epoch']}/{r['epochs_run']}" if "best_epoch" in r else ""),
+            flush=True,
+        )
+    by_name = {r["model"]: r["rmse"] for r in results}
+    if "agp" in by_name and "linear" in by_name:
+        gain = 100 * (1 - by_name["agp"] / by_name["linear"])
+        print(f"AGP vs linear regression: {gain:+.1f} % lower RMSE (target >= 7 %)")
+    if "agp" in by_name and "svgp" in by_name:
+        print(f"AGP vs SVGP: {by_name['agp']:.2f} vs {by_name['svgp']:.2f} (target: no worse)")
+    for label, value in PUBLISHED:
+        print(f"{label:26s} RMSE {value:6.2f}  (Jan-Apr 2008, 700 K train / 100 K test)")
+
+
+if __name__ == "__main__":
+    main()
