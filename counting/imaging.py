@@ -10,7 +10,7 @@ from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from counting.errors import ImageError
 
-__all__ = ["load_image", "to_rgb"]
+__all__ = ["image_size", "load_image", "to_rgb"]
 
 # PIL's default is to refuse truncated files; we rely on that to report them, so make sure
 # nobody in the process has switched it on by accident.
@@ -52,6 +52,19 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
             message = "image file is truncated"
         raise ImageError(f"{path}: cannot decode image ({message})") from None
     return rgb
+
+
+def image_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """``(width, height)`` of the upright picture from the file header (no decoding); ``None``
+    when the header cannot be read (the decoder reports why later)."""
+    try:
+        with Image.open(path) as opened:
+            width, height = opened.size
+            if opened.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8):  # rotated by 90 degrees
+                width, height = height, width
+    except Exception:  # noqa: BLE001 - any unreadable header means "unknown"
+        return None
+    return width, height
 
 
 def _upright(image: Image.Image) -> Image.Image:

@@ -298,6 +298,7 @@ def train_model(
         regressor=regressor,
         backbone=backbone.name,
         backbone_weights_sha256=getattr(backbone, "weights_sha256", None),
+        runtime=getattr(backbone, "runtime", None),
         input_size=config.input_size,
         roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
         grid=config.grid,

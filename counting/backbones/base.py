@@ -36,7 +36,7 @@ __all__ = ["Backbone", "OutputTaps", "adaptive_average_pool", "check_grid", "sta
 
 FINAL = "final"  # name of the trunk's last feature map among a backbone's outputs
 
-BatchLike = torch.Tensor | Sequence[torch.Tensor]
+BatchLike = torch.Tensor | np.ndarray | Sequence[torch.Tensor]
 
 _EAGER = object()  # marks an input shape whose trace failed its check against eager
 # Runs that TorchScript's profiling executor needs on a new shape before it optimises the graph.
@@ -155,7 +155,7 @@ class Backbone:
     def feature_map_array(self, batch: BatchLike) -> np.ndarray:
         """:meth:`feature_map` as a float32 NumPy array, from whichever runtime runs the trunk."""
         if self.runtime == "onnxruntime":
-            return self._onnx[(FINAL,)].run(_as_batch(batch).numpy())[0]
+            return self._onnx[(FINAL,)].run(_as_array(batch))[0]
         return self._torch_feature_map(batch).numpy()
 
     def feature_maps(self, batch: BatchLike, names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -171,7 +171,7 @@ class Backbone:
 
                 runner = load_or_export(self, names, self._export_dir, self.threads)
                 self._onnx[names] = runner
-            return dict(zip(names, runner.run(_as_batch(batch).numpy())))
+            return dict(zip(names, runner.run(_as_array(batch))))
         taps = OutputTaps(self.trunk, {name: self.tap_module(name) for name in names if name != FINAL}, names)
         with torch.inference_mode():
             return {name: value.numpy() for name, value in zip(names, taps(_as_batch(batch)))}
@@ -343,8 +343,30 @@ def stack_prepared(images: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.stack([item.permute(1, 2, 0) for item in items]).permute(0, 3, 1, 2)
 
 
+def _as_array(batch: BatchLike) -> np.ndarray:
+    """A contiguous float32 NCHW array (what onnxruntime takes), without torch operations."""
+    if isinstance(batch, (np.ndarray, torch.Tensor)):
+        array = batch.numpy() if isinstance(batch, torch.Tensor) else batch
+        if array.ndim == 3:
+            array = array[None]
+        if array.ndim != 4 or array.shape[1] != 3:
+            raise ValueError(f"expected a (B, 3, H, W) batch, got shape {tuple(array.shape)}")
+        return np.ascontiguousarray(array, dtype=np.float32)
+    items = [item.numpy() if isinstance(item, torch.Tensor) else np.asarray(item) for item in batch]
+    if not items:
+        raise ValueError("empty batch")
+    shapes = {item.shape for item in items}
+    if len(shapes) > 1:
+        raise ValueError(f"images in one batch must share a shape, got {sorted(shapes)}")
+    if items[0].ndim != 3 or items[0].shape[0] != 3:
+        raise ValueError(f"expected (3, H, W) images, got shape {tuple(items[0].shape)}")
+    return np.stack(items).astype(np.float32, copy=False)
+
+
 def _as_batch(batch: BatchLike) -> torch.Tensor:
     """A float32 ``(B, 3, H, W)`` batch in channels-last memory layout."""
+    if isinstance(batch, np.ndarray):
+        batch = torch.from_numpy(np.ascontiguousarray(batch))
     if isinstance(batch, torch.Tensor):
         if batch.ndim == 3:
             batch = batch.unsqueeze(0)

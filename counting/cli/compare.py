@@ -10,6 +10,7 @@ from rich.table import Table
 
 from counting import defaults
 from counting.cli.common import console, feature_cache, parse_grid_option, parse_input_size, print_error
+from counting.cli.runtime_options import DEFAULT_RUNTIME, RuntimeOption, ThreadsOption, use_runtime
 from counting.errors import CountingError
 
 def _names(text: str) -> list[str]:
@@ -89,10 +90,13 @@ def compare(
     cache_dir: Annotated[
         Optional[Path], typer.Option(help="Feature cache folder (default $COUNTING_CACHE_DIR or ~/.cache/counting).")
     ] = None,
+    runtime: RuntimeOption = DEFAULT_RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Run ridge, exact and sparse GPs, the paper's AGP variants and the HOG detector on the same
     features and split; print one table with MAE / MSE / RMSE and fit / predict times beside the
     published figures, and write it as CSV, JSON and Markdown."""
+    use_runtime(runtime, threads)
     from counting.comparison import (
         check_methods, load_comparison_data, published_rows, run_comparison, write_comparison,
     )

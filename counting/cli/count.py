@@ -14,6 +14,7 @@ from rich.table import Table
 from counting import defaults
 from counting.cli.common import console, expand_image_paths, load_model_option, optional_cache
 from counting.cli.evaluate import ModelOption
+from counting.cli.runtime_options import DEFAULT_RUNTIME, RuntimeOption, ThreadsOption, use_runtime
 from counting.cli.train import CacheDirOption, WeightsOption
 from counting.errors import CountingError, ImageError
 
@@ -138,11 +139,14 @@ def count(
     cache_dir: CacheDirOption = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Images per forward pass.")] = defaults.BATCH_SIZE,
     progress: Annotated[bool, typer.Option(help="Show a progress bar for many images.")] = False,
+    runtime: RuntimeOption = DEFAULT_RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Count objects in images: a table on screen, optionally CSV / JSON (one row per image).
 
     Unreadable images are reported and skipped; the rest are counted.
     """
+    use_runtime(runtime, threads)
     counting_model = load_model_option(model)
     problems: list[str] = []
     if features is not None:

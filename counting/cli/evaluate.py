@@ -10,6 +10,7 @@ from rich.table import Table
 
 from counting import defaults
 from counting.cli.common import console, evaluate_on_test_split, load_model_option
+from counting.cli.runtime_options import DEFAULT_RUNTIME, RuntimeOption, ThreadsOption, use_runtime
 from counting.cli.train import (
     CacheDirOption,
     CsvOption,
@@ -80,12 +81,15 @@ def evaluate(
     csv: CsvOption = None,
     include_difficult: DifficultOption = False,
     progress: ProgressOption = True,
+    runtime: RuntimeOption = DEFAULT_RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Evaluate a model on a dataset's test split: MAE / MSE / RMSE (crowds) or mRMSE (VOC).
 
     Calibrated models also get the interval coverage and mean width; sequences (ucsd, mall)
     also get the figures after temporal smoothing, reported separately.
     """
+    use_runtime(runtime, threads)
     counting_model = load_model_option(model)
     result = evaluate_on_test_split(
         counting_model, dataset.value, root, split, csv, include_difficult,

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from counting import defaults
 from counting.backbones import BACKBONES, Preprocessing, get_backbone
+from counting.cli.runtime_options import DEFAULT_RUNTIME, RuntimeOption, ThreadsOption, use_runtime
 from counting.errors import CountingError
 from counting.features import FeatureCache, FeatureSet, extract_features
 
@@ -55,8 +56,11 @@ def features(
         bool, typer.Option("--skip-bad", help="Report unreadable images and go on (default: stop at the first).")
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
+    runtime: RuntimeOption = DEFAULT_RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Extract (and cache) image descriptors; write them to a .npy or .csv file."""
+    use_runtime(runtime, threads)
     console = Console(stderr=True)
     try:
         if output is not None and output.suffix.lower() not in (".npy", ".csv"):

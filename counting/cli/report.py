@@ -10,6 +10,7 @@ import typer
 from counting import defaults
 from counting.cli.common import console, evaluate_on_test_split, load_model_option
 from counting.cli.evaluate import ModelOption, ProgressOption, SmoothOption, figures_table
+from counting.cli.runtime_options import DEFAULT_RUNTIME, RuntimeOption, ThreadsOption, use_runtime
 from counting.cli.train import (
     CacheDirOption,
     CsvOption,
@@ -44,12 +45,15 @@ def report(
     csv: CsvOption = None,
     include_difficult: DifficultOption = False,
     progress: ProgressOption = True,
+    runtime: RuntimeOption = DEFAULT_RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Write a Markdown and an HTML report that sets a model's figures beside the published ones.
 
     With --dataset/--root the model is evaluated now (plots of the predicted and true counts);
     without, the report uses the figures stored in the model file.
     """
+    use_runtime(runtime, threads)
     from counting.errors import DatasetError
     from counting.report import write_report
 

@@ -17,6 +17,7 @@ from counting.cli.common import (
     parse_grid_option,
     parse_input_size,
 )
+from counting.cli.runtime_options import DEFAULT_RUNTIME, RuntimeOption, ThreadsOption, use_runtime
 
 
 class DatasetName(str, Enum):
@@ -210,11 +211,14 @@ def train(
     progress: Annotated[
         bool, typer.Option(help="Show a progress bar while extracting features.", rich_help_panel=RUN)
     ] = True,
+    runtime: RuntimeOption = DEFAULT_RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Train a counting model (AGP on CNN descriptors) on a dataset's train split.
 
     Prints the loss per epoch, saves the model and its loss curve (MODEL_STEM.loss.png) beside it.
     """
+    use_runtime(runtime, threads)
     from counting.evaluation import evaluate_model
     from counting.plots import plot_loss
     from counting.training import TrainingConfig, train_model
