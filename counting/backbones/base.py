@@ -20,10 +20,11 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from threadpoolctl import ThreadpoolController
 from torch import nn
 
 from counting.backbones.preprocessing import ImageLike, Normalisation, Preprocessing, prepare_image
@@ -223,7 +224,8 @@ class Backbone:
 
     def head_numpy(self, pooled: np.ndarray) -> np.ndarray:
         """The fc layer on ``(..., pooled_dim)`` features -> ``(..., feature_dim)`` float32."""
-        return np.asarray(pooled, dtype=np.float32) @ self._head_weight + self._head_bias
+        with single_threaded_blas():
+            return np.asarray(pooled, dtype=np.float32) @ self._head_weight + self._head_bias
 
     # -- internals ------------------------------------------------------------------------
 
@@ -311,10 +313,27 @@ def adaptive_average_pool(fmap: np.ndarray, grid: tuple[int, int]) -> np.ndarray
     """
     rows, cols = grid
     batch, channels, height, width = fmap.shape
-    pooled = np.einsum(
-        "bchw,rh,qw->brqc", fmap, _pooling_matrix(height, rows), _pooling_matrix(width, cols), optimize=True
-    )
+    with single_threaded_blas():
+        pooled = np.einsum(
+            "bchw,rh,qw->brqc", fmap, _pooling_matrix(height, rows), _pooling_matrix(width, cols), optimize=True
+        )
     return np.ascontiguousarray(pooled.reshape(batch, rows * cols, channels), dtype=np.float32)
+
+
+_blas_controller: ThreadpoolController | None = None
+
+
+def single_threaded_blas() -> Any:
+    """A context in which NumPy's BLAS runs on one thread.
+
+    The head and pooling products are small; OpenBLAS would still wake its threads for them,
+    and those threads keep spinning for a while afterwards, taking the cores from the next
+    forward pass (measured: 13.7 -> 27 ms CPU per photo on onnxruntime).
+    """
+    global _blas_controller
+    if _blas_controller is None:
+        _blas_controller = ThreadpoolController()
+    return _blas_controller.limit(limits=1, user_api="blas")
 
 
 def _pooling_matrix(size: int, parts: int) -> np.ndarray:
