@@ -102,6 +102,7 @@ class Backbone:
         self.threads: int | None = None
         self._export_dir: Path | None = None
         self._onnx: dict[tuple[str, ...], OnnxTrunk] = {}
+        self._torch_only: set[tuple[str, ...]] = set()  # output lists whose export failed its check
 
     def __repr__(self) -> str:
         return (
@@ -165,13 +166,18 @@ class Backbone:
         On onnxruntime each distinct list of names is exported (and checked) once.
         """
         names = tuple(names)
-        if self.runtime == "onnxruntime":
-            runner = self._onnx.get(names)
-            if runner is None:
-                from counting.backbones.onnx_export import load_or_export
+        for name in names:
+            self.tap_module(name)  # unknown names are an error on either runtime
+        runner = self._onnx.get(names) if self.runtime == "onnxruntime" else None
+        if runner is None and self.runtime == "onnxruntime" and names not in self._torch_only:
+            from counting.backbones.onnx_export import load_or_export
 
-                runner = load_or_export(self, names, self._export_dir, self.threads)
-                self._onnx[names] = runner
+            try:
+                runner = self._onnx[names] = load_or_export(self, names, self._export_dir, self.threads)
+            except BackboneError as error:
+                warnings.warn(f"{error}; computing {', '.join(names)} on torch instead", RuntimeWarning, stacklevel=2)
+                self._torch_only.add(names)
+        if runner is not None:
             return dict(zip(names, runner.run(_as_array(batch))))
         taps = OutputTaps(self.trunk, {name: self.tap_module(name) for name in names if name != FINAL}, names)
         with torch.inference_mode():

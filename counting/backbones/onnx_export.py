@@ -177,7 +177,10 @@ def _build(backbone: Backbone, outputs: tuple[str, ...], path: Path, threads: in
         session = create_session(data, threads)
     except Exception as error:  # noqa: BLE001
         raise BackboneError(f"{backbone.name}: onnxruntime cannot load the export ({_one_line(error)})") from None
-    difference = probe_difference(backbone, session, outputs)
+    try:
+        difference = probe_difference(backbone, session, outputs)
+    except Exception as error:  # noqa: BLE001 - e.g. an output the exported graph lacks
+        raise BackboneError(f"{backbone.name}: the ONNX export fails on the probe batch ({_one_line(error)})") from None
     if not difference <= TOLERANCE:
         raise ExportMismatchError(
             f"{backbone.name}: ONNX export differs from torch by {difference:.2g} (> {TOLERANCE:g}) on the probe batch"

@@ -184,6 +184,17 @@ def test_intermediate_feature_maps_come_from_one_export(onnx_net: Backbone, torc
     assert ("block10", "final") in onnx_net._onnx  # its own export, beside the final-map one
 
 
+def test_intermediate_maps_fall_back_to_torch_when_their_export_fails(onnx_net: Backbone, torch_net: Backbone, cheap_exports: list[int]) -> None:
+    batch = onnx_export.probe_batches()[1]  # the cheap export lacks "block3": its probe fails
+    with pytest.warns(RuntimeWarning, match="computing block3, final on torch instead"):
+        maps = onnx_net.feature_maps(batch, ["block3", "final"])
+    assert onnx_net.runtime == "onnxruntime" and len(cheap_exports) == 1
+    reference = torch_net.feature_maps(batch, ["block3", "final"])
+    np.testing.assert_allclose(maps["block3"], reference["block3"], atol=1e-6)
+    onnx_net.feature_maps(batch, ["block3", "final"])  # remembered: no second export attempt
+    assert len(cheap_exports) == 1
+
+
 def test_numpy_cell_pooling_equals_torch_adaptive_pooling() -> None:
     fmap = np.random.default_rng(0).standard_normal((2, 5, 7, 10)).astype(np.float32)
     for grid in ((1, 1), (3, 4), (4, 3), (7, 10), (2, 7)):
