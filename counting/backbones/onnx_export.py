@@ -265,22 +265,37 @@ class _SameConv(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                stride: tuple[int, int], dilation: tuple[int, int], groups: int) -> torch.Tensor:
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        stride: tuple[int, int],
+        dilation: tuple[int, int],
+        groups: int,
+    ) -> torch.Tensor:
         pads = []
         for axis in (-1, -2):
             size, kernel = x.shape[axis], weight.shape[axis]
-            total = max((-(-size // stride[axis])) * stride[axis] - stride[axis] + (kernel - 1) * dilation[axis] + 1 - size, 0)
+            total = max(
+                (-(-size // stride[axis])) * stride[axis] - stride[axis] + (kernel - 1) * dilation[axis] + 1 - size, 0
+            )
             pads += [total // 2, total - total // 2]
         return F.conv2d(F.pad(x, pads), weight, bias, stride, 0, dilation, groups)
 
     @staticmethod
-    def symbolic(g: Any, x: Any, weight: Any, bias: Any, stride: tuple[int, int],
-                 dilation: tuple[int, int], groups: int) -> Any:
+    def symbolic(
+        g: Any, x: Any, weight: Any, bias: Any, stride: tuple[int, int], dilation: tuple[int, int], groups: int
+    ) -> Any:
         inputs = [x, weight] if bias is None or bias.node().mustBeNone() else [x, weight, bias]
         return g.op(
-            "Conv", *inputs, auto_pad_s="SAME_UPPER", strides_i=list(stride), dilations_i=list(dilation),
-            group_i=groups, kernel_shape_i=list(weight.type().sizes()[-2:]),
+            "Conv",
+            *inputs,
+            auto_pad_s="SAME_UPPER",
+            strides_i=list(stride),
+            dilations_i=list(dilation),
+            group_i=groups,
+            kernel_shape_i=list(weight.type().sizes()[-2:]),
         )
 
 
@@ -288,6 +303,7 @@ def _make_same_padding_exportable(trunk: nn.Module) -> None:
     """Route the (copied) trunk's dynamic "same" convolutions through :class:`_SameConv`."""
     for module in trunk.modules():
         if type(module).__name__ == "Conv2dDynamicSamePadding":
+
             def forward(x: torch.Tensor, conv: nn.Conv2d = module) -> torch.Tensor:
                 return _SameConv.apply(x, conv.weight, conv.bias, tuple(conv.stride), tuple(conv.dilation), conv.groups)
 

@@ -26,7 +26,9 @@ RuntimeOption = Annotated[
 ]
 ThreadsOption = Annotated[
     Optional[int],  # noqa: UP045 - typer reads the annotation at run time
-    typer.Option("--threads", min=1, help="Threads for the forward pass; default: every available core.", show_default=False),
+    typer.Option(
+        "--threads", min=1, help="Threads for the forward pass; default: every available core.", show_default=False
+    ),
 ]
 
 DEFAULT_RUNTIME = RuntimeName(defaults.RUNTIME)

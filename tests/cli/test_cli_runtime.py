@@ -38,8 +38,21 @@ def test_features_on_both_runtimes_agree_and_are_cached_apart(runner, mall_root:
         outputs[runtime] = tmp_path / f"{runtime}.npy"
         result = runner.invoke(
             app,
-            ["features", *frames, "-o", str(outputs[runtime]), "--input-size", "96", "--cache-dir",
-             str(tmp_path / "cache"), "--runtime", runtime, "--threads", "1", "--no-progress"],
+            [
+                "features",
+                *frames,
+                "-o",
+                str(outputs[runtime]),
+                "--input-size",
+                "96",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--runtime",
+                runtime,
+                "--threads",
+                "1",
+                "--no-progress",
+            ],
         )
         assert result.exit_code == 0, result.output
         assert "2 computed" in result.output  # nothing served from the other runtime's entries
@@ -54,7 +67,9 @@ def test_unknown_runtime_is_a_usage_error(runner, mall_root: Path) -> None:
     assert result.exit_code == 2 and "tensorrt" in result.output
 
 
-def test_model_trained_on_onnxruntime_counts_the_same_on_torch(trained, runner, mall_root: Path, tmp_path: Path) -> None:
+def test_model_trained_on_onnxruntime_counts_the_same_on_torch(
+    trained, runner, mall_root: Path, tmp_path: Path
+) -> None:
     model_path, _ = trained
     assert CountingModel.load(model_path).runtime == "onnxruntime"  # the default, recorded
     frames = [str(mall_root / "frames" / f"seq_{k:06d}.jpg") for k in FRAMES]

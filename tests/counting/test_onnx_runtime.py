@@ -12,8 +12,7 @@ import torch
 from PIL import Image
 
 from agp import AGPRegressor
-from counting.backbones import Backbone, Preprocessing, configure_runtime, default_runtime, get_backbone
-from counting.backbones import onnx_export
+from counting.backbones import Backbone, Preprocessing, configure_runtime, default_runtime, get_backbone, onnx_export
 from counting.backbones.base import adaptive_average_pool
 from counting.backbones.runtime import default_threads
 from counting.errors import BackboneError
@@ -97,7 +96,9 @@ def test_export_is_reused_not_rebuilt(onnx_net: Backbone, export_dir: Path, monk
 
 
 @pytest.mark.parametrize("damage", ["truncated", "flipped byte", "stale description", "no description"])
-def test_damaged_or_stale_export_is_rebuilt(onnx_net: Backbone, tmp_path: Path, damage: str, cheap_exports: list[int]) -> None:
+def test_damaged_or_stale_export_is_rebuilt(
+    onnx_net: Backbone, tmp_path: Path, damage: str, cheap_exports: list[int]
+) -> None:
     original = _export_file(onnx_net)
     target = tmp_path / original.name
     shutil.copy(original, target)
@@ -123,7 +124,9 @@ def test_damaged_or_stale_export_is_rebuilt(onnx_net: Backbone, tmp_path: Path, 
     np.testing.assert_allclose(rebuilt.run(batch)[0], onnx_net._onnx[("final",)].run(batch)[0], atol=1e-5)
 
 
-def test_export_that_differs_from_torch_falls_back_with_one_warning(tmp_path: Path, monkeypatch, cheap_exports: list[int]) -> None:
+def test_export_that_differs_from_torch_falls_back_with_one_warning(
+    tmp_path: Path, monkeypatch, cheap_exports: list[int]
+) -> None:
     monkeypatch.setattr(onnx_export, "TOLERANCE", 0.0)  # the real difference (~2e-5) now fails the check
     with pytest.warns(RuntimeWarning) as caught:
         backbone = get_backbone("efficientnet-lite0", runtime="onnxruntime", export_dir=tmp_path)
@@ -174,7 +177,9 @@ def test_mall_descriptors_agree_with_torch(onnx_net: Backbone, torch_net: Backbo
         assert np.abs(pooled - torch_net.forward_grid_pooled(batch, grid)).max() <= TOLERANCE
 
 
-def test_intermediate_feature_maps_come_from_one_export(onnx_net: Backbone, torch_net: Backbone, mall_root: Path) -> None:
+def test_intermediate_feature_maps_come_from_one_export(
+    onnx_net: Backbone, torch_net: Backbone, mall_root: Path
+) -> None:
     batch = onnx_net.prepare(load_image(mall_root / "frames" / "seq_000001.jpg"), Preprocessing(input_size=224))[None]
     maps = onnx_net.feature_maps(batch, ["block10", "final"])
     reference = torch_net.feature_maps(batch, ["block10", "final"])
@@ -184,7 +189,9 @@ def test_intermediate_feature_maps_come_from_one_export(onnx_net: Backbone, torc
     assert ("block10", "final") in onnx_net._onnx  # its own export, beside the final-map one
 
 
-def test_intermediate_maps_fall_back_to_torch_when_their_export_fails(onnx_net: Backbone, torch_net: Backbone, cheap_exports: list[int]) -> None:
+def test_intermediate_maps_fall_back_to_torch_when_their_export_fails(
+    onnx_net: Backbone, torch_net: Backbone, cheap_exports: list[int]
+) -> None:
     batch = onnx_export.probe_batches()[1]  # the cheap export lacks "block3": its probe fails
     with pytest.warns(RuntimeWarning, match="computing block3, final on torch instead"):
         maps = onnx_net.feature_maps(batch, ["block3", "final"])
@@ -204,7 +211,9 @@ def test_numpy_cell_pooling_equals_torch_adaptive_pooling() -> None:
 
 
 # -- mixed sizes, cache key, model file, threads ------------------------------------------
-def test_photos_of_mixed_sizes_batch_by_shape_with_unchanged_descriptors(onnx_net: Backbone, china: Image.Image, tmp_path: Path) -> None:
+def test_photos_of_mixed_sizes_batch_by_shape_with_unchanged_descriptors(
+    onnx_net: Backbone, china: Image.Image, tmp_path: Path
+) -> None:
     sizes = [(320, 240), (200, 300), (320, 240), (257, 171), (200, 300), (320, 240)]
     paths = []
     for index, size in enumerate(sizes):
@@ -223,11 +232,15 @@ def test_photos_of_mixed_sizes_batch_by_shape_with_unchanged_descriptors(onnx_ne
     assert np.abs(together[0] - together[1]).max() > 0.1  # rows stay with their own image
 
 
-def test_cache_key_records_the_runtime(onnx_net: Backbone, torch_net: Backbone, mall_root: Path, tmp_path: Path) -> None:
+def test_cache_key_records_the_runtime(
+    onnx_net: Backbone, torch_net: Backbone, mall_root: Path, tmp_path: Path
+) -> None:
     paths = [mall_root / "frames" / f"seq_{i:06d}.jpg" for i in (1, 2)]
     prep = Preprocessing(input_size=64)
     cache = FeatureCache(tmp_path)
-    results = {net.runtime: extract_features(paths, net, prep, cache=cache, progress=False) for net in (onnx_net, torch_net)}
+    results = {
+        net.runtime: extract_features(paths, net, prep, cache=cache, progress=False) for net in (onnx_net, torch_net)
+    }
     assert all(result.n_computed == 2 for result in results.values())  # not served from the other's entries
     recorded = sorted(json.loads(path.read_text())["runtime"] for path in tmp_path.glob("*/settings.json"))
     assert recorded == ["onnxruntime", "torch"]
@@ -235,7 +248,9 @@ def test_cache_key_records_the_runtime(onnx_net: Backbone, torch_net: Backbone, 
     assert np.abs(results["onnxruntime"].features - results["torch"].features).max() <= TOLERANCE
 
 
-def test_model_trained_on_one_runtime_predicts_with_the_other(onnx_net: Backbone, torch_net: Backbone, mall_root: Path, tmp_path: Path) -> None:
+def test_model_trained_on_one_runtime_predicts_with_the_other(
+    onnx_net: Backbone, torch_net: Backbone, mall_root: Path, tmp_path: Path
+) -> None:
     paths = [str(mall_root / "frames" / f"seq_{i:06d}.jpg") for i in range(1, 25)]
     prep = Preprocessing(input_size=64)
     features = extract_features(paths, torch_net, prep, progress=False).features
