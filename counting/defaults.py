@@ -33,6 +33,8 @@ SMOOTHING_WINDOW: int = 5
 # Seed for every random choice in training (calibration split, centres, validation rows).
 SEED: int = 0
 BATCH_SIZE: int = 16
+# Inference runtime for the backbones: "onnxruntime" (2.5x faster, same descriptors to 1e-4) or "torch".
+RUNTIME: str = "onnxruntime"
 # Frames per forward pass in video counting: larger is faster per frame but adds latency.
 VIDEO_BATCH_SIZE: int = 8
 # Dataset names the commands accept.

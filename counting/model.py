@@ -70,6 +70,8 @@ class CountingModel:
     regressor: Any
     backbone: str = defaults.BACKBONE
     backbone_weights_sha256: str | None = None
+    # The runtime the training descriptors came from (information: any runtime predicts).
+    runtime: str | None = None
     input_size: int | None = defaults.INPUT_SIZE
     roi_mask: np.ndarray | None = None
     grid: tuple[int, int] | None = None
@@ -122,7 +124,11 @@ class CountingModel:
             "kind": MODEL_KIND,
             "format_version": FORMAT_VERSION,
             "counting_version": __version__,
-            "backbone": {"name": self.backbone, "weights_sha256": self.backbone_weights_sha256},
+            "backbone": {
+                "name": self.backbone,
+                "weights_sha256": self.backbone_weights_sha256,
+                "runtime": self.runtime,
+            },
             "preprocessing": {
                 "input_size": self.input_size,
                 "roi": self.roi_mask is not None,
@@ -185,6 +191,7 @@ class CountingModel:
                 regressor=regressor,
                 backbone=metadata["backbone"]["name"],
                 backbone_weights_sha256=metadata["backbone"].get("weights_sha256"),
+                runtime=metadata["backbone"].get("runtime"),
                 input_size=preprocessing.get("input_size"),
                 roi_mask=None if mask_code is None else decode_mask(mask_code),
                 grid=None if grid is None else (int(grid[0]), int(grid[1])),
@@ -279,11 +286,13 @@ class CountingModel:
         return self._backbone_cache["preprocessing"]
 
     def get_backbone(self, weights: str | Path | None = None) -> Any:
-        """The backbone the model was trained with (loaded once per model object)."""
-        key = str(weights)
-        if key not in self._backbone_cache:
-            from counting.backbones import get_backbone
+        """The backbone the model was trained with (loaded once per model object and runtime),
+        on the runtime configured now (:func:`counting.backbones.configure_runtime`), whichever
+        runtime the model was trained with: both give the same descriptors to 1e-4."""
+        from counting.backbones import default_runtime, get_backbone
 
+        key = f"{weights}|{default_runtime()}"
+        if key not in self._backbone_cache:
             backbone = get_backbone(self.backbone, weights=weights)
             expected = self.backbone_weights_sha256
             actual = backbone.weights_sha256
@@ -344,10 +353,8 @@ class CountingModel:
 
     def count_prepared(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for prepared inputs of one shape: one forward pass for the batch."""
-        import torch
-
         backbone = self.get_backbone(weights)
-        batch = torch.stack(list(tensors))
+        batch = list(tensors)  # stacked by the backbone, in the layout its runtime takes
         if self.grid is None:
             features = np.asarray(backbone.forward(batch))
         else:

@@ -262,6 +262,7 @@ def train_model(
         regressor=regressor,
         backbone=backbone.name,
         backbone_weights_sha256=backbone.weights_sha256,
+        runtime=backbone.runtime,
         input_size=config.input_size,
         roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
         grid=config.grid,

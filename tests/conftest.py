@@ -50,6 +50,18 @@ def voc_root(shared_data: Path) -> Path:
     return _require(shared_data / "voc2007-mini" / "VOCdevkit")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _session_onnx_exports(tmp_path_factory: pytest.TempPathFactory):
+    """Backbones exported to ONNX once per test session, in its own folder (not the user's cache)."""
+    previous = os.environ.get("COUNTING_ONNX_DIR")
+    os.environ["COUNTING_ONNX_DIR"] = str(tmp_path_factory.mktemp("onnx-exports"))
+    yield
+    if previous is None:
+        os.environ.pop("COUNTING_ONNX_DIR", None)
+    else:
+        os.environ["COUNTING_ONNX_DIR"] = previous
+
+
 @pytest.fixture(scope="session")
 def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One feature cache for the whole test session, so real images are encoded once."""

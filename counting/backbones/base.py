@@ -1,6 +1,11 @@
 """A backbone = convolutional trunk + global pooling + ImageNet fc head, run for inference only.
 
-The trunk runs as a frozen TorchScript trace (batch norms folded into the convolutions) in
+The trunk runs on one of two runtimes (:mod:`counting.backbones.runtime`): ONNX Runtime
+(default; the trunk exported once to ONNX, see :mod:`counting.backbones.onnx_export`) or torch.
+Pooling (global or per grid cell) and the fc head run in NumPy on the trunk's feature map, the
+same code for both runtimes.
+
+On torch, the trunk runs as a frozen TorchScript trace (batch norms folded into the convolutions) in
 channels-last layout: the lead measured the frozen trace 2.7x faster than eager at 224x224 on
 this project's 2-core machine, and channels-last adds 1.4-1.7x (scripts/bench_features.py). A trace
 bakes in the input shape, so one is kept per batch shape. Tracing and freezing cost a few eager
@@ -15,17 +20,24 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+from threadpoolctl import ThreadpoolController
 from torch import nn
 
 from counting.backbones.preprocessing import ImageLike, Normalisation, Preprocessing, prepare_image
+from counting.errors import BackboneError
 
-__all__ = ["Backbone", "check_grid", "stack_prepared"]
+if TYPE_CHECKING:
+    from counting.backbones.onnx_export import OnnxTrunk
 
-BatchLike = torch.Tensor | Sequence[torch.Tensor]
+__all__ = ["Backbone", "OutputTaps", "adaptive_average_pool", "check_grid", "stack_prepared"]
+
+FINAL = "final"  # name of the trunk's last feature map among a backbone's outputs
+
+BatchLike = torch.Tensor | np.ndarray | Sequence[torch.Tensor]
 
 _EAGER = object()  # marks an input shape whose trace failed its check against eager
 # Runs that TorchScript's profiling executor needs on a new shape before it optimises the graph.
@@ -40,7 +52,9 @@ class Backbone:
 
     ``forward`` gives the 1000 class scores of the whole frame, ``forward_pooled`` the pooled
     trunk features before the fc layer, ``forward_grid`` class scores per grid cell from one
-    trunk pass.
+    trunk pass. ``runtime`` says what runs the trunk: ``"torch"`` until
+    :meth:`use_onnxruntime` succeeds. ``taps`` names intermediate feature maps (name -> module
+    path inside the trunk) that :meth:`feature_maps` can return beside ``"final"``.
     """
 
     feature_dim: int = 1000
@@ -56,6 +70,7 @@ class Backbone:
         use_trace: bool = True,
         trace_after: int = 2,
         max_traces: int = 8,
+        taps: dict[str, str] | None = None,
     ) -> None:
         self.name = name
         # channels-last ("NHWC") measured 1.4-1.7x faster than NCHW for both the eager and the
@@ -75,9 +90,53 @@ class Backbone:
         self._lock = threading.Lock()
         for parameter in list(self.trunk.parameters()) + list(self.head.parameters()):
             parameter.requires_grad_(False)
+        self.taps = dict(taps or {})
+        # The fc layer as NumPy arrays: applied to the feature maps of either runtime.
+        self._head_weight = head.weight.detach().numpy().astype(np.float32).T.copy()
+        self._head_bias = (
+            head.bias.detach().numpy().astype(np.float32).copy()
+            if head.bias is not None
+            else np.zeros(self.feature_dim, np.float32)
+        )
+        self.runtime = "torch"
+        self.threads: int | None = None
+        self._export_dir: Path | None = None
+        self._onnx: dict[tuple[str, ...], OnnxTrunk] = {}
+        self._torch_only: set[tuple[str, ...]] = set()  # output lists whose export failed its check
 
     def __repr__(self) -> str:
-        return f"Backbone(name={self.name!r}, weights_sha256={self.weights_sha256[:12]!r})"
+        return (
+            f"Backbone(name={self.name!r}, weights_sha256={self.weights_sha256[:12]!r}, runtime={self.runtime!r})"
+        )
+
+    # -- runtime --------------------------------------------------------------------------
+    def use_onnxruntime(self, threads: int | None = None, export_dir: Path | None = None) -> bool:
+        """Run the trunk on ONNX Runtime from now on; ``False`` (and a warning) if the export
+        cannot be made or does not match torch, in which case torch keeps running it."""
+        from counting.backbones.onnx_export import load_or_export
+
+        try:
+            trunk = load_or_export(self, (FINAL,), export_dir, threads)
+        except BackboneError as error:
+            warnings.warn(f"{error}; running {self.name} on torch instead", RuntimeWarning, stacklevel=2)
+            return False
+        self._onnx = {(FINAL,): trunk}
+        self.threads = threads
+        self._export_dir = export_dir
+        self.runtime = "onnxruntime"
+        return True
+
+    def tap_module(self, name: str) -> str:
+        """Module path inside the trunk of output ``name`` (``""`` for ``"final"``)."""
+        if name == FINAL:
+            return ""
+        path = self.taps.get(name, name)
+        try:
+            self.trunk.get_submodule(path)
+        except AttributeError:
+            known = ", ".join([FINAL, *self.taps])
+            raise BackboneError(f"{self.name}: no feature map named {name!r} (known: {known})") from None
+        return path
 
     # -- inputs ---------------------------------------------------------------------------
     def prepare(self, image: ImageLike, prep: Preprocessing, source: str | None = None) -> torch.Tensor:
@@ -91,6 +150,40 @@ class Backbone:
     # -- outputs --------------------------------------------------------------------------
     def feature_map(self, batch: BatchLike) -> torch.Tensor:
         """The trunk's final feature map ``(B, C, h, w)`` for a batch of prepared images."""
+        if self.runtime == "onnxruntime":
+            return torch.from_numpy(self.feature_map_array(batch))
+        return self._torch_feature_map(batch)
+
+    def feature_map_array(self, batch: BatchLike) -> np.ndarray:
+        """:meth:`feature_map` as a float32 NumPy array, from whichever runtime runs the trunk."""
+        if self.runtime == "onnxruntime":
+            return self._onnx[(FINAL,)].run(_as_array(batch))[0]
+        return self._torch_feature_map(batch).numpy()
+
+    def feature_maps(self, batch: BatchLike, names: Sequence[str]) -> dict[str, np.ndarray]:
+        """Named feature maps (``"final"`` and/or :attr:`taps`) from one trunk pass.
+
+        On onnxruntime each distinct list of names is exported (and checked) once.
+        """
+        names = tuple(names)
+        for name in names:
+            self.tap_module(name)  # unknown names are an error on either runtime
+        runner = self._onnx.get(names) if self.runtime == "onnxruntime" else None
+        if runner is None and self.runtime == "onnxruntime" and names not in self._torch_only:
+            from counting.backbones.onnx_export import load_or_export
+
+            try:
+                runner = self._onnx[names] = load_or_export(self, names, self._export_dir, self.threads)
+            except BackboneError as error:
+                warnings.warn(f"{error}; computing {', '.join(names)} on torch instead", RuntimeWarning, stacklevel=2)
+                self._torch_only.add(names)
+        if runner is not None:
+            return dict(zip(names, runner.run(_as_array(batch))))
+        taps = OutputTaps(self.trunk, {name: self.tap_module(name) for name in names if name != FINAL}, names)
+        with torch.inference_mode():
+            return {name: value.numpy() for name, value in zip(names, taps(_as_batch(batch)))}
+
+    def _torch_feature_map(self, batch: BatchLike) -> torch.Tensor:
         inputs = _as_batch(batch)
         runner, fresh = self._runner_for(inputs) if self.use_trace else (None, False)
         if runner is None:
@@ -111,11 +204,11 @@ class Backbone:
 
     def forward(self, batch: BatchLike) -> np.ndarray:
         """ImageNet class scores (fc output) of the whole frame: ``(B, 1000)`` float32."""
-        return self._head_numpy(self.feature_map(batch).mean(dim=(2, 3)))
+        return self.head_numpy(self.forward_pooled(batch))
 
     def forward_pooled(self, batch: BatchLike) -> np.ndarray:
         """Globally pooled trunk features (the fc input): ``(B, pooled_dim)`` float32."""
-        return self.feature_map(batch).mean(dim=(2, 3)).numpy().astype(np.float32, copy=False)
+        return self.feature_map_array(batch).mean(axis=(2, 3), dtype=np.float32)
 
     def forward_grid(self, batch: BatchLike, grid: tuple[int, int]) -> np.ndarray:
         """Class scores per cell of a ``(rows, cols)`` grid: ``(B, rows*cols, 1000)``.
@@ -124,29 +217,23 @@ class Backbone:
         row-major cells) and each cell goes through the fc layer. ``grid=(1, 1)`` equals
         :meth:`forward`.
         """
-        rows, cols = check_grid(grid)
-        fmap = self.feature_map(batch)
-        cells = F.adaptive_avg_pool2d(fmap, (rows, cols))  # (B, C, rows, cols)
-        cells = cells.permute(0, 2, 3, 1).reshape(fmap.shape[0], rows * cols, fmap.shape[1])
-        return self._head_numpy(cells)
+        return self.head_numpy(self.forward_grid_pooled(batch, grid))
 
     def forward_grid_pooled(self, batch: BatchLike, grid: tuple[int, int]) -> np.ndarray:
         """Pooled trunk features per grid cell: ``(B, rows*cols, pooled_dim)``."""
-        rows, cols = check_grid(grid)
-        fmap = self.feature_map(batch)
-        cells = F.adaptive_avg_pool2d(fmap, (rows, cols))
-        cells = cells.permute(0, 2, 3, 1).reshape(fmap.shape[0], rows * cols, fmap.shape[1])
-        return cells.numpy().astype(np.float32, copy=False)
+        return adaptive_average_pool(self.feature_map_array(batch), check_grid(grid))
 
     def eager_forward(self, batch: BatchLike) -> np.ndarray:
-        """:meth:`forward` without the frozen trace: the reference the trace is checked against."""
-        fmap = self._eager(_as_batch(batch))
-        return self._head_numpy(fmap.mean(dim=(2, 3)))
+        """:meth:`forward` by the eager torch trunk: the reference traces and exports are checked against."""
+        fmap = self._eager(_as_batch(batch)).numpy()
+        return self.head_numpy(fmap.mean(axis=(2, 3), dtype=np.float32))
+
+    def head_numpy(self, pooled: np.ndarray) -> np.ndarray:
+        """The fc layer on ``(..., pooled_dim)`` features -> ``(..., feature_dim)`` float32."""
+        with single_threaded_blas():
+            return np.asarray(pooled, dtype=np.float32) @ self._head_weight + self._head_bias
 
     # -- internals ------------------------------------------------------------------------
-    def _head_numpy(self, pooled: torch.Tensor) -> np.ndarray:
-        with torch.inference_mode():
-            return self.head(pooled).numpy().astype(np.float32, copy=False)
 
     def _eager(self, inputs: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
@@ -195,6 +282,75 @@ def _run_frozen(runner: torch.jit.ScriptModule, inputs: torch.Tensor) -> torch.T
         return runner(inputs)
 
 
+class OutputTaps(nn.Module):
+    """A trunk returning several named feature maps from one pass (forward hooks on its modules).
+
+    ``modules`` maps output names to module paths inside ``trunk``; ``"final"`` is the trunk's
+    own output. Used for the torch runtime and as the network the ONNX export traces.
+    """
+
+    def __init__(self, trunk: nn.Module, modules: dict[str, str], outputs: Sequence[str]) -> None:
+        super().__init__()
+        self.trunk = trunk
+        self.modules_by_name = dict(modules)
+        self.outputs = tuple(outputs)
+
+    def forward(self, inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        captured: dict[str, torch.Tensor] = {}
+        handles = [
+            self.trunk.get_submodule(path).register_forward_hook(
+                lambda _module, _args, output, name=name: captured.__setitem__(name, output)
+            )
+            for name, path in self.modules_by_name.items()
+        ]
+        try:
+            final = self.trunk(inputs)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return tuple(final if name == FINAL else captured[name] for name in self.outputs)
+
+
+def adaptive_average_pool(fmap: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+    """``(B, C, h, w)`` -> ``(B, rows*cols, C)``: torch's ``adaptive_avg_pool2d`` cells, row-major.
+
+    Cell ``i`` of ``n`` along a side of ``size`` averages ``[floor(i*size/n), ceil((i+1)*size/n))``
+    (overlapping when ``n`` does not divide ``size``), written as two averaging matrices.
+    """
+    rows, cols = grid
+    batch, channels, height, width = fmap.shape
+    with single_threaded_blas():
+        pooled = np.einsum(
+            "bchw,rh,qw->brqc", fmap, _pooling_matrix(height, rows), _pooling_matrix(width, cols), optimize=True
+        )
+    return np.ascontiguousarray(pooled.reshape(batch, rows * cols, channels), dtype=np.float32)
+
+
+_blas_controller: ThreadpoolController | None = None
+
+
+def single_threaded_blas() -> Any:
+    """A context in which NumPy's BLAS runs on one thread.
+
+    The head and pooling products are small; OpenBLAS would still wake its threads for them,
+    and those threads keep spinning for a while afterwards, taking the cores from the next
+    forward pass (measured: 13.7 -> 27 ms CPU per photo on onnxruntime).
+    """
+    global _blas_controller
+    if _blas_controller is None:
+        _blas_controller = ThreadpoolController()
+    return _blas_controller.limit(limits=1, user_api="blas")
+
+
+def _pooling_matrix(size: int, parts: int) -> np.ndarray:
+    index = np.arange(parts)
+    starts = (index * size) // parts
+    ends = -((-(index + 1) * size) // parts)
+    pixels = np.arange(size)
+    member = (pixels >= starts[:, None]) & (pixels < ends[:, None])
+    return (member / member.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
 def stack_prepared(images: Sequence[torch.Tensor]) -> torch.Tensor:
     """Stack ``(3, H, W)`` tensors from :meth:`Backbone.prepare` into a channels-last batch.
 
@@ -212,8 +368,30 @@ def stack_prepared(images: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.stack([item.permute(1, 2, 0) for item in items]).permute(0, 3, 1, 2)
 
 
+def _as_array(batch: BatchLike) -> np.ndarray:
+    """A contiguous float32 NCHW array (what onnxruntime takes), without torch operations."""
+    if isinstance(batch, (np.ndarray, torch.Tensor)):
+        array = batch.numpy() if isinstance(batch, torch.Tensor) else batch
+        if array.ndim == 3:
+            array = array[None]
+        if array.ndim != 4 or array.shape[1] != 3:
+            raise ValueError(f"expected a (B, 3, H, W) batch, got shape {tuple(array.shape)}")
+        return np.ascontiguousarray(array, dtype=np.float32)
+    items = [item.numpy() if isinstance(item, torch.Tensor) else np.asarray(item) for item in batch]
+    if not items:
+        raise ValueError("empty batch")
+    shapes = {item.shape for item in items}
+    if len(shapes) > 1:
+        raise ValueError(f"images in one batch must share a shape, got {sorted(shapes)}")
+    if items[0].ndim != 3 or items[0].shape[0] != 3:
+        raise ValueError(f"expected (3, H, W) images, got shape {tuple(items[0].shape)}")
+    return np.stack(items).astype(np.float32, copy=False)
+
+
 def _as_batch(batch: BatchLike) -> torch.Tensor:
     """A float32 ``(B, 3, H, W)`` batch in channels-last memory layout."""
+    if isinstance(batch, np.ndarray):
+        batch = torch.from_numpy(np.ascontiguousarray(batch))
     if isinstance(batch, torch.Tensor):
         if batch.ndim == 3:
             batch = batch.unsqueeze(0)

@@ -57,4 +57,6 @@ def build_efficientnet_lite0(weights: str | os.PathLike[str] | None = None) -> B
         normalisation=EFFICIENTNET_LITE0_NORMALISATION,
         weights_sha256=file_sha256(path),
         weights_path=path,
+        # The MBConv blocks' outputs (block0 .. block15), for descriptors from earlier layers.
+        taps={f"block{index}": f"network._blocks.{index}" for index in range(len(network._blocks))},
     )

@@ -134,6 +134,22 @@ def to_pil(image: ImageLike, source: str = "image") -> Image.Image:
     return to_rgb(Image.fromarray(np.ascontiguousarray(array)))
 
 
+def _normalise(pixels: np.ndarray, normalisation: Normalisation) -> np.ndarray:
+    """``(pixels - mean) * (1 / std)`` in float32, bit for bit, by the cheapest exact route."""
+    mean = np.asarray(normalisation.mean, np.float32)
+    scale = 1.0 / np.asarray(normalisation.std, np.float32)
+    if np.all(mean == mean[0]) and np.all(scale == scale[0]):
+        # One table of the 256 results when every channel is normalised alike (EfficientNet):
+        # 0.22 ms per 224x299 frame against 1.9 ms for the broadcast arithmetic.
+        table = (np.arange(256, dtype=np.float32) - mean[0]) * scale[0]
+        return np.take(table, pixels)
+    # In place: the same float32 operations without temporaries (1.9 -> 0.66 ms per frame).
+    normalised = pixels.astype(np.float32)
+    normalised -= mean
+    normalised *= scale
+    return normalised
+
+
 def prepare_image(
     image: ImageLike, prep: Preprocessing, normalisation: Normalisation, source: str | None = None
 ) -> torch.Tensor:
@@ -155,8 +171,7 @@ def prepare_image(
         mask = prep.resized_mask(size)
     # NumPy on purpose: torch's multi-threaded element-wise kernels cost ~50x more than this on
     # a 2-core machine where the decode threads and the forward pass share the cores.
-    pixels = np.asarray(picture, dtype=np.float32)
-    normalised = (pixels - np.asarray(normalisation.mean, np.float32)) * (1.0 / np.asarray(normalisation.std, np.float32))
+    normalised = _normalise(np.asarray(picture), normalisation)
     if mask is not None:
         # Exactly zero after normalisation: "no signal" for the network outside the ROI.
         normalised *= mask[:, :, None]

@@ -111,4 +111,5 @@ def build_resnet50(
         normalisation=IMAGENET_NORMALISATION,
         weights_sha256=file_sha256(path),
         weights_path=path,
+        taps={f"layer{index}": f"network.layer{index}" for index in range(1, 5)},
     )

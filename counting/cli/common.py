@@ -92,3 +92,10 @@ def load_model_option(path: Path | None) -> Any:
     from counting.model import load_model
 
     return load_model(path)
+
+
+def use_runtime(runtime: str, threads: int | None) -> None:
+    """Make this command's backbones run on ``runtime`` with ``threads`` threads."""
+    from counting.backbones.runtime import configure_runtime
+
+    configure_runtime(runtime, threads)

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, feature_cache
+from counting.cli.common import console, feature_cache, use_runtime
 from counting.cli.options import (
     INPUT_SIZE_DEFAULT,
     BackboneOption,
@@ -21,8 +21,10 @@ from counting.cli.options import (
     NoCacheOption,
     RoiOption,
     RootOption,
+    RuntimeOption,
     SeedOption,
     SplitOption,
+    ThreadsOption,
     out_option,
     smooth_option,
 )
@@ -99,6 +101,8 @@ def compare(
     out: Annotated[Path, out_option("Folder for compare-DATASET.csv / .json / .md.", folder=True)] = Path("."),
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
+    runtime: RuntimeOption = defaults.RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Run ridge, exact and sparse GPs, the paper's AGP variants and the HOG detector on the same
     features and split; print one table with MAE / MSE / RMSE and fit / predict times beside the
@@ -106,6 +110,7 @@ def compare(
 
     Default split: mall 'train=1-600,test=601-800', shanghaitech 'random:0.25:0', else 'standard'.
     """
+    use_runtime(runtime, threads)
     from counting.comparison import (
         check_methods,
         load_comparison_data,

@@ -12,8 +12,17 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, load_model_option, optional_cache
-from counting.cli.options import BatchSizeOption, CacheDirOption, JsonOption, ModelOption, ProgressOption, WeightsOption
+from counting.cli.common import console, load_model_option, optional_cache, use_runtime
+from counting.cli.options import (
+    BatchSizeOption,
+    CacheDirOption,
+    JsonOption,
+    ModelOption,
+    ProgressOption,
+    RuntimeOption,
+    ThreadsOption,
+    WeightsOption,
+)
 from counting.errors import CountingError, ImageError
 from counting.inputs import expand_image_paths
 
@@ -136,11 +145,14 @@ def count(
     cache_dir: CacheDirOption = None,
     batch_size: BatchSizeOption = defaults.BATCH_SIZE,
     progress: ProgressOption = False,
+    runtime: RuntimeOption = defaults.RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Count objects in images: a table on screen, optionally CSV / JSON (one row per image).
 
     Unreadable images are reported and skipped; the rest are counted.
     """
+    use_runtime(runtime, threads)
     counting_model = load_model_option(model)
     problems: list[str] = []
     if features is not None:

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, evaluate_on_test_split, load_model_option
+from counting.cli.common import console, evaluate_on_test_split, load_model_option, use_runtime
 from counting.cli.options import (
     CacheDirOption,
     CountsCsvOption,
@@ -19,7 +19,9 @@ from counting.cli.options import (
     ModelOption,
     ProgressOption,
     RootOption,
+    RuntimeOption,
     SplitOption,
+    ThreadsOption,
     WeightsOption,
     smooth_option,
 )
@@ -69,12 +71,15 @@ def evaluate(
     counts_csv: CountsCsvOption = None,
     include_difficult: DifficultOption = False,
     progress: ProgressOption = True,
+    runtime: RuntimeOption = defaults.RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Evaluate a model on a dataset's test split: MAE / MSE / RMSE (crowds) or mRMSE (VOC).
 
     Calibrated models also get the interval coverage and mean width; sequences (ucsd, mall)
     also get the figures after temporal smoothing, reported separately.
     """
+    use_runtime(runtime, threads)
     counting_model = load_model_option(model)
     result = evaluate_on_test_split(
         counting_model, dataset, root, split, counts_csv, include_difficult,

@@ -11,7 +11,7 @@ import typer
 from rich.text import Text
 
 from counting import defaults
-from counting.cli.common import console, error_console, feature_cache
+from counting.cli.common import console, error_console, feature_cache, use_runtime
 from counting.cli.options import (
     GRID_DEFAULT,
     INPUT_SIZE_DEFAULT,
@@ -22,6 +22,8 @@ from counting.cli.options import (
     InputSizeOption,
     NoCacheOption,
     ProgressOption,
+    RuntimeOption,
+    ThreadsOption,
     WeightsOption,
     out_option,
 )
@@ -47,8 +49,11 @@ def features(
         bool, typer.Option("--skip-bad", help="Report unreadable images and go on (default: stop at the first).")
     ] = False,
     progress: ProgressOption = True,
+    runtime: RuntimeOption = defaults.RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Extract (and cache) image descriptors; write them to a .npy or .csv file."""
+    use_runtime(runtime, threads)
     from counting.backbones import Preprocessing, get_backbone
 
     if out is not None and out.suffix.lower() not in (".npy", ".csv"):

@@ -1,7 +1,7 @@
 """Every command-line option, declared once: the same name, short flag and parsing in every command.
 
 Choices come from the library's registries (``defaults.DATASETS``, ``agp.KERNELS``,
-``counting.backbones.BACKBONES``, ``training.CALIBRATION_MODES``, ``layouts.LAYOUTS``), so a new
+``counting.backbones.BACKBONES``, ``training.CALIBRATION_MODES``, ``backbones.runtime.RUNTIMES``, ``layouts.LAYOUTS``), so a new
 entry there is a new choice here. Options whose help depends on the command (what ``--out``
 writes, what ``--smooth`` smooths) are made by a small function, still declared once.
 """
@@ -16,6 +16,7 @@ import typer
 from agp import KERNELS
 from counting import defaults
 from counting.backbones import BACKBONES
+from counting.backbones.runtime import RUNTIMES
 from counting.errors import CountingError
 from counting.layouts import LAYOUTS
 from counting.training import CALIBRATION_MODES
@@ -215,6 +216,25 @@ NoCacheOption = Annotated[
 ]
 BatchSizeOption = Annotated[
     int, typer.Option("--batch-size", min=1, help="Images per forward pass.", rich_help_panel=RUN)
+]
+RuntimeOption = Annotated[
+    str,
+    typer.Option(
+        "--runtime",
+        **choice(RUNTIMES),
+        help="Inference runtime of the backbone: onnxruntime (faster) or torch; same descriptors to 1e-4.",
+        rich_help_panel=RUN,
+    ),
+]
+ThreadsOption = Annotated[
+    Optional[int],
+    typer.Option(
+        "--threads",
+        min=1,
+        help="Threads for the forward pass; default: every available core.",
+        show_default=False,
+        rich_help_panel=RUN,
+    ),
 ]
 ProgressOption = Annotated[
     bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.", rich_help_panel=RUN)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from counting import defaults
-from counting.cli.common import console, evaluate_on_test_split, load_model_option
+from counting.cli.common import console, evaluate_on_test_split, load_model_option, use_runtime
 from counting.cli.evaluate import SMOOTH_HELP, figures_table
 from counting.cli.options import (
     CacheDirOption,
@@ -16,7 +16,9 @@ from counting.cli.options import (
     OptionalDatasetOption,
     OptionalRootOption,
     ProgressOption,
+    RuntimeOption,
     SplitOption,
+    ThreadsOption,
     WeightsOption,
     out_option,
     smooth_option,
@@ -35,12 +37,15 @@ def report(
     counts_csv: CountsCsvOption = None,
     include_difficult: DifficultOption = False,
     progress: ProgressOption = True,
+    runtime: RuntimeOption = defaults.RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Write a Markdown and an HTML report that sets a model's figures beside the published ones.
 
     With --dataset/--root the model is evaluated now (plots of the predicted and true counts);
     without, the report uses the figures stored in the model file.
     """
+    use_runtime(runtime, threads)
     from counting.errors import DatasetError
     from counting.report import write_report
 

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, feature_cache, open_dataset
+from counting.cli.common import console, feature_cache, open_dataset, use_runtime
 from counting.cli.options import (
     DESCRIPTORS,
     GRID_DEFAULT,
@@ -32,8 +32,10 @@ from counting.cli.options import (
     ProgressOption,
     RoiOption,
     RootOption,
+    RuntimeOption,
     SeedOption,
     SplitOption,
+    ThreadsOption,
     WeightsOption,
     out_option,
 )
@@ -111,11 +113,14 @@ def train(
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
     progress: ProgressOption = True,
+    runtime: RuntimeOption = defaults.RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Train a counting model (AGP on CNN descriptors) on a dataset's train split.
 
     Prints the loss per epoch, saves the model and its loss curve (MODEL_STEM.loss.png) beside it.
     """
+    use_runtime(runtime, threads)
     from counting.evaluation import evaluate_model
     from counting.plots import plot_loss
     from counting.training import TrainingConfig, train_model

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from counting import defaults
-from counting.cli.common import console, load_model_option, print_error
-from counting.cli.options import ModelOption, WeightsOption, smooth_option
+from counting.cli.common import console, load_model_option, print_error, use_runtime
+from counting.cli.options import ModelOption, RuntimeOption, ThreadsOption, WeightsOption, smooth_option
 
 
 def video(
@@ -53,12 +53,15 @@ def video(
     ] = defaults.VIDEO_BATCH_SIZE,
     weights: WeightsOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print a line per frame.")] = False,
+    runtime: RuntimeOption = defaults.RUNTIME,
+    threads: ThreadsOption = None,
 ) -> None:
     """Count people in each frame of a video file, webcam or RTSP/HTTP stream.
 
     End of file ends cleanly; a dropped stream is retried with back-off; Ctrl-C stops and keeps
     everything written so far.
     """
+    use_runtime(runtime, threads)
     from counting.video import VideoSource, count_video
 
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads

@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from counting.backbones import BACKBONES, Preprocessing, get_backbone, stack_prepared
+from counting.backbones import BACKBONES, Preprocessing, configure_runtime, get_backbone, stack_prepared
 from counting.backbones.base import Backbone
 from counting.backbones.efficientnet import packaged_weights_path
 from counting.backbones.resnet import IMAGENET_NORMALISATION, ResNet50
@@ -26,9 +26,18 @@ from counting.imaging import load_image
 PALACE = 698  # ImageNet class of scikit-learn's china.jpg (the Summer Palace)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _torch_runtime():
+    """These tests are about the torch networks, traces and weight files (the onnxruntime layer
+    has tests/counting/test_onnx_runtime.py): no ONNX export of every test checkpoint."""
+    configure_runtime("torch")
+    yield
+    configure_runtime(None)
+
+
 @pytest.fixture(scope="session")
 def effnet() -> Backbone:
-    backbone = get_backbone("efficientnet-lite0")
+    backbone = get_backbone("efficientnet-lite0", runtime="torch")
     # Tests run each shape a few times only: stay eager (tracing has its own test below).
     backbone.trace_after = 1_000_000
     return backbone
