@@ -54,19 +54,6 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
     return rgb
 
 
-def image_size(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """``(width, height)`` of the upright picture from the file header (no decoding); ``None``
-    when the header cannot be read (the decoder reports why later)."""
-    try:
-        with Image.open(path) as opened:
-            width, height = opened.size
-            if opened.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8):  # rotated by 90 degrees
-                width, height = height, width
-    except Exception:  # noqa: BLE001 - any unreadable header means "unknown"
-        return None
-    return width, height
-
-
 def _upright(image: Image.Image) -> Image.Image:
     """Apply the EXIF orientation; exif_transpose copies the picture even when upright, which
     costs more than the decode, so it is only called for the orientations that need it."""
@@ -95,10 +82,13 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
 
 def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
-    """``(H, W)`` of an image from its header, without decoding the pixels."""
+    """``(H, W)`` of the upright picture (EXIF orientation applied, as :func:`load_image` does)
+    from the file header, without decoding the pixels."""
     try:
         with Image.open(path) as image:
             width, height = image.size
-    except (OSError, UnidentifiedImageError) as exc:
+            if image.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8):  # rotated by 90 degrees
+                width, height = height, width
+    except (OSError, UnidentifiedImageError, ValueError) as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc})") from None
     return height, width

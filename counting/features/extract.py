@@ -264,8 +264,11 @@ def _chunks_by_shape(todo: list[int], paths: list[str], prep: Preprocessing, bat
 
 
 def _input_shape(path: str, prep: Preprocessing) -> tuple[int, int] | None:
-    size = image_size(path)
-    return None if size is None else prep.target_size(*size)
+    try:
+        height, width = image_size(path)
+    except ImageError:  # the decoder reports the problem when the image is prepared
+        return None
+    return prep.target_size(width, height)
 
 
 def _group_by_shape(indices: list[int], tensors: list[torch.Tensor], runtime: str = "torch"):

@@ -224,7 +224,7 @@ def test_photos_of_mixed_sizes_batch_by_shape_with_unchanged_descriptors(
     chunks = _chunks_by_shape(list(range(len(paths))), paths, prep, batch_size=4)
     assert sorted(index for chunk in chunks for index in chunk) == list(range(len(paths)))
     for chunk in chunks:
-        assert len({prep.target_size(*image_size(paths[index])) for index in chunk}) == 1
+        assert len({prep.target_size(*image_size(paths[index])[::-1]) for index in chunk}) == 1
     assert sorted(map(len, chunks)) == [1, 2, 3]  # three shapes, one batch each
     together = extract_features(paths, onnx_net, prep, batch_size=4, progress=False).features
     one_by_one = np.stack([extract_features([path], onnx_net, prep, progress=False).features[0] for path in paths])
@@ -255,7 +255,7 @@ def test_model_trained_on_one_runtime_predicts_with_the_other(
     prep = Preprocessing(input_size=64)
     features = extract_features(paths, torch_net, prep, progress=False).features
     counts = np.linspace(10, 40, len(paths))
-    regressor = AGPRegressor(n_centers=4, max_epochs=3, n_validation=6, random_state=0).fit(features, counts)
+    regressor = AGPRegressor(n_centers=4, max_epochs=3, validation_fraction=6, random_state=0).fit(features, counts)
     model = CountingModel(regressor=regressor, backbone="efficientnet-lite0", runtime="torch", input_size=64)
     loaded = CountingModel.load(model.save(tmp_path / "model.npz"))
     assert loaded.runtime == "torch" and loaded.metadata()["backbone"]["runtime"] == "torch"
