@@ -26,7 +26,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def print_error(message: str) -> None:
     """The one red line a user sees for a bad input (never wrapped, never a traceback)."""
+    from counting.files import printable
+
     first_line = str(message).strip().splitlines()[0] if str(message).strip() else "error"
+    first_line = printable(first_line)
     error_console.print(f"[bold red]error:[/] {escape(first_line)}", soft_wrap=True)
 
 
@@ -35,8 +38,11 @@ def one_line_errors(command: F) -> F:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from counting.errors import one_line_warnings
+
         try:
-            return command(*args, **kwargs)
+            with one_line_warnings(lambda line: error_console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)):
+                return command(*args, **kwargs)
         except CountingError as error:
             print_error(str(error))
             raise typer.Exit(1) from None
@@ -119,8 +125,10 @@ def parse_input_size(text: str) -> int | None:
     value = text.strip().lower()
     if value in ("native", "none", "full"):
         return None
-    if not value.isdigit() or int(value) < 8:
-        raise typer.BadParameter(f"{text!r}: expected a short side in pixels (>= 8) or 'native'")
+    from counting.backbones.preprocessing import MAX_INPUT_SIZE
+
+    if not value.isdigit() or not 8 <= int(value) <= MAX_INPUT_SIZE:
+        raise typer.BadParameter(f"{text!r}: expected a short side in pixels (8 to {MAX_INPUT_SIZE}) or 'native'")
     return int(value)
 
 
@@ -162,7 +170,9 @@ def expand_image_paths(patterns: list[str]) -> tuple[list[Path], list[str]]:
             problems.append(f"{path}: no such file or folder")
     if not files:
         raise ImageError(problems[0] if len(problems) == 1 else f"{', '.join(patterns)}: no images to count")
-    return files, problems
+    from counting.files import unique_files
+
+    return unique_files(files), problems
 
 
 def load_model_option(path: Path | None) -> Any:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from counting import defaults
@@ -16,16 +17,21 @@ from counting.cli.common import console, expand_image_paths, load_model_option, 
 from counting.cli.evaluate import ModelOption
 from counting.cli.train import CacheDirOption, WeightsOption
 from counting.errors import CountingError, ImageError
+from counting.files import atomic_write, atomic_write_text, check_writable, is_regular_file, printable
 
 
 def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
     """Descriptors written by `counting features`: .npy (n, D) / (n, cells, D), or .csv with a
     filename column followed by the feature columns."""
-    if not path.is_file():
+    if not path.exists():
         raise CountingError(f"{path}: features file not found")
+    if not is_regular_file(path):
+        raise CountingError(f"{path}: not a regular file (a folder, device or pipe), not a features file")
     try:
         if path.suffix.lower() == ".npy":
-            array = np.load(path, allow_pickle=False)
+            array = np.load(path, allow_pickle=False, mmap_mode="r")
+            if array.ndim not in (2, 3) or array.dtype.kind not in "fiu":
+                raise ValueError(f"expected an (n, D) or (n, cells, D) array of numbers, found {array.dtype} {array.shape}")
             return [f"{path.name}[{k}]" for k in range(len(array))], np.asarray(array, dtype=float)
         with open(path, newline="", encoding="utf-8") as handle:
             rows = list(csv_module.reader(handle))
@@ -34,6 +40,8 @@ def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
         names = [row[0] for row in body] if first_is_name else [f"{path.name}[{k}]" for k in range(len(body))]
         values = np.array([row[1:] if first_is_name else row for row in body], dtype=float)
         return names, values
+    except PermissionError:
+        raise CountingError(f"{path}: permission denied") from None
     except (ValueError, OSError, IndexError) as error:
         raise CountingError(f"{path}: not a features file ({str(error).splitlines()[0]})") from None
 
@@ -49,9 +57,9 @@ def _is_number(text: str) -> bool:
 def display_path(source: str) -> str:
     """Relative to the working folder when inside it (shorter table rows), else as given."""
     try:
-        return str(Path(source).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return source
+        return printable(str(Path(source).resolve().relative_to(Path.cwd())))
+    except (ValueError, OSError):
+        return printable(source)
 
 
 def result_rows(
@@ -105,7 +113,7 @@ def counts_table(model: Any, rows: list[dict]) -> Table:
 
 def write_rows_csv(path: Path, rows: list[dict]) -> None:
     fields = list(rows[0]) if rows else ["image", "count"]
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with atomic_write(path, newline="") as handle:
         writer = csv_module.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         for row in rows:
@@ -143,6 +151,9 @@ def count(
 
     Unreadable images are reported and skipped; the rest are counted.
     """
+    for output in (csv, json_path):
+        if output is not None:
+            check_writable(output)  # before any work: a bad output path must not waste it
     counting_model = load_model_option(model)
     problems: list[str] = []
     if features is not None:
@@ -168,16 +179,16 @@ def count(
         )
     rows = result_rows(counting_model, sources, counts, low, high, ok)
     for problem in problems:
-        console.print(f"[yellow]skipped:[/] {problem}", soft_wrap=True)
+        console.print(f"[yellow]skipped:[/] {escape(printable(problem))}", soft_wrap=True)
     for message in errors.values():
-        console.print(f"[yellow]skipped:[/] {message}", soft_wrap=True)
+        console.print(f"[yellow]skipped:[/] {escape(printable(message))}", soft_wrap=True)
     if not rows:
-        raise ImageError(f"{sources[0] if len(sources) == 1 else 'all images'}: nothing could be counted")
+        raise ImageError(f"{printable(sources[0]) if len(sources) == 1 else 'all images'}: nothing could be counted")
     console.print(counts_table(counting_model, rows))
     if csv is not None:
         write_rows_csv(csv, rows)
-        console.print(f"counts written to {csv}")
+        console.print(f"counts written to {escape(printable(str(csv)))}")
     if json_path is not None:
         document = {"model": counting_model.name, "images": rows, "skipped": problems + list(errors.values())}
-        json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        console.print(f"counts written to {json_path}")
+        atomic_write_text(json_path, json.dumps(document, indent=2) + "\n")
+        console.print(f"counts written to {escape(printable(str(json_path)))}")

@@ -86,6 +86,11 @@ def evaluate(
     Calibrated models also get the interval coverage and mean width; sequences (ucsd, mall)
     also get the figures after temporal smoothing, reported separately.
     """
+    from counting.files import check_writable
+
+    for output in (json_path, predictions):
+        if output is not None:
+            check_writable(output)  # before evaluating: a bad output path must not waste the run
     counting_model = load_model_option(model)
     result = evaluate_on_test_split(
         counting_model, dataset.value, root, split, csv, include_difficult,

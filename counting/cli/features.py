@@ -15,8 +15,10 @@ from rich.text import Text
 
 from counting import defaults
 from counting.backbones import BACKBONES, Preprocessing, get_backbone
+from counting.backbones.preprocessing import MAX_INPUT_SIZE
 from counting.errors import CountingError
 from counting.features import FeatureCache, FeatureSet, extract_features
+from counting.files import atomic_path, atomic_write, check_writable, printable, unique_files
 
 __all__ = ["collect_images", "features", "parse_grid", "write_features"]
 
@@ -61,10 +63,14 @@ def features(
     try:
         if output is not None and output.suffix.lower() not in (".npy", ".csv"):
             raise InputError(f"{output}: output must end in .npy or .csv")
+        if output is not None:
+            check_writable(output)  # before any work: a bad output path must not waste it
+            if output.suffix.lower() == ".npy":
+                check_writable(output.with_suffix(".files.txt"))
         paths = collect_images(inputs)
         size = None if native_size else (input_size if input_size is not None else defaults.INPUT_SIZE)
-        if size is not None and size < 8:
-            raise InputError(f"--input-size: must be at least 8 pixels, got {size}")
+        if size is not None and not 8 <= size <= MAX_INPUT_SIZE:
+            raise InputError(f"--input-size: must be 8 to {MAX_INPUT_SIZE} pixels, got {size}")
         cells = parse_grid(grid) if grid is not None else None
         batch = batch_size if batch_size is not None else defaults.BATCH_SIZE
         if batch < 1:
@@ -83,14 +89,14 @@ def features(
             console=console,
         )
         for message in result.errors.values():
-            console.print(Text.assemble(("skipped ", "yellow"), message), soft_wrap=True)
+            console.print(Text.assemble(("skipped ", "yellow"), printable(message)), soft_wrap=True)
         if output is not None:
             write_features(output, result)
     except CountingError as error:
-        console.print(Text(str(error), style="red"), soft_wrap=True)
+        console.print(Text(printable(str(error).strip().splitlines()[0]), style="red"), soft_wrap=True)
         raise typer.Exit(code=1) from None
     n_good = int(result.ok.sum())
-    destination = f" -> {output}" if output is not None else ""
+    destination = f" -> {printable(str(output))}" if output is not None else ""
     console.print(
         f"{n_good} of {len(paths)} images: {result.n_cached} from cache, {result.n_computed} computed, "
         f"{len(result.errors)} skipped; descriptors {tuple(result.features.shape[1:])}{destination}",
@@ -121,7 +127,7 @@ def collect_images(inputs: list[str]) -> list[str]:
             paths.append(str(path))
         else:
             raise InputError(f"{path}: no such file or folder")
-    return paths
+    return unique_files(paths)
 
 
 def parse_grid(text: str) -> tuple[int, int]:
@@ -139,14 +145,16 @@ def parse_grid(text: str) -> tuple[int, int]:
 def write_features(output: Path, result: FeatureSet) -> None:
     """``.npy``: the array (NaN rows for skipped images) plus ``<name>.files.txt`` listing rows.
     ``.csv``: ``filename[,cell],f0..`` for the images that worked."""
-    output.parent.mkdir(parents=True, exist_ok=True)
     if output.suffix.lower() == ".npy":
-        np.save(output, result.features, allow_pickle=False)
-        output.with_suffix(".files.txt").write_text("".join(f"{path}\n" for path in result.paths))
+        with atomic_path(output) as temporary:
+            np.save(temporary, result.features, allow_pickle=False)
+        # File names are written back byte for byte (see counting.files on non-UTF-8 names).
+        with atomic_write(output.with_suffix(".files.txt")) as handle:
+            handle.write("".join(f"{path}\n" for path in result.paths))
         return
     dim = result.features.shape[-1]
     with_cells = result.features.ndim == 3
-    with output.open("w", newline="") as handle:
+    with atomic_write(output, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["filename", *(["cell"] if with_cells else []), *(f"f{j}" for j in range(dim))])
         for path, good, row in zip(result.paths, result.ok, result.features):

@@ -51,7 +51,10 @@ def report(
     without, the report uses the figures stored in the model file.
     """
     from counting.errors import DatasetError
+    from counting.files import check_writable_folder
     from counting.report import write_report
+
+    check_writable_folder(out_dir)  # before evaluating: the report must have somewhere to go
 
     counting_model = load_model_option(model)
     result = None

@@ -216,8 +216,11 @@ def train(
     Prints the loss per epoch, saves the model and its loss curve (MODEL_STEM.loss.png) beside it.
     """
     from counting.evaluation import evaluate_model
+    from counting.files import check_writable
     from counting.plots import plot_loss
     from counting.training import TrainingConfig, train_model
+
+    check_writable(out)  # before training: the model must have somewhere to go
 
     config = TrainingConfig(
         backbone=backbone,
