@@ -178,6 +178,9 @@ def count(
             result.errors,
         )
     rows = result_rows(counting_model, sources, counts, low, high, ok)
+    messages = problems + list(errors.values())
+    if not rows and len(messages) == 1:
+        raise ImageError(messages[0])  # one image, one problem: the error line says which
     for problem in problems:
         console.print(f"[yellow]skipped:[/] {escape(printable(problem))}", soft_wrap=True)
     for message in errors.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,9 @@ from counting.datasets.splits import SPLITS, parse_split
 from counting.errors import DatasetError
 
 DEFAULT_CSV = "counts.csv"
+# The densest crowd-counting images have about 2x10^4 people; a count above this is a typo or
+# hostile input, and would overflow the squared-error sums of training and evaluation.
+MAX_COUNT = 1e6
 IMAGE_SUFFIXES = frozenset(
     {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm"}
 )
@@ -41,6 +45,11 @@ def read_folder(
     entries = []
     seen: dict[Path, int] = {}
     for position, (line, filename, values, part) in enumerate(rows, start=1):
+        # Lexical check (symlinked images inside the folder are fine; '../x' and '/x' are not).
+        if not Path(os.path.normpath(root / filename)).is_relative_to(root):
+            raise DatasetError(
+                f"{table}: line {line}: '{filename}' points outside the dataset folder {root}"
+            )
         path = (root / filename).resolve()
         if path in seen:
             raise DatasetError(
@@ -152,6 +161,11 @@ def _count(table: Path, line: int, column: str, text: str) -> float:
     value = float(text)
     if value < 0:
         raise DatasetError(f"{table}: line {line}: count {text} in column '{column}' is negative")
+    if value > MAX_COUNT:
+        raise DatasetError(
+            f"{table}: line {line}: count {text} in column '{column}' is implausibly large "
+            f"(more than {MAX_COUNT:.0e} objects in one image)"
+        )
     return value
 
 
