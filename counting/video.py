@@ -389,7 +389,7 @@ class RecordSink:
 
 
 def _reason(error: OSError) -> str:
-    if error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return "no space left on the device"
     return error.strerror or str(error)
 
