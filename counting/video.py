@@ -247,7 +247,9 @@ class FrameReader:
         return False
 
     def _run(self) -> None:
-        position, delivered, bad_in_a_row = 0, 0, 0
+        position, delivered = 0, 0
+        first_bad: int | None = None  # start of the current run of undecodable frames
+        stated = f" of {self.frame_count}" if self.frame_count else ""
         try:
             while not self._stop.is_set():
                 if self.max_frames is not None and delivered >= self.max_frames:
@@ -259,21 +261,22 @@ class FrameReader:
                     ok, image = self.capture.retrieve()
                 if not ok:
                     if not self.live:
-                        if grabbed or self._ended_early(position):
-                            # A frame the container promises but cannot be decoded.
-                            stated = f" of {self.frame_count}" if self.frame_count else ""
-                            text = (
-                                f"frame {position}{stated} cannot be decoded"
-                                if grabbed
-                                else f"cannot read past frame {position}{stated} (damaged or truncated file)"
+                        if not (grabbed or self._ended_early(position)):
+                            break  # the real end of the file
+                        # A frame the container promises but that cannot be decoded.
+                        first_bad = position if first_bad is None else first_bad
+                        if self.skip_bad_frames and position - first_bad < MAX_CONSECUTIVE_BAD_FRAMES:
+                            position += 1
+                            self.capture.set(cv2.CAP_PROP_POS_FRAMES, position)
+                            continue
+                        self._put(
+                            DecodeProblem(
+                                first_bad,
+                                f"{self.source.spec}: cannot read past frame {first_bad}{stated} "
+                                "(damaged or truncated file)",
                             )
-                            self._put(DecodeProblem(position, f"{self.source.spec}: {text}"))
-                            bad_in_a_row += 1
-                            skip = grabbed and self.skip_bad_frames
-                            if skip and bad_in_a_row <= MAX_CONSECUTIVE_BAD_FRAMES:
-                                position += 1
-                                self.capture.set(cv2.CAP_PROP_POS_FRAMES, position)
-                                continue
+                        )
+                        first_bad = None
                         break
                     if not self._reconnect():
                         self._put(
@@ -289,7 +292,10 @@ class FrameReader:
                     if not self._put(Frame(position, image, stamp, prepared)):
                         return
                     delivered += 1
-                bad_in_a_row = 0
+                if first_bad is not None:  # skipped frames, then a good one again
+                    bad = f"frame {first_bad}" if position - first_bad == 1 else f"frames {first_bad}-{position - 1}"
+                    self._put(DecodeProblem(first_bad, f"{self.source.spec}: {bad}{stated} cannot be decoded"))
+                    first_bad = None
                 position += 1
         except CountingError as error:  # e.g. a frame that does not fit the model's ROI mask
             self._put(error)
