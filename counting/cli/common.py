@@ -157,7 +157,7 @@ def expand_image_paths(patterns: list[str]) -> tuple[list[Path], list[str]]:
             if not found:
                 problems.append(f"{path}: folder holds no images ({', '.join(IMAGE_SUFFIXES[:4])}, …)")
             files += found
-        elif path.is_file():
+        elif path.exists():  # files, and devices/FIFOs that the image reader refuses by name
             files.append(path)
         elif glob.has_magic(pattern):
             found = sorted(
