@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_process_one_error, make_image, needs_non_root, run_cli_process
+from robust_helpers import assert_process_one_error, make_image, needs_non_root, run_cli_process
 from counting.features import FeatureCache
 from counting.files import OutputError
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import assert_one_error, make_image
+from robust_helpers import assert_one_error, make_image
 from counting.backbones import Preprocessing
 from counting.backbones.preprocessing import MAX_INPUT_PIXELS, MAX_LONG_SIDE
 from counting.errors import ImageError

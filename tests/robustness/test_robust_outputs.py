@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (
+from robust_helpers import (
     DEFAULT_MODEL,
     assert_one_error,
     assert_process_one_error,

@@ -12,7 +12,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from conftest import (
+from robust_helpers import (
     REPO_ROOT,
     assert_one_error,
     assert_process_one_error,
