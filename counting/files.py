@@ -67,9 +67,13 @@ def _nearest_existing(folder: Path) -> Path:
 def _check_folder_accepts(folder: Path, target: Path) -> None:
     existing = _nearest_existing(folder)
     if not existing.is_dir():
-        raise OutputError(f"{target}: cannot write here ({existing} is a file, not a folder)")
+        raise OutputError(
+            f"{target}: cannot write here ({existing} is a file, not a folder)"
+        )
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputError(f"{target}: cannot write here (folder {existing} is not writable)")
+        raise OutputError(
+            f"{target}: cannot write here (folder {existing} is not writable)"
+        )
 
 
 def check_writable(path: str | os.PathLike[str]) -> Path:
@@ -105,13 +109,19 @@ def _new_file_mode(target: Path) -> int:
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterator[Path]:
+def atomic_path(
+    path: str | os.PathLike[str], *, durable: bool = True
+) -> Iterator[Path]:
     """A temporary path beside ``path`` for writers that want a file name (NumPy, matplotlib,
     OpenCV); on success it is fsynced and renamed onto ``path``, on failure removed."""
     target = Path(path).expanduser()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:64]}.", suffix=target.suffix or ".tmp")
+        fd, name = tempfile.mkstemp(
+            dir=target.parent,
+            prefix=f".{target.name[:64]}.",
+            suffix=target.suffix or ".tmp",
+        )
         os.close(fd)
     except OSError as error:
         raise OutputError(f"{target}: cannot write ({_reason(error)})") from None
@@ -129,7 +139,9 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
     except BaseException as error:
         temporary.unlink(missing_ok=True)
         if isinstance(error, OSError) and not isinstance(error, CountingError):
-            raise OutputError(f"{target}: cannot write ({_reason(error)}); the previous file is unchanged") from None
+            raise OutputError(
+                f"{target}: cannot write ({_reason(error)}); the previous file is unchanged"
+            ) from None
         raise
 
 
@@ -152,16 +164,24 @@ def atomic_write(
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write supports modes 'w' and 'wb', got {mode!r}")
-    text = {} if "b" in mode else {"encoding": encoding, "newline": newline, "errors": errors}
-    with atomic_path(path, durable=False) as temporary:
-        with open(temporary, mode, **text) as handle:
-            yield handle
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
+    text = (
+        {}
+        if "b" in mode
+        else {"encoding": encoding, "newline": newline, "errors": errors}
+    )
+    with (
+        atomic_path(path, durable=False) as temporary,
+        open(temporary, mode, **text) as handle,
+    ):
+        yield handle
+        handle.flush()
+        if durable:
+            os.fsync(handle.fileno())
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, durable: bool = True
+) -> None:
     with atomic_write(path, "wb", durable=durable) as handle:
         handle.write(data)
 
@@ -208,9 +228,11 @@ def printable(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return os.fsencode(text).decode("utf-8", "backslashreplace") if _is_fs_text(text) else text.encode(
-            "utf-8", "backslashreplace"
-        ).decode("utf-8")
+        return (
+            os.fsencode(text).decode("utf-8", "backslashreplace")
+            if _is_fs_text(text)
+            else text.encode("utf-8", "backslashreplace").decode("utf-8")
+        )
     return text
 
 

@@ -55,13 +55,19 @@ def cli(runner: CliRunner) -> Callable[..., Any]:
 
 
 def error_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.strip() and not line.startswith("warning:")]
+    return [
+        line
+        for line in stderr.splitlines()
+        if line.strip() and not line.startswith("warning:")
+    ]
 
 
 def assert_one_error(result: Any, *fragments: str, code: int = 1) -> str:
     """Exit ``code``, no traceback, exactly one error line containing every fragment."""
     assert result.exit_code == code, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
     assert "Traceback" not in result.output
     lines = error_lines(result.stderr)
     assert len(lines) == 1, result.stderr
@@ -70,7 +76,9 @@ def assert_one_error(result: Any, *fragments: str, code: int = 1) -> str:
     return lines[0]
 
 
-def assert_process_one_error(process: subprocess.CompletedProcess, *fragments: str, code: int = 1) -> str:
+def assert_process_one_error(
+    process: subprocess.CompletedProcess, *fragments: str, code: int = 1
+) -> str:
     assert process.returncode == code, process.stdout + process.stderr
     assert "Traceback" not in process.stderr + process.stdout
     lines = error_lines(process.stderr)
@@ -81,12 +89,15 @@ def assert_process_one_error(process: subprocess.CompletedProcess, *fragments: s
 
 
 def run_cli_process(
-    *args: Any, timeout: float = 120, preamble: str = "", env: dict[str, str] | None = None
+    *args: Any,
+    timeout: float = 120,
+    preamble: str = "",
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """``python -c '<preamble>; main()' args`` in a fresh interpreter (signals, rlimits, hangs)."""
     code = f"import sys\n{preamble}\nfrom counting.cli.app import main\nsys.argv[0] = 'counting'\nmain()\n"
     environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
-    return subprocess.run(
+    return subprocess.run(  # noqa: PLW1510 - callers check the exit code
         [sys.executable, "-c", code, *map(str, args)],
         capture_output=True,
         text=True,
@@ -115,7 +126,11 @@ def assert_unchanged(before: dict[Path, bytes]) -> None:
 
 
 def no_temporary_files(folder: Path) -> bool:
-    return not [p for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith((".tmp", ".npz", ".csv", ".json"))]
+    return not [
+        p
+        for p in folder.iterdir()
+        if p.name.startswith(".") and p.name.endswith((".tmp", ".npz", ".csv", ".json"))
+    ]
 
 
 def make_image(path: Path, size: tuple[int, int] = (64, 48), seed: int = 0) -> Path:
@@ -125,13 +140,26 @@ def make_image(path: Path, size: tuple[int, int] = (64, 48), seed: int = 0) -> P
     return path
 
 
-def make_video(path: Path, n_frames: int = 20, size: tuple[int, int] = (160, 120), fps: float = 10.0) -> Path:
+def make_video(
+    path: Path,
+    n_frames: int = 20,
+    size: tuple[int, int] = (160, 120),
+    fps: float = 10.0,
+) -> Path:
     fourcc = cv2.VideoWriter_fourcc(*("MJPG" if path.suffix == ".avi" else "mp4v"))
     writer = cv2.VideoWriter(str(path), fourcc, fps, size)
     rng = np.random.default_rng(1)
     for index in range(n_frames):
         frame = rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)
-        cv2.putText(frame, str(index), (10, size[1] // 2), cv2.FONT_HERSHEY_SIMPLEX, 1.0, (255, 255, 255), 2)
+        cv2.putText(
+            frame,
+            str(index),
+            (10, size[1] // 2),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            1.0,
+            (255, 255, 255),
+            2,
+        )
         writer.write(frame)
     writer.release()
     return path
@@ -179,7 +207,9 @@ def http_folder(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
