@@ -76,15 +76,19 @@ def _check_folder_accepts(folder: Path, target: Path) -> None:
         )
 
 
-def check_writable(path: str | os.PathLike[str]) -> Path:
+def check_writable(path: str | os.PathLike[str], *, in_place: bool = False) -> Path:
     """Fail now, before any computing, if ``path`` could not be written later.
 
     Missing folders are fine (:func:`atomic_write` creates them) as long as the closest existing
-    ancestor is a writable folder. Raises :class:`OutputError` naming the path and the problem.
+    ancestor is a writable folder. ``in_place`` is for streams written straight into the file
+    (video records): there an existing writable file is enough, whatever its folder allows.
+    Raises :class:`OutputError` naming the path and the problem.
     """
     target = Path(path).expanduser()
     if target.is_dir():
         raise OutputError(f"{target}: is a folder; give a file name")
+    if in_place and os.path.exists(target) and os.access(target, os.W_OK):
+        return target
     _check_folder_accepts(target.parent, target)
     return target
 

@@ -75,9 +75,10 @@ def video(
     from counting.video import VideoSource, count_video
 
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads
-    for output in (counts, output_video):
-        if output is not None:
-            check_writable(output)
+    if counts is not None:
+        check_writable(counts, in_place=True)  # rows are streamed into the file itself
+    if output_video is not None:
+        check_writable(output_video)
     counting_model = load_model_option(model)
     counting_model.get_backbone(weights)
 
