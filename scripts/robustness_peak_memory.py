@@ -86,6 +86,8 @@ def main() -> int:
     Image.new("RGB", (1, 5000)).save(thin)
     big = folder / "big.png"
     Image.new("RGB", (2600, 2600), (30, 60, 90)).save(big)
+    edge = folder / "edge.png"  # just inside the 2048^2 bound: decoded and run through the network
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (2040, 2040, 3), dtype=np.uint8)).save(edge)
     features = folder / "features.npy"
     np.save(features, np.zeros((2, 1000)))
     cases = {
@@ -103,6 +105,7 @@ def main() -> int:
                 roi_mask={"shape": [100_000, 100_000], "first": True, "runs": [10**10]}))),
         ],
         "features /dev/zero": ["features", "/dev/zero", "--no-progress"],
+        "2040x2040 at native size (ok)": ["features", str(edge), "--native-size", "--no-cache", "--no-progress"],
     }  # fmt: skip
     worst = 0.0
     failed = False
