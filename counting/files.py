@@ -168,7 +168,7 @@ def atomic_write(
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write supports modes 'w' and 'wb', got {mode!r}")
-    text = (
+    text: dict[str, Any] = (
         {}
         if "b" in mode
         else {"encoding": encoding, "newline": newline, "errors": errors}

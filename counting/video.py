@@ -615,4 +615,8 @@ def _sigterm_as_interrupt() -> Callable[[], None]:
         previous = signal.signal(signal.SIGTERM, interrupt)
     except (ValueError, OSError):
         return lambda: None
-    return lambda: signal.signal(signal.SIGTERM, previous)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
