@@ -5,6 +5,10 @@ The CLI catches ``CountingError`` and prints its message (no traceback) with a n
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
+
 
 class CountingError(Exception):
     """Base class for errors shown to the user as one line."""
@@ -28,3 +32,25 @@ class ModelFileError(CountingError, ValueError):
 
 class StreamError(CountingError):
     """A video source cannot be opened or read."""
+
+
+@contextlib.contextmanager
+def one_line_warnings(show: Callable[[str], None]) -> Iterator[None]:
+    """Show each Python warning (PIL, torch, NumPy, ...) as one line through ``show``, once.
+
+    The default display is two or more lines (file, line number, source line) meant for
+    developers; a user needs the message only. Repeats of the same message are dropped.
+    """
+    seen: set[str] = set()
+
+    def display(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        text = str(message).strip()
+        line = text.splitlines()[0] if text else category.__name__
+        if line not in seen:
+            seen.add(line)
+            show(line)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = display  # restored by catch_warnings on exit
+        yield

@@ -103,11 +103,15 @@ class EvaluationResult:
         }
 
     def write_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        from counting.files import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     def write_predictions_csv(self, path: str | Path) -> None:
         """One row per image: source, index, true and predicted counts (+ interval, smoothed)."""
-        with open(path, "w", newline="", encoding="utf-8") as handle:
+        from counting.files import atomic_write
+
+        with atomic_write(path, newline="") as handle:
             writer = csv.writer(handle)
             if self.is_voc_like:
                 names = self.class_names or []

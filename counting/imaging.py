@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,11 @@ from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from counting.errors import ImageError
 
-__all__ = ["image_size", "load_image", "to_rgb"]
+__all__ = ["MAX_SOURCE_PIXELS", "image_size", "load_image", "to_rgb"]
+
+# Largest picture decoded at all (about 300 MB as RGB), checked from the header before decoding.
+# PIL's own bomb guard only warns below twice its limit and is a process-wide setting.
+MAX_SOURCE_PIXELS = 100_000_000
 
 # PIL's default is to refuse truncated files; we rely on that to report them, so make sure
 # nobody in the process has switched it on by accident.
@@ -27,25 +32,46 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
     """
     path = Path(path)
     try:
-        size = path.stat().st_size
+        status = path.stat()
     except FileNotFoundError:
         raise ImageError(f"{path}: file not found") from None
-    except OSError as exc:
-        raise ImageError(f"{path}: cannot read file ({exc.strerror or exc})") from None
-    if path.is_dir():
+    except PermissionError:
+        raise ImageError(f"{path}: permission denied") from None
+    except (OSError, ValueError) as exc:
+        raise ImageError(f"{path}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(status.st_mode):
         raise ImageError(f"{path}: is a folder, not an image file")
-    if size == 0:
+    if not stat.S_ISREG(status.st_mode):
+        # A device such as /dev/zero never ends and a FIFO blocks until someone writes to it.
+        raise ImageError(f"{path}: not a regular file (a device, pipe or socket)")
+    if status.st_size == 0:
         raise ImageError(f"{path}: file is empty (0 bytes)")
     try:
-        with Image.open(path) as opened:
+        handle = open(path, "rb")  # noqa: SIM115 - PIL takes ownership below
+    except PermissionError:
+        raise ImageError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    try:
+        with handle, Image.open(handle) as opened:
+            width, height = opened.size  # from the header: nothing decoded yet
+            if width * height > MAX_SOURCE_PIXELS:
+                raise ImageError(
+                    f"{path}: image too large ({width}x{height} pixels; at most "
+                    f"{MAX_SOURCE_PIXELS // 1_000_000} megapixels are decoded)"
+                )
             # load() inside the with-block so the whole file is decoded (and a truncated
             # file detected) before the handle closes.
             opened.load()
             rgb = to_rgb(_upright(opened))
+    except ImageError:
+        raise
     except UnidentifiedImageError:
         raise ImageError(f"{path}: not an image file (unrecognised format)") from None
-    except Image.DecompressionBombError as exc:
-        raise ImageError(f"{path}: image too large ({exc})") from None
+    except Image.DecompressionBombError:
+        raise ImageError(f"{path}: image too large (PIL refuses it as a decompression bomb)") from None
+    except MemoryError:
+        raise ImageError(f"{path}: not enough memory to decode this image") from None
     except (OSError, SyntaxError, ValueError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "truncated" in message.lower():

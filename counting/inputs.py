@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from counting.errors import ImageError
+from counting.files import unique_files
 
 IMAGE_SUFFIXES: tuple[str, ...] = (
     ".jpg",
@@ -38,7 +39,7 @@ def expand_image_paths(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
             if not found:
                 problems.append(f"{path}: folder holds no images ({', '.join(IMAGE_SUFFIXES[:4])}, …)")
             files += found
-        elif path.is_file():
+        elif path.exists():  # files, and devices/FIFOs that the image reader refuses by name
             files.append(path)
         elif glob.has_magic(pattern):
             matches = glob.glob(os.path.expanduser(pattern), recursive=True)
@@ -50,4 +51,4 @@ def expand_image_paths(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
             problems.append(f"{path}: no such file or folder")
     if not files:
         raise ImageError(problems[0] if len(problems) == 1 else f"{', '.join(patterns)}: no images found")
-    return files, problems
+    return unique_files(files), problems

@@ -146,14 +146,17 @@ class CountingModel:
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write the model as one ``.npz`` file (no pickle)."""
+        """Write the model as one ``.npz`` file (no pickle), atomically.
+
+        The regressor writes to a temporary file beside ``path`` which then replaces it, so a
+        failed save (full disk, Ctrl-C) leaves a model already at ``path`` untouched.
+        """
+        from counting.files import atomic_path
+
         target = Path(path)
-        if target.parent and not target.parent.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.regressor.save(target, metadata=self.metadata())
-        except OSError as error:
-            raise ModelFileError(f"{target}: cannot write the model ({error.strerror or error})") from None
+        # OutputError (a CountingError naming the file) on a full disk or a folder not writable.
+        with atomic_path(target) as temporary:
+            self.regressor.save(temporary, metadata=self.metadata())
         self.path = target
         return target
 
@@ -161,10 +164,22 @@ class CountingModel:
     def load(cls, path: str | Path) -> CountingModel:
         """Read a model written by :meth:`save`; anything else -> ModelFileError naming the file."""
         from agp import AGPRegressor
+        from counting.model_schema import check_metadata, check_regressor
 
         source = Path(path)
-        if not source.is_file():
+        if source.is_dir():
+            raise ModelFileError(f"{source}: is a folder, not a model file")
+        if not source.exists():
             raise ModelFileError(f"{source}: model file not found")
+        if not source.is_file():
+            raise ModelFileError(f"{source}: not a regular file (a device, pipe or socket), not a model file")
+        try:
+            with open(source, "rb"):
+                pass
+        except PermissionError:
+            raise ModelFileError(f"{source}: permission denied") from None
+        except OSError as error:
+            raise ModelFileError(f"{source}: cannot read the model file ({error.strerror or error})") from None
         try:
             regressor = AGPRegressor.load(source)
         except Exception as error:  # noqa: BLE001 - any failure to parse means "not a model file"
@@ -182,6 +197,8 @@ class CountingModel:
                 f"{source}: counting model format version {version!r} is newer than this "
                 f"version of counting reads ({FORMAT_VERSION}); upgrade counting"
             )
+        _, n_outputs = check_regressor(regressor, str(source))
+        check_metadata(metadata, n_outputs, str(source))
         try:
             preprocessing = metadata["preprocessing"]
             mask_code = preprocessing.get("roi_mask")

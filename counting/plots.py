@@ -12,11 +12,15 @@ import numpy as np  # noqa: E402
 
 
 def _save(figure: plt.Figure, path: str | Path) -> Path:
+    from counting.files import atomic_path
+
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(target, dpi=110)
-    plt.close(figure)
+    try:
+        with atomic_path(target) as temporary:
+            figure.savefig(temporary, dpi=110, format=target.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(figure)
     return target
 
 

@@ -290,14 +290,15 @@ def write_report(
     model: Any, evaluation: Any | None, out_dir: str | Path, name: str = "report"
 ) -> ReportFiles:
     """Write ``{name}.md``, ``{name}.html``, ``{name}.json`` and the PNG plots into ``out_dir``."""
-    folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    from counting.files import atomic_write_text, check_writable_folder
+
+    folder = check_writable_folder(out_dir)
     images = make_plots(model, evaluation, folder)
     blocks, figures = build_blocks(model, evaluation, images)
     markdown = folder / f"{name}.md"
-    markdown.write_text(render_markdown(blocks), encoding="utf-8")
+    atomic_write_text(markdown, render_markdown(blocks))
     page = folder / f"{name}.html"
-    page.write_text(render_html(blocks, blocks[0].text), encoding="utf-8")
+    atomic_write_text(page, render_html(blocks, blocks[0].text))
     figures_json = folder / f"{name}.json"
-    figures_json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(figures_json, json.dumps(figures, indent=2) + "\n")
     return ReportFiles(markdown, page, figures_json, list(images.values()))

@@ -4,14 +4,24 @@ A reader thread decodes frames (skipping ``stride - 1`` frames with ``grab``, wh
 decode) while the main thread counts batches of frames, so decoding overlaps the forward pass.
 Each frame's record is written and flushed as soon as its count exists, so an interrupted run
 keeps everything computed so far. A stream that drops is reopened with exponential back-off.
+
+Finite or live: a file is finite; a URL is finite when the opened capture reports a frame
+count (an HTTP URL of a video file does, a camera stream does not). A finite source ends at its
+end and is never reopened (reopening would read it again from frame 0); a finite source that
+stops well before its frame count is damaged, which is reported with the frame number. Only
+live sources reconnect, within one retry budget for the whole run that also covers the first
+connection.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
+import io
 import json
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +39,11 @@ from counting.smoothing import StreamingSmoother
 URL_PREFIXES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://")
 OPEN_TIMEOUT_MS = 5000
 READ_TIMEOUT_MS = 5000
+# Container frame counts are estimates for some formats (duration x fps); a file counts as
+# damaged only when it stops more than this many frames (or 1 %) before its stated count.
+FRAME_COUNT_SLACK = 2
+# With --ignore-errors, how many undecodable frames in a row are skipped before giving up.
+MAX_CONSECUTIVE_BAD_FRAMES = 25
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,7 @@ class VideoSource:
 
     spec: str
     kind: str  # "file" | "webcam" | "url"
+    live: bool | None = None  # None: decided when opened (see the module docstring)
 
     @classmethod
     def parse(cls, spec: str) -> VideoSource:
@@ -51,7 +67,8 @@ class VideoSource:
 
     @property
     def is_live(self) -> bool:
-        return self.kind != "file"
+        """Live before opening: webcams and URLs, unless ``live`` says otherwise."""
+        return self.live if self.live is not None else self.kind != "file"
 
     def open(self) -> cv2.VideoCapture:
         """Open the source once; StreamError naming it when OpenCV cannot."""
@@ -94,14 +111,25 @@ class Frame:
     prepared: Any = None  # the network input, made in the reader thread when a preparer is given
 
 
+@dataclass(frozen=True)
+class DecodeProblem:
+    """A frame of a finite source that could not be decoded (a warning, not the end)."""
+
+    frame: int
+    message: str
+
+
 _END = object()
 
 
 class FrameReader:
     """Background reader yielding every ``stride``-th frame; reconnects a dropped live stream.
 
-    ``max_retries`` reopen attempts are made with delays ``backoff * 2**k`` seconds; after that
-    the stream counts as lost (StreamError). A file simply ends.
+    At most ``max_retries`` reopen attempts are made in the whole run (the first connection of
+    a URL included), with delays ``backoff * 2**k`` seconds for the k-th failure in a row; after
+    that the stream counts as lost (StreamError). A finite source ends at its end; frames it
+    cannot decode before that are reported as :class:`DecodeProblem` and end the reading,
+    unless ``skip_bad_frames``, which skips them.
     """
 
     def __init__(
@@ -114,6 +142,8 @@ class FrameReader:
         buffer: int = 32,
         on_retry: Callable[[int, float], None] | None = None,
         prepare: Callable[[np.ndarray], Any] | None = None,
+        skip_bad_frames: bool = False,
+        on_problem: Callable[[DecodeProblem], None] | None = None,
     ) -> None:
         if stride < 1:
             raise StreamError(f"{source.spec}: --stride must be at least 1, got {stride}")
@@ -123,17 +153,26 @@ class FrameReader:
         self.max_retries = max_retries
         self.backoff = backoff
         self.on_retry = on_retry
+        self.on_problem = on_problem
         self.prepare = prepare
-        self.capture = source.open()
+        self.skip_bad_frames = skip_bad_frames
+        self.retries_used = 0
+        self._stop = threading.Event()
+        self.capture = self._first_connection()
+        count = self.capture.get(cv2.CAP_PROP_FRAME_COUNT)
+        self.frame_count = int(count) if count and np.isfinite(count) and count > 0 else None
+        if source.live is not None:
+            self.live = source.live
+        else:
+            self.live = source.kind == "webcam" or (source.kind == "url" and self.frame_count is None)
+        self.problems: list[DecodeProblem] = []
         fps = self.capture.get(cv2.CAP_PROP_FPS)
         self.fps = float(fps) if fps and np.isfinite(fps) and fps > 0 else 25.0
         self.frame_size = (
             int(self.capture.get(cv2.CAP_PROP_FRAME_WIDTH)),
             int(self.capture.get(cv2.CAP_PROP_FRAME_HEIGHT)),
         )
-        self.retries_used = 0
         self._queue: queue.Queue = queue.Queue(maxsize=buffer)
-        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="frame-reader", daemon=True)
         self._started = time.monotonic()
 
@@ -155,21 +194,48 @@ class FrameReader:
             self._thread.join(timeout=0.05)
         self.capture.release()
 
-    def _reconnect(self) -> bool:
-        self.capture.release()
-        for attempt in range(self.max_retries):
-            delay = self.backoff * (2**attempt)
+    def _first_connection(self) -> cv2.VideoCapture:
+        """Open the source; a URL gets the same retry budget as a dropped stream."""
+        try:
+            return self.source.open()
+        except StreamError:
+            if self.source.kind != "url" or self.source.live is False:
+                raise
+        capture = self._retry_open()
+        if capture is None:
+            raise StreamError(
+                f"{self.source.spec}: cannot open the stream after {self.retries_used} reconnection attempts"
+            )
+        return capture
+
+    def _retry_open(self) -> cv2.VideoCapture | None:
+        """Reopen within what is left of the run's retry budget; None when it is spent."""
+        failures = 0
+        while self.retries_used < self.max_retries:
+            delay = self.backoff * (2**failures)
             if self.on_retry is not None:
-                self.on_retry(attempt + 1, delay)
+                self.on_retry(self.retries_used + 1, delay)
             if self._stop.wait(delay):
-                return False
+                return None
             self.retries_used += 1
             try:
-                self.capture = self.source.open()
-                return True
+                return self.source.open()
             except StreamError:
-                continue
-        return False
+                failures += 1
+        return None
+
+    def _reconnect(self) -> bool:
+        self.capture.release()
+        capture = self._retry_open()
+        if capture is None:
+            return False
+        self.capture = capture
+        return True
+
+    def _ended_early(self, position: int) -> bool:
+        if self.frame_count is None:
+            return False
+        return self.frame_count - position > max(FRAME_COUNT_SLACK, self.frame_count // 100)
 
     def _put(self, item: Any) -> bool:
         while not self._stop.is_set():
@@ -182,17 +248,35 @@ class FrameReader:
 
     def _run(self) -> None:
         position, delivered = 0, 0
+        first_bad: int | None = None  # start of the current run of undecodable frames
+        stated = f" of {self.frame_count}" if self.frame_count else ""
         try:
             while not self._stop.is_set():
                 if self.max_frames is not None and delivered >= self.max_frames:
                     break
                 wanted = position % self.stride == 0
-                ok = self.capture.grab()
-                image = None
+                grabbed = self.capture.grab()
+                ok, image = grabbed, None
                 if ok and wanted:
                     ok, image = self.capture.retrieve()
                 if not ok:
-                    if not self.source.is_live:
+                    if not self.live:
+                        if not (grabbed or self._ended_early(position)):
+                            break  # the real end of the file
+                        # A frame the container promises but that cannot be decoded.
+                        first_bad = position if first_bad is None else first_bad
+                        if self.skip_bad_frames and position - first_bad < MAX_CONSECUTIVE_BAD_FRAMES:
+                            position += 1
+                            self.capture.set(cv2.CAP_PROP_POS_FRAMES, position)
+                            continue
+                        self._put(
+                            DecodeProblem(
+                                first_bad,
+                                f"{self.source.spec}: cannot read past frame {first_bad}{stated} "
+                                "(damaged or truncated file)",
+                            )
+                        )
+                        first_bad = None
                         break
                     if not self._reconnect():
                         self._put(
@@ -203,13 +287,15 @@ class FrameReader:
                         return
                     continue
                 if wanted:
-                    stamp = (
-                        position / self.fps if not self.source.is_live else time.monotonic() - self._started
-                    )
+                    stamp = position / self.fps if not self.live else time.monotonic() - self._started
                     prepared = self.prepare(image) if self.prepare is not None else None
                     if not self._put(Frame(position, image, stamp, prepared)):
                         return
                     delivered += 1
+                if first_bad is not None:  # skipped frames, then a good one again
+                    bad = f"frame {first_bad}" if position - first_bad == 1 else f"frames {first_bad}-{position - 1}"
+                    self._put(DecodeProblem(first_bad, f"{self.source.spec}: {bad}{stated} cannot be decoded"))
+                    first_bad = None
                 position += 1
         except CountingError as error:  # e.g. a frame that does not fit the model's ROI mask
             self._put(error)
@@ -230,6 +316,11 @@ class FrameReader:
             item = self._queue.get()
             if item is _END:
                 break
+            if isinstance(item, DecodeProblem):
+                self.problems.append(item)
+                if self.on_problem is not None:
+                    self.on_problem(item)
+                continue
             if isinstance(item, CountingError):
                 if batch:
                     yield batch
@@ -243,33 +334,70 @@ class FrameReader:
 
 
 class RecordSink:
-    """Per-frame records to CSV or JSON lines (by suffix), flushed after every record."""
+    """Per-frame records to CSV or JSON lines (by suffix), one whole row per write.
+
+    Opened only once the source is open (a missing video must not empty an existing file).
+    Each row is formatted first and written with one unbuffered write; if the disk fills up in
+    the middle of it, the file is cut back to the end of the last whole row, so a reader never
+    sees half a row.
+    """
 
     def __init__(self, path: str | Path, fields: list[str]) -> None:
         self.path = Path(path)
         self.fields = fields
         self.format = "csv" if self.path.suffix.lower() == ".csv" else "jsonl"
         try:
-            self._handle = open(self.path, "w", newline="", encoding="utf-8")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed in close()
         except OSError as error:
-            raise StreamError(f"{self.path}: cannot write ({error.strerror or error})") from None
-        self._writer = None
-        if self.format == "csv":
-            self._writer = csv.DictWriter(self._handle, fieldnames=fields)
-            self._writer.writeheader()
-            self._handle.flush()
+            raise StreamError(f"{self.path}: cannot write ({_reason(error)})") from None
         self.written = 0
+        self._good_size = 0
+        if self.format == "csv":
+            self._write_line(self._csv_line(fields))
+
+    @staticmethod
+    def _csv_line(cells: list[Any]) -> str:
+        buffer = io.StringIO()
+        csv.writer(buffer).writerow(cells)
+        return buffer.getvalue()
+
+    def _write_line(self, line: str) -> None:
+        data = line.encode("utf-8", "surrogateescape")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[self._handle.write(view) :]
+        except OSError as error:
+            self._cut_back()
+            kept = f"; {self.written} rows kept" if self.written else ""
+            raise StreamError(f"{self.path}: cannot write ({_reason(error)}){kept}") from None
+        self._good_size += len(data)
+
+    def _cut_back(self) -> None:
+        try:
+            if self._handle.seekable():
+                self._handle.truncate(self._good_size)
+                self._handle.seek(self._good_size)
+        except OSError:
+            pass  # nothing more can be done on a device that refuses even that
 
     def write(self, record: dict) -> None:
-        if self._writer is not None:
-            self._writer.writerow({key: _csv_value(record.get(key)) for key in self.fields})
+        if self.format == "csv":
+            line = self._csv_line([_csv_value(record.get(key)) for key in self.fields])
         else:
-            self._handle.write(json.dumps(record) + "\n")
-        self._handle.flush()
+            line = json.dumps(record) + "\n"
+        self._write_line(line)
         self.written += 1
 
     def close(self) -> None:
         self._handle.close()
+
+
+def _reason(error: OSError) -> str:
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device"
+    return error.strerror or str(error)
 
 
 def _csv_value(value: Any) -> Any:
@@ -321,6 +449,7 @@ class VideoRun:
     interrupted: bool = False
     mean_count: float | None = None
     records: list[dict] = field(default_factory=list)
+    problems: list[DecodeProblem] = field(default_factory=list)  # frames that could not be decoded
 
     @property
     def frames_per_second(self) -> float:
@@ -348,12 +477,18 @@ def count_video(
     on_record: Callable[[dict], None] | None = None,
     on_retry: Callable[[int, float], None] | None = None,
     keep_records: bool = False,
+    skip_bad_frames: bool = False,
+    on_problem: Callable[[DecodeProblem], None] | None = None,
 ) -> VideoRun:
     """Count people in every ``stride``-th frame of ``source``.
 
     Records (frame, time_s, count[, low, high][, smoothed]) go to ``records_path`` as they are
-    computed. Ctrl-C stops cleanly: the run is returned with ``interrupted=True`` and everything
-    written so far stays on disk.
+    computed. Ctrl-C (or SIGTERM, when called from the main thread) stops cleanly: the run is
+    returned with ``interrupted=True``, everything written so far stays on disk and the
+    annotated video is closed so that it plays. The annotated video is written under a
+    temporary name and renamed into place when closed (an existing file is replaced only by a
+    video with at least one frame). Frames of a finite source that cannot be decoded end up in
+    ``run.problems``; ``skip_bad_frames`` reads on past them.
     """
     video = source if isinstance(source, VideoSource) else VideoSource.parse(source)
     names = model.class_names
@@ -364,11 +499,13 @@ def count_video(
     if smooth_window > 1:
         fields += [f"smoothed_{name}" for name in names] if names else ["smoothed"]
     smoother = StreamingSmoother(smooth_window) if smooth_window > 1 else None
-    sink = RecordSink(records_path, fields) if records_path is not None else None
+    sink = None
     writer = None
+    video_temporary: Path | None = None
     run = VideoRun(source=video.spec, stride=stride)
     total = 0.0
     started = time.perf_counter()
+    restore_sigterm = _sigterm_as_interrupt()
     try:
 
         def prepare(image: np.ndarray) -> Any:
@@ -376,12 +513,26 @@ def count_video(
             # the forward pass of the previous batch (OpenCV, PIL and torch release the GIL).
             return model.prepare_image(cv2.cvtColor(image, cv2.COLOR_BGR2RGB), source=video.spec)
 
-        with FrameReader(
-            video, stride, max_frames, max_retries, backoff, on_retry=on_retry, prepare=prepare
-        ) as reader:
+        reader = FrameReader(
+            video,
+            stride,
+            max_frames,
+            max_retries,
+            backoff,
+            on_retry=on_retry,
+            prepare=prepare,
+            skip_bad_frames=skip_bad_frames,
+            on_problem=on_problem,
+        )
+        with reader:
             run.source_fps = reader.fps
+            run.problems = reader.problems
+            # Outputs are opened only now that the source is open and gives frames.
             if output_video is not None:
-                writer = open_video_writer(output_video, reader.fps / stride, reader.frame_size)
+                video_temporary = _temporary_beside(Path(output_video))
+                writer = open_video_writer(video_temporary, reader.fps / stride, reader.frame_size)
+            if records_path is not None:
+                sink = RecordSink(records_path, fields)
             try:
                 for batch in reader.batches(batch_size):
                     counts = model.count_prepared([frame.prepared for frame in batch])
@@ -419,11 +570,53 @@ def count_video(
                 run.interrupted = True
             run.retries = reader.retries_used
     finally:
+        restore_sigterm()
         run.seconds = time.perf_counter() - started
         if sink is not None:
             sink.close()
         if writer is not None:
             writer.release()
+        if video_temporary is not None:
+            _finish_video(video_temporary, Path(output_video), keep=run.frames > 0)  # type: ignore[arg-type]
     if run.frames and not names:
         run.mean_count = total / run.frames
     return run
+
+
+def _temporary_beside(target: Path) -> Path:
+    """A free name in ``target``'s folder with its suffix (OpenCV picks the container by it)."""
+    import tempfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:64]}.", suffix=target.suffix)
+    os.close(fd)
+    return Path(name)
+
+
+def _finish_video(temporary: Path, target: Path, keep: bool) -> None:
+    if keep and temporary.exists() and temporary.stat().st_size > 0:
+        os.replace(temporary, target)
+    else:
+        temporary.unlink(missing_ok=True)
+
+
+def _sigterm_as_interrupt() -> Callable[[], None]:
+    """Make SIGTERM stop the run like Ctrl-C (outputs closed, not cut off); returns the undo.
+
+    Only the main thread can set signal handlers; elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except (ValueError, OSError):
+        return lambda: None
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore

@@ -18,7 +18,27 @@ from PIL import Image
 from counting.errors import ImageError
 from counting.imaging import to_rgb
 
-__all__ = ["ImageLike", "Normalisation", "Preprocessing", "prepare_image", "to_pil"]
+__all__ = [
+    "MAX_ASPECT_RATIO",
+    "MAX_INPUT_PIXELS",
+    "MAX_INPUT_SIZE",
+    "MAX_LONG_SIDE",
+    "ImageLike",
+    "Normalisation",
+    "Preprocessing",
+    "prepare_image",
+    "to_pil",
+]
+
+# Bounds on the work one picture may ask for, so that no single input needs more than about
+# 2 GB: the network input is 12 bytes per pixel (float32 RGB) and the backbones' activations a
+# few hundred more per input pixel. 2048^2 input pixels keep one image's forward pass well
+# under that; the long side and the aspect ratio stop a 1x5000 strip from becoming a
+# 224x1,120,000 tensor (the short side is what gets scaled to input_size).
+MAX_INPUT_SIZE = 2048
+MAX_INPUT_PIXELS = 2048 * 2048
+MAX_LONG_SIDE = 8192
+MAX_ASPECT_RATIO = 20.0
 
 ImageLike = Image.Image | np.ndarray
 
@@ -60,6 +80,8 @@ class Preprocessing:
                 raise ValueError(f"input_size must be a positive integer or None, got {self.input_size!r}")
             if self.input_size < 8:
                 raise ValueError(f"input_size must be at least 8 pixels, got {self.input_size}")
+            if self.input_size > MAX_INPUT_SIZE:
+                raise ValueError(f"input_size must be at most {MAX_INPUT_SIZE} pixels, got {self.input_size}")
             object.__setattr__(self, "input_size", int(self.input_size))
         if self.roi_mask is not None:
             mask = np.asarray(self.roi_mask)
@@ -100,6 +122,28 @@ class Preprocessing:
             return width, height
         scale = self.input_size / min(width, height)
         return max(1, round(width * scale)), max(1, round(height * scale))
+
+    def checked_target_size(self, width: int, height: int, source: str = "image") -> tuple[int, int]:
+        """:meth:`target_size`, or ImageError when the picture is outside the bounds above.
+
+        Checked from the sizes alone, before anything is resized or allocated.
+        """
+        if width < 1 or height < 1:
+            raise ImageError(f"{source}: image has no pixels ({width}x{height})")
+        aspect = max(width, height) / min(width, height)
+        if aspect > MAX_ASPECT_RATIO:
+            raise ImageError(
+                f"{source}: image is {width}x{height}, aspect ratio {aspect:.0f}:1 is above the "
+                f"limit of {MAX_ASPECT_RATIO:.0f}:1"
+            )
+        new_width, new_height = self.target_size(width, height)
+        if max(new_width, new_height) > MAX_LONG_SIDE or new_width * new_height > MAX_INPUT_PIXELS:
+            raise ImageError(
+                f"{source}: image is {width}x{height}, {new_width}x{new_height} after resizing is "
+                f"above the limit of {MAX_INPUT_PIXELS // 1_000_000}.{MAX_INPUT_PIXELS % 1_000_000 // 100_000} "
+                f"megapixels / {MAX_LONG_SIDE} pixels a side (use a smaller --input-size)"
+            )
+        return new_width, new_height
 
     def resized_mask(self, size: tuple[int, int]) -> np.ndarray:
         """The ROI mask resized to ``size = (width, height)``, cached because frames repeat sizes."""
@@ -161,7 +205,7 @@ def prepare_image(
     if prep.roi_mask is not None and prep.roi_mask.shape != (height, width):
         mask_h, mask_w = prep.roi_mask.shape
         raise ImageError(f"{source}: ROI mask is {mask_w}x{mask_h} (WxH) but the image is {width}x{height}")
-    size = prep.target_size(width, height)
+    size = prep.checked_target_size(width, height, source)
     if size != (width, height):
         # PIL's bilinear filter widens its support when shrinking, i.e. it antialiases. The
         # reducing gap first box-averages by an integer factor when shrinking 2x or more: the

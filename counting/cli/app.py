@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from counting import __version__
-from counting.cli.common import print_error
+from counting.cli.common import print_error, print_warning
 from counting.cli.compare import compare
 from counting.cli.count import count
 from counting.cli.evaluate import evaluate
@@ -20,7 +20,7 @@ from counting.cli.features import features
 from counting.cli.report import report
 from counting.cli.train import train
 from counting.cli.video import video
-from counting.errors import CountingError
+from counting.errors import CountingError, one_line_warnings
 
 
 class _OneLineErrors(TyperGroup):
@@ -29,7 +29,8 @@ class _OneLineErrors(TyperGroup):
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with one_line_warnings(print_warning):
+                return super().invoke(ctx)
         except CountingError as error:
             print_error(str(error))
             raise typer.Exit(1) from None

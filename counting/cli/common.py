@@ -17,8 +17,16 @@ error_console = Console(stderr=True, highlight=False)
 
 def print_error(message: str) -> None:
     """The one red line a user sees for a bad input (never wrapped, never a traceback)."""
+    from counting.files import printable
+
     first_line = str(message).strip().splitlines()[0] if str(message).strip() else "error"
+    first_line = printable(first_line)
     error_console.print(f"[bold red]error:[/] {escape(first_line)}", soft_wrap=True)
+
+
+def print_warning(line: str) -> None:
+    """One yellow line for a warning (PIL, torch, NumPy or ours), never a multi-line dump."""
+    error_console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
 
 
 def dataset_options(dataset: str, csv_path: Path | None, include_difficult: bool) -> dict[str, Any]:

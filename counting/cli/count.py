@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from counting import defaults
@@ -24,17 +25,22 @@ from counting.cli.options import (
     WeightsOption,
 )
 from counting.errors import CountingError, ImageError
+from counting.files import atomic_write, atomic_write_text, check_writable, is_regular_file, printable
 from counting.inputs import expand_image_paths
 
 
 def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
     """Descriptors written by `counting features`: .npy (n, D) / (n, cells, D), or .csv with a
     filename column followed by the feature columns."""
-    if not path.is_file():
+    if not path.exists():
         raise CountingError(f"{path}: features file not found")
+    if not is_regular_file(path):
+        raise CountingError(f"{path}: not a regular file (a folder, device or pipe), not a features file")
     try:
         if path.suffix.lower() == ".npy":
-            array = np.load(path, allow_pickle=False)
+            array = np.load(path, allow_pickle=False, mmap_mode="r")
+            if array.ndim not in (2, 3) or array.dtype.kind not in "fiu":
+                raise ValueError(f"expected an (n, D) or (n, cells, D) array of numbers, found {array.dtype} {array.shape}")
             return [f"{path.name}[{k}]" for k in range(len(array))], np.asarray(array, dtype=float)
         with open(path, newline="", encoding="utf-8") as handle:
             rows = list(csv_module.reader(handle))
@@ -43,6 +49,8 @@ def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
         names = [row[0] for row in body] if first_is_name else [f"{path.name}[{k}]" for k in range(len(body))]
         values = np.array([row[1:] if first_is_name else row for row in body], dtype=float)
         return names, values
+    except PermissionError:
+        raise CountingError(f"{path}: permission denied") from None
     except (ValueError, OSError, IndexError) as error:
         raise CountingError(f"{path}: not a features file ({str(error).splitlines()[0]})") from None
 
@@ -58,9 +66,9 @@ def _is_number(text: str) -> bool:
 def display_path(source: str) -> str:
     """Relative to the working folder when inside it (shorter table rows), else as given."""
     try:
-        return str(Path(source).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return source
+        return printable(str(Path(source).resolve().relative_to(Path.cwd())))
+    except (ValueError, OSError):
+        return printable(source)
 
 
 def result_rows(
@@ -114,7 +122,7 @@ def counts_table(model: Any, rows: list[dict]) -> Table:
 
 def write_rows_csv(path: Path, rows: list[dict]) -> None:
     fields = list(rows[0]) if rows else ["image", "count"]
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with atomic_write(path, newline="") as handle:
         writer = csv_module.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         for row in rows:
@@ -153,6 +161,9 @@ def count(
     Unreadable images are reported and skipped; the rest are counted.
     """
     use_runtime(runtime, threads)
+    for output in (csv, json_path):
+        if output is not None:
+            check_writable(output)  # before any work: a bad output path must not waste it
     counting_model = load_model_option(model)
     problems: list[str] = []
     if features is not None:
@@ -177,17 +188,20 @@ def count(
             result.errors,
         )
     rows = result_rows(counting_model, sources, counts, low, high, ok)
+    messages = problems + list(errors.values())
+    if not rows and len(messages) == 1:
+        raise ImageError(messages[0])  # one image, one problem: the error line says which
     for problem in problems:
-        console.print(f"[yellow]skipped:[/] {problem}", soft_wrap=True)
+        console.print(f"[yellow]skipped:[/] {escape(printable(problem))}", soft_wrap=True)
     for message in errors.values():
-        console.print(f"[yellow]skipped:[/] {message}", soft_wrap=True)
+        console.print(f"[yellow]skipped:[/] {escape(printable(message))}", soft_wrap=True)
     if not rows:
-        raise ImageError(f"{sources[0] if len(sources) == 1 else 'all images'}: nothing could be counted")
+        raise ImageError(f"{printable(sources[0]) if len(sources) == 1 else 'all images'}: nothing could be counted")
     console.print(counts_table(counting_model, rows))
     if csv is not None:
         write_rows_csv(csv, rows)
-        console.print(f"counts written to {csv}")
+        console.print(f"counts written to {escape(printable(str(csv)))}")
     if json_path is not None:
         document = {"model": counting_model.name, "images": rows, "skipped": problems + list(errors.values())}
-        json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        console.print(f"counts written to {json_path}")
+        atomic_write_text(json_path, json.dumps(document, indent=2) + "\n")
+        console.print(f"counts written to {escape(printable(str(json_path)))}")

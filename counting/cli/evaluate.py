@@ -80,6 +80,11 @@ def evaluate(
     also get the figures after temporal smoothing, reported separately.
     """
     use_runtime(runtime, threads)
+    from counting.files import check_writable
+
+    for output in (json_path, predictions):
+        if output is not None:
+            check_writable(output)  # before evaluating: a bad output path must not waste the run
     counting_model = load_model_option(model)
     result = evaluate_on_test_split(
         counting_model, dataset, root, split, counts_csv, include_difficult,

@@ -29,6 +29,7 @@ from counting.cli.options import (
 )
 from counting.errors import CountingError
 from counting.features import FeatureSet, extract_features
+from counting.files import atomic_path, atomic_write, check_writable, printable
 from counting.inputs import expand_image_paths
 
 __all__ = ["features", "write_features"]
@@ -58,6 +59,10 @@ def features(
 
     if out is not None and out.suffix.lower() not in (".npy", ".csv"):
         raise CountingError(f"{out}: output must end in .npy or .csv")
+    if out is not None:
+        check_writable(out)  # before any work: a bad output path must not waste it
+        if out.suffix.lower() == ".npy":
+            check_writable(out.with_suffix(".files.txt"))
     paths, problems = expand_image_paths(inputs)
     if problems:
         raise CountingError(problems[0])
@@ -74,11 +79,11 @@ def features(
         console=error_console,
     )
     for message in result.errors.values():
-        error_console.print(Text.assemble(("skipped ", "yellow"), message), soft_wrap=True)
+        error_console.print(Text.assemble(("skipped ", "yellow"), printable(message)), soft_wrap=True)
     if out is not None:
         write_features(out, result)
     n_good = int(result.ok.sum())
-    destination = f" -> {out}" if out is not None else ""
+    destination = f" -> {printable(str(out))}" if out is not None else ""
     console.print(
         f"{n_good} of {len(paths)} images: {result.n_cached} from cache, {result.n_computed} computed, "
         f"{len(result.errors)} skipped; descriptors {tuple(result.features.shape[1:])}{destination}"
@@ -90,14 +95,16 @@ def features(
 def write_features(output: Path, result: FeatureSet) -> None:
     """``.npy``: the array (NaN rows for skipped images) plus ``<name>.files.txt`` listing rows.
     ``.csv``: ``filename[,cell],f0..`` for the images that worked."""
-    output.parent.mkdir(parents=True, exist_ok=True)
     if output.suffix.lower() == ".npy":
-        np.save(output, result.features, allow_pickle=False)
-        output.with_suffix(".files.txt").write_text("".join(f"{path}\n" for path in result.paths))
+        with atomic_path(output) as temporary:
+            np.save(temporary, result.features, allow_pickle=False)
+        # File names are written back byte for byte (see counting.files on non-UTF-8 names).
+        with atomic_write(output.with_suffix(".files.txt")) as handle:
+            handle.write("".join(f"{path}\n" for path in result.paths))
         return
     dim = result.features.shape[-1]
     with_cells = result.features.ndim == 3
-    with output.open("w", newline="") as handle:
+    with atomic_write(output, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["filename", *(["cell"] if with_cells else []), *(f"f{j}" for j in range(dim))])
         for path, good, row in zip(result.paths, result.ok, result.features):

@@ -32,8 +32,10 @@ def parse_input_size(text: str | int | None) -> int | None:
     value = text.strip().lower()
     if value in ("native", "none", "full"):
         return None
-    if not value.isdigit() or int(value) < 8:
-        raise typer.BadParameter(f"{text!r}: expected a short side in pixels (>= 8) or 'native'")
+    from counting.backbones.preprocessing import MAX_INPUT_SIZE
+
+    if not value.isdigit() or not 8 <= int(value) <= MAX_INPUT_SIZE:
+        raise typer.BadParameter(f"{text!r}: expected a short side in pixels (8 to {MAX_INPUT_SIZE}) or 'native'")
     return int(value)
 
 

@@ -47,7 +47,10 @@ def report(
     """
     use_runtime(runtime, threads)
     from counting.errors import DatasetError
+    from counting.files import check_writable_folder
     from counting.report import write_report
+
+    check_writable_folder(out)  # before evaluating: the report must have somewhere to go
 
     counting_model = load_model_option(model)
     result = None

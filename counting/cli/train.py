@@ -122,8 +122,11 @@ def train(
     """
     use_runtime(runtime, threads)
     from counting.evaluation import evaluate_model
+    from counting.files import check_writable
     from counting.plots import plot_loss
     from counting.training import TrainingConfig, train_model
+
+    check_writable(out)  # before training: the model must have somewhere to go
 
     config = TrainingConfig(
         backbone=backbone,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
 from counting import defaults
-from counting.cli.common import console, load_model_option, print_error, use_runtime
+from counting.cli.common import console, error_console, load_model_option, print_error, use_runtime
 from counting.cli.options import ModelOption, RuntimeOption, ThreadsOption, WeightsOption, smooth_option
 
 
@@ -55,16 +56,28 @@ def video(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print a line per frame.")] = False,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
+    ignore_errors: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-errors",
+            help="Skip frames of a damaged file that cannot be decoded and exit 0 (default: stop, exit 1).",
+        ),
+    ] = False,
 ) -> None:
     """Count people in each frame of a video file, webcam or RTSP/HTTP stream.
 
-    End of file ends cleanly; a dropped stream is retried with back-off; Ctrl-C stops and keeps
-    everything written so far.
+    End of file ends cleanly; a dropped live stream is retried with back-off; Ctrl-C or SIGTERM
+    stops and keeps everything written so far.
     """
     use_runtime(runtime, threads)
+    from counting.files import check_writable
     from counting.video import VideoSource, count_video
 
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads
+    if counts is not None:
+        check_writable(counts, in_place=True)  # rows are streamed into the file itself
+    if output_video is not None:
+        check_writable(output_video)
     counting_model = load_model_option(model)
     counting_model.get_backbone(weights)
 
@@ -82,7 +95,14 @@ def video(
         console.print(text)
 
     def retrying(attempt: int, delay: float) -> None:
-        print_error(f"{source}: stream dropped; reconnecting in {delay:.1f} s (attempt {attempt}/{retries})")
+        error_console.print(
+            f"[yellow]warning:[/] {escape(source)}: stream unavailable; reconnecting in {delay:.1f} s "
+            f"(attempt {attempt}/{retries})",
+            soft_wrap=True,
+        )
+
+    def damaged(problem: Any) -> None:
+        error_console.print(f"[yellow]warning:[/] {escape(problem.message)}", soft_wrap=True)
 
     run = count_video(
         counting_model,
@@ -96,6 +116,8 @@ def video(
         max_retries=retries,
         on_record=show,
         on_retry=retrying,
+        skip_bad_frames=ignore_errors,
+        on_problem=damaged,
     )
     status = "interrupted" if run.interrupted else "done"
     mean = f", mean count {run.mean_count:.1f}" if run.mean_count is not None else ""
@@ -109,3 +131,9 @@ def video(
         console.print(f"annotated video written to {output_video}")
     if run.interrupted:
         raise typer.Exit(130)
+    if run.problems and not ignore_errors:
+        print_error(
+            f"{source}: {len(run.problems)} frame(s) could not be decoded, first at frame "
+            f"{run.problems[0].frame} (--ignore-errors skips them)"
+        )
+        raise typer.Exit(1)

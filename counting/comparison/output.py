@@ -12,6 +12,7 @@ import numpy as np
 
 from counting.comparison.data import ComparisonData
 from counting.comparison.methods import MethodResult
+from counting.files import atomic_write, atomic_write_text
 
 
 def published_rows(dataset: str) -> list[dict]:
@@ -114,7 +115,7 @@ def write_comparison(
     published = published_rows(data.dataset)
     records = table_records(results, published)
     paths = {"csv": out / f"{stem}.csv", "json": out / f"{stem}.json", "md": out / f"{stem}.md"}
-    with paths["csv"].open("w", newline="", encoding="utf-8") as handle:
+    with atomic_write(paths["csv"], newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(records)
@@ -132,7 +133,7 @@ def write_comparison(
         },
         "y_true": [float(v) for v in data.test_counts],
     }
-    paths["json"].write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(paths["json"], json.dumps(summary, indent=2) + "\n")
     header = (
         f"# {data.dataset}: methods compared on split `{data.split}`\n\n"
         f"{len(data.train_counts)} train / {len(data.test_counts)} test images; descriptors: "
@@ -141,5 +142,5 @@ def write_comparison(
         "(regressor only for feature methods; detection included for HOG). Published figures use "
         "their papers' protocols (see the CSV's note column), not this split.\n\n"
     )
-    paths["md"].write_text(header + markdown_table(records, data.is_sequence) + "\n", encoding="utf-8")
+    atomic_write_text(paths["md"], header + markdown_table(records, data.is_sequence) + "\n")
     return paths

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,9 @@ from counting.errors import DatasetError
 from counting.inputs import IMAGE_SUFFIXES
 
 DEFAULT_CSV = "counts.csv"
+# The densest crowd-counting images have about 2x10^4 people; a count above this is a typo or
+# hostile input, and would overflow the squared-error sums of training and evaluation.
+MAX_COUNT = 1e6
 FILENAME_HEADERS = frozenset({"filename", "file", "image", "path"})
 SPLIT_COLUMN = "split"
 
@@ -39,6 +43,11 @@ def read_folder(
     entries = []
     seen: dict[Path, int] = {}
     for position, (line, filename, values, part) in enumerate(rows, start=1):
+        # Lexical check (symlinked images inside the folder are fine; '../x' and '/x' are not).
+        if not Path(os.path.normpath(root / filename)).is_relative_to(root):
+            raise DatasetError(
+                f"{table}: line {line}: '{filename}' points outside the dataset folder {root}"
+            )
         path = (root / filename).resolve()
         if path in seen:
             raise DatasetError(
@@ -150,6 +159,11 @@ def _count(table: Path, line: int, column: str, text: str) -> float:
     value = float(text)
     if value < 0:
         raise DatasetError(f"{table}: line {line}: count {text} in column '{column}' is negative")
+    if value > MAX_COUNT:
+        raise DatasetError(
+            f"{table}: line {line}: count {text} in column '{column}' is implausibly large "
+            f"(more than {MAX_COUNT:.0e} objects in one image)"
+        )
     return value
 
 

@@ -28,6 +28,8 @@ SPLIT_SYNTAX = (
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
 
+MAX_SEED = 2**32 - 1
+
 @dataclass(frozen=True)
 class SplitSpec:
     """A parsed split string."""
@@ -84,8 +86,9 @@ def _parse_random(text: str) -> SplitSpec:
         ) from None
     if not 0.0 < fraction < 1.0:
         raise DatasetError(f"split {text!r}: FRACTION must lie strictly between 0 and 1")
-    if seed < 0:
-        raise DatasetError(f"split {text!r}: SEED must be a non-negative integer")
+    if not 0 <= seed <= MAX_SEED:
+        # NumPy's RandomState (scikit-learn's train_test_split) takes seeds below 2**32 only.
+        raise DatasetError(f"split {text!r}: SEED must be an integer from 0 to {MAX_SEED}")
     return SplitSpec(kind="random", fraction=fraction, seed=seed, text=text)
 
 

@@ -11,6 +11,7 @@ truth of Chattopadhyay et al. (CVPR 2017) that the paper compares with on VOC-20
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -79,6 +80,12 @@ def count_objects(
         annotation = ElementTree.parse(xml_path).getroot()
     except FileNotFoundError:
         raise DatasetError(f"{xml_path}: file not found") from None
+    except IsADirectoryError:
+        raise DatasetError(f"{xml_path}: is a folder, not an annotation file") from None
+    except PermissionError:
+        raise DatasetError(f"{xml_path}: permission denied") from None
+    except OSError as error:
+        raise DatasetError(f"{xml_path}: cannot read the annotation ({error.strerror or error})") from None
     except ElementTree.ParseError as error:
         raise DatasetError(f"{xml_path}: not valid XML ({error})") from None
     labels, centres = [], []
@@ -113,7 +120,13 @@ def _image_sets(year_root: Path) -> dict[str, str]:
         path = year_root / "ImageSets" / "Main" / f"{set_name}.txt"
         if not path.is_file():
             continue
-        for line_number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise DatasetError(f"{path}: not UTF-8 text (byte {error.start}); expected one image id per line") from None
+        except OSError as error:
+            raise DatasetError(f"{path}: cannot read the image list ({error.strerror or error})") from None
+        for line_number, line in enumerate(text.splitlines(), start=1):
             image_id = line.strip()
             if not image_id:
                 continue
@@ -150,4 +163,6 @@ def _box_centre(obj: ElementTree.Element, xml_path: Path, number: int) -> tuple[
         )
     except (AttributeError, TypeError, ValueError):
         raise DatasetError(f"{xml_path}: object {number} has no valid bndbox") from None
+    if not all(math.isfinite(value) for value in (xmin, ymin, xmax, ymax)):
+        raise DatasetError(f"{xml_path}: object {number} has a bndbox with NaN or infinite coordinates")
     return (xmin + xmax) / 2.0, (ymin + ymax) / 2.0

@@ -12,6 +12,19 @@ and a checksum of the stored array, so a damaged entry is detected on read and r
 Entries are written to a temporary file and moved into place with ``os.replace``, so a crash
 never leaves a half-written entry under a valid name, and every finished image stays cached
 when a run is interrupted.
+
+A cache folder that cannot be used (a file, read-only, on a full disk) is never fatal: the
+cache warns once and turns itself off, and the command carries on computing every feature.
+
+Staleness (why inode + ctime): the content-hash memo is keyed by path and trusted while the
+file's (size, mtime, inode, ctime) are unchanged. mtime alone can be restored (``touch -d``,
+``cp -p``, tar, rsync), so an image replaced by another of the same size would return the old
+features. ctime is set by the kernel on every write, rename or metadata change and cannot be
+set back from user space, and a replaced file usually has a new inode too, so the pair catches
+every replacement at the cost of the one ``stat`` the memo already needs. Hashing the content
+on every run would be exact too, but would read every image each time, which is what the memo
+exists to avoid; the price of ctime is only an occasional needless re-hash (after ``chmod`` or
+a backup restore), never a stale answer.
 """
 
 from __future__ import annotations
@@ -20,14 +33,16 @@ import hashlib
 import io
 import json
 import os
-import tempfile
+import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from counting.files import atomic_write_bytes, is_regular_file
 
 __all__ = ["FeatureCache", "default_cache_dir", "settings_key"]
 
@@ -60,8 +75,15 @@ def array_checksum(array: np.ndarray) -> str:
 class FeatureCache:
     """Feature store keyed by extraction settings and image content (see module docstring)."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> None:
         self.directory = Path(directory).expanduser() if directory is not None else default_cache_dir()
+        self.on_warning = on_warning if on_warning is not None else _warn_on_stderr
+        self.disabled_reason: str | None = None
+        self._checked = False
         self._memo: dict[str, list[Any]] | None = None
         self._memo_dirty = False
         self._lock = threading.Lock()
@@ -71,6 +93,40 @@ class FeatureCache:
     def __repr__(self) -> str:
         return f"FeatureCache({str(self.directory)!r})"
 
+    # -- usability ------------------------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """False once the folder proved unusable (see :meth:`disable`)."""
+        if not self._checked:
+            self._checked = True
+            self._check_directory()
+        return self.disabled_reason is None
+
+    def disable(self, reason: str) -> None:
+        """Stop reading and writing the cache, with one warning (the first reason wins)."""
+        with self._lock:
+            if self.disabled_reason is not None:
+                return
+            self.disabled_reason = reason
+        self.on_warning(f"{self.directory}: feature cache not used ({reason}); carrying on without it")
+
+    def _check_directory(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            self.disable("it is a file, not a folder")
+            return
+        except OSError as error:
+            self.disable(_reason(error))
+            return
+        if not self.directory.is_dir():
+            self.disable("it is a file, not a folder")
+        elif not os.access(self.directory, os.W_OK | os.X_OK):
+            self.disable("the folder is not writable")
+
+    def _failed(self, error: OSError) -> None:
+        self.disable(_reason(error))
+
     # -- image content hashes ---------------------------------------------------------------
     def content_hash(self, path: str | os.PathLike[str]) -> str | None:
         """sha256 of the file's bytes; ``None`` if it cannot be read (reported by the decoder).
@@ -78,18 +134,23 @@ class FeatureCache:
         Re-hashing every image would cost more than the cache saves on big datasets, so the
         hash is remembered per (absolute path, size, mtime) in ``content-hashes.json``.
         """
+        if not self.enabled:
+            return None
         try:
             # abspath, not resolve(): symlink resolution costs more than the rest of a cache hit.
             resolved = os.path.abspath(path)
             stat = os.stat(resolved)
-        except OSError:
+        except (OSError, ValueError):
             return None
+        if not is_regular_file(resolved):
+            return None  # /dev/zero or a FIFO would never finish hashing; the decoder reports it
         memo = self._load_memo()
-        signature = [stat.st_size, stat.st_mtime_ns]
+        # Inode and ctime as well as size and mtime: see "Staleness" in the module docstring.
+        signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
         with self._lock:
             known = memo.get(resolved)
-        if isinstance(known, list) and len(known) == 3 and known[:2] == signature:
-            return str(known[2])
+        if isinstance(known, list) and len(known) == len(signature) + 1 and known[:-1] == signature:
+            return str(known[-1])
         try:
             digest = hashlib.sha256()
             with open(resolved, "rb") as handle:
@@ -105,14 +166,18 @@ class FeatureCache:
 
     def flush(self) -> None:
         """Write the content-hash memo (atomically) if it changed."""
+        if not self.enabled:
+            return
         with self._lock:
             if not self._memo_dirty or self._memo is None:
                 return
             # Merge with what another process may have written meanwhile.
             merged = {**self._read_memo_file(), **self._memo}
             self._memo_dirty = False
-        self.directory.mkdir(parents=True, exist_ok=True)
-        _atomic_write_bytes(self.directory / _MEMO_FILE, json.dumps(merged).encode())
+        try:
+            atomic_write_bytes(self.directory / _MEMO_FILE, json.dumps(merged).encode("utf-8", "surrogateescape"))
+        except OSError as error:
+            self._failed(error)
 
     # -- entries ----------------------------------------------------------------------------
     def folder(self, key: str) -> Path:
@@ -120,10 +185,14 @@ class FeatureCache:
 
     def describe(self, key: str, settings: Mapping[str, Any]) -> None:
         """Record what a settings key stands for, next to its entries (for people, not lookups)."""
+        if not self.enabled:
+            return
         target = self.folder(key) / _SETTINGS_FILE
         if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write_bytes(target, json.dumps(dict(settings), indent=2, sort_keys=True).encode())
+            try:
+                atomic_write_bytes(target, json.dumps(dict(settings), indent=2, sort_keys=True).encode())
+            except OSError as error:
+                self._failed(error)
 
     def get_many(self, key: str, hashes: Iterable[str], shape: tuple[int, ...]) -> dict[str, np.ndarray]:
         """Stored arrays for the given content hashes; missing or damaged entries are left out.
@@ -131,6 +200,8 @@ class FeatureCache:
         Damaged entries (unreadable, wrong shape, checksum mismatch) are deleted so the next
         write replaces them.
         """
+        if not self.enabled:
+            return {}
         index = self._index(key)
         folder = str(self.folder(key))
         found: dict[str, np.ndarray] = {}
@@ -151,18 +222,20 @@ class FeatureCache:
 
     def put(self, key: str, content_hash: str, array: np.ndarray) -> None:
         """Store one image's features atomically."""
+        if not self.enabled:
+            return
         array = np.ascontiguousarray(array, dtype=np.float32)
         folder = self.folder(key)
-        folder.mkdir(parents=True, exist_ok=True)
         name = f"{content_hash}-{array_checksum(array)}.npy"
-        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                np.save(handle, array, allow_pickle=False)
-            os.replace(temporary, folder / name)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+            # No fsync per entry: a power cut can at worst leave a damaged entry, which the
+            # checksum in its name detects and the next run recomputes.
+            atomic_write_bytes(folder / name, buffer.getvalue(), durable=False)
+        except OSError as error:
+            self._failed(error)
+            return
         index = self._index(key)
         with self._lock:
             previous = index.get(content_hash)
@@ -190,6 +263,8 @@ class FeatureCache:
                         _remove(entry.path)
         except FileNotFoundError:
             pass
+        except OSError as error:  # the settings folder is a file, or unreadable
+            self._failed(error)
         with self._lock:
             return self._indexes.setdefault(key, index)
 
@@ -256,12 +331,13 @@ def _remove(path: str) -> None:
         pass
 
 
-def _atomic_write_bytes(target: Path, data: bytes) -> None:
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+def _reason(error: OSError) -> str:
+    # OutputError from counting.files already reads "<path>: cannot write (<reason>)...".
+    text = str(error)
+    if "cannot write (" in text:
+        return text.split("cannot write (", 1)[1].split(")", 1)[0]
+    return error.strerror or text
+
+
+def _warn_on_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)

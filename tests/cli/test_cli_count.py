@@ -102,7 +102,8 @@ def test_empty_folder_one_line(runner, tmp_path: Path, one_error_line) -> None:
 def test_only_unreadable_images_one_line(trained, runner, image_folder: Path, one_error_line) -> None:
     model_path, _ = trained
     result = runner.invoke(app, ["count", str(image_folder / "notes.jpg"), "--model", str(model_path)])
-    assert "nothing could be counted" in one_error_line(result)
+    # One image with one problem: the error line is that problem (issue 9), not a summary.
+    assert "notes.jpg: not an image file" in one_error_line(result)
 
 
 def test_features_of_the_wrong_dimension_one_line(trained, runner, tmp_path: Path, one_error_line) -> None:

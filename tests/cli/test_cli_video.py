@@ -83,7 +83,10 @@ def test_video_stride_to_json_lines(trained, runner, short_video: Path, tmp_path
 def test_unreachable_stream_fails_fast_with_one_line(trained, runner, one_error_line) -> None:
     model_path, _ = trained
     started = time.monotonic()
-    result = runner.invoke(app, ["video", "http://127.0.0.1:9/stream.mjpg", "--model", str(model_path)])
+    # --retries 0: the first connection is retried within the same budget as a dropped stream.
+    result = runner.invoke(
+        app, ["video", "http://127.0.0.1:9/stream.mjpg", "--model", str(model_path), "--retries", "0"]
+    )
     line = one_error_line(result)
     assert "http://127.0.0.1:9/stream.mjpg: cannot open the stream" in line
     assert time.monotonic() - started < 15

@@ -1,0 +1,161 @@
+"""Point 1: no single input can ask for unbounded memory; bounds are checked before allocating."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from robust_helpers import assert_one_error, make_image
+
+from counting.backbones import Preprocessing
+from counting.backbones.preprocessing import MAX_INPUT_PIXELS, MAX_LONG_SIDE
+from counting.errors import ImageError
+from counting.imaging import load_image
+
+
+def png_with_header_size(path: Path, width: int, height: int) -> Path:
+    """A tiny PNG whose header claims ``width`` x ``height`` (nothing that big is stored)."""
+    Image.new("L", (1, 1)).save(path)
+    data = bytearray(path.read_bytes())
+    ihdr = 8  # after the signature: length(4) type(4) data(13) crc(4)
+    data[ihdr + 8 : ihdr + 16] = struct.pack(">II", width, height)
+    crc = zlib.crc32(bytes(data[ihdr + 4 : ihdr + 8 + 13])) & 0xFFFFFFFF
+    data[ihdr + 21 : ihdr + 25] = struct.pack(">I", crc)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_thin_strip_alone_is_one_line(cli, tmp_path: Path) -> None:
+    thin = tmp_path / "thin.png"
+    Image.new("RGB", (1, 5000)).save(thin)
+    assert thin.stat().st_size < 200
+    assert_one_error(cli("count", thin), "thin.png", "aspect ratio 5000:1")
+
+
+def test_thin_strip_in_a_folder_is_skipped_and_the_rest_counted(
+    cli, tmp_path: Path
+) -> None:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    Image.new("RGB", (5000, 1)).save(folder / "a-thin.png")
+    make_image(folder / "b-good.png")
+    make_image(folder / "c-good.png", seed=2)
+    out = tmp_path / "counts.csv"
+    result = cli("count", folder, "--csv", out)
+    assert result.exit_code == 0, result.output
+    assert (
+        "skipped: " in result.output
+        and "a-thin.png" in result.output
+        and "aspect ratio" in result.output
+    )
+    rows = out.read_text().splitlines()
+    assert len(rows) == 3 and "b-good.png" in rows[1] and "c-good.png" in rows[2]
+
+
+def test_native_size_above_the_pixel_bound_is_refused_per_image(
+    cli, tmp_path: Path
+) -> None:
+    big = tmp_path / "big.png"
+    Image.new("RGB", (2600, 2600), (40, 80, 120)).save(
+        big
+    )  # 6.8 Mpx > the 4.2 Mpx bound
+    good = make_image(tmp_path / "good.png")
+    out = tmp_path / "f.npy"
+    result = cli(
+        "features",
+        big,
+        good,
+        "--native-size",
+        "--skip-bad",
+        "--no-progress",
+        "--no-cache",
+        "-o",
+        out,
+    )
+    assert result.exit_code == 0, result.output
+    assert "big.png" in result.stderr and "megapixels" in result.stderr
+    features = np.load(out)
+    assert np.isnan(features[0]).all() and np.isfinite(features[1]).all()
+
+
+def test_header_claiming_a_huge_picture_is_refused_before_decoding(
+    tmp_path: Path,
+) -> None:
+    bomb = png_with_header_size(
+        tmp_path / "bomb.png", 60_000, 60_000
+    )  # 3.6 Gpx claimed, 70 bytes
+    with pytest.raises(ImageError, match=r"bomb.png: image too large"):
+        load_image(bomb)
+    # Below PIL's own refusal (2 x 89 Mpx) but above what counting decodes (100 Mpx).
+    large = png_with_header_size(tmp_path / "large.png", 11_000, 9_500)
+    with (
+        pytest.warns(Image.DecompressionBombWarning),
+        pytest.raises(ImageError, match=r"large.png: image too large \(11000x9500"),
+    ):
+        load_image(large)
+
+
+def test_huge_header_through_the_cli_is_one_line(cli, tmp_path: Path) -> None:
+    bomb = png_with_header_size(tmp_path / "bomb.png", 60_000, 60_000)
+    assert_one_error(cli("count", bomb), "bomb.png", "image too large")
+
+
+@pytest.mark.parametrize(
+    ("size", "input_size", "problem"),
+    [
+        ((1, 5000), 224, "aspect ratio"),
+        ((5000, 300), 2048, "after resizing"),
+        ((3000, 3000), None, "after resizing"),
+    ],
+)
+def test_bounds_are_checked_from_sizes_alone(size, input_size, problem) -> None:
+    prep = Preprocessing(input_size=input_size)
+    with pytest.raises(ImageError, match=problem):
+        prep.checked_target_size(*size, source="x.png")
+    width, height = (
+        prep.checked_target_size(640, 480, source="ok.png")
+        if input_size != 2048
+        else (0, 0)
+    )
+    assert width * height <= MAX_INPUT_PIXELS and max(width, height) <= MAX_LONG_SIDE
+
+
+@pytest.mark.parametrize("input_size", [100_000, 4096, -5])
+def test_model_input_size_out_of_range(
+    cli, mutated_model, features_file: Path, input_size: int
+) -> None:
+    def change(arrays: dict, document: dict) -> None:
+        document["user_metadata"]["preprocessing"]["input_size"] = input_size
+
+    model = mutated_model(change)
+    line = assert_one_error(
+        cli("count", "--features", features_file, "--model", model), str(model)
+    )
+    assert "preprocessing.input_size" in line
+
+
+def test_model_roi_mask_of_100000_squared_is_refused_before_decoding(
+    cli, mutated_model, features_file
+) -> None:
+    def change(arrays: dict, document: dict) -> None:
+        side = 100_000
+        document["user_metadata"]["preprocessing"].update(
+            roi=True,
+            roi_mask={"shape": [side, side], "first": True, "runs": [side * side]},
+        )
+
+    model = mutated_model(change)
+    assert_one_error(
+        cli("count", "--features", features_file, "--model", model),
+        str(model),
+        "roi_mask",
+    )
+
+
+def test_preprocessing_refuses_a_huge_input_size() -> None:
+    with pytest.raises(ValueError, match="at most 2048"):
+        Preprocessing(input_size=100_000)
