@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from agp.persistence import PARAM_PREFIX
 from counting.errors import ModelFileError
 from counting.imaging import MAX_SOURCE_PIXELS
 
@@ -95,16 +96,13 @@ def check_regressor(regressor: Any, source: str) -> tuple[int, int]:
 
 
 def _check_regressor(regressor: Any) -> tuple[int, int]:
-    n_features = _integer(
-        getattr(regressor, "n_features_in_", None), "n_features_in", 1, MAX_FEATURES
-    )
+    # The estimator's own state export (public API) is what is checked, not its private fields.
     try:
-        regressor._kernel_kind()
+        arrays, document = regressor.get_state()
     except ValueError:
-        raise _Problem(
-            "kernel", f"unknown kernel {getattr(regressor, 'kernel', None)!r}"
-        ) from None
-    alpha = getattr(regressor, "alpha_", None)
+        raise _Problem("kernel", f"unknown kernel {getattr(regressor, 'kernel', None)!r}") from None
+    n_features = _integer(document.get("n_features_in"), "n_features_in", 1, MAX_FEATURES)
+    alpha = arrays.get("alpha")
     if not isinstance(alpha, np.ndarray) or alpha.ndim != 2:
         raise _Problem(
             "alpha",
@@ -114,47 +112,29 @@ def _check_regressor(regressor: Any) -> tuple[int, int]:
     _integer(n_centers, "alpha rows (centres)", 1, MAX_CENTERS)
     _integer(n_outputs, "alpha columns (outputs)", 1, MAX_OUTPUTS)
     _array(alpha, "alpha", (None, None))
-    _array(
-        getattr(regressor, "_centers_standardised", None),
-        "centers_standardised",
-        (n_centers, n_features),
-    )
-    _array(getattr(regressor, "centers_", None), "centers", (n_centers, n_features))
-    _array(
-        getattr(regressor, "_center_targets_centred", None),
-        "center_targets",
-        (n_centers, None),
-    )
-    _array(getattr(regressor, "x_mean_", None), "x_mean", (n_features,))
-    scale = _array(getattr(regressor, "x_scale_", None), "x_scale", (n_features,))
+    _array(arrays.get("centers_standardised"), "centers_standardised", (n_centers, n_features))
+    _array(arrays.get("centers"), "centers", (n_centers, n_features))
+    _array(arrays.get("center_targets"), "center_targets", (n_centers, None))
+    _array(arrays.get("x_mean"), "x_mean", (n_features,))
+    scale = _array(arrays.get("x_scale"), "x_scale", (n_features,))
     if (scale <= 0).any():
-        raise _Problem(
-            "x_scale", "feature scales must be positive (a zero scale divides by zero)"
-        )
-    y_mean = getattr(regressor, "y_mean_", None)
+        raise _Problem("x_scale", "feature scales must be positive (a zero scale divides by zero)")
+    y_mean = arrays.get("y_mean")
     if not isinstance(y_mean, np.ndarray) or y_mean.size != n_outputs:
-        raise _Problem(
-            "y_mean",
-            f"expected {n_outputs} value(s), found {getattr(y_mean, 'shape', y_mean)!r}",
-        )
+        raise _Problem("y_mean", f"expected {n_outputs} value(s), found {getattr(y_mean, 'shape', y_mean)!r}")
     _array(y_mean.reshape(-1), "y_mean", (n_outputs,))
-    _array(getattr(regressor, "mean_coef_", None), "mean_coef", (n_features, n_outputs))
-    params = getattr(regressor, "kernel_params_", None)
-    if not isinstance(params, Mapping) or not params:
+    _array(arrays.get("mean_coef"), "mean_coef", (n_features, n_outputs))
+    params = {key.removeprefix(PARAM_PREFIX): value for key, value in arrays.items() if key.startswith(PARAM_PREFIX)}
+    if not params:
         raise _Problem("kernel parameters", "missing")
     for name, value in params.items():
         array = _array(value, f"kernel parameter {name}", (None,) * np.ndim(value))
         if array.ndim == 0 or array.shape[0] not in (1, n_centers):
-            raise _Problem(
-                f"kernel parameter {name}",
-                f"shape {array.shape} does not match {n_centers} centres",
-            )
+            raise _Problem(f"kernel parameter {name}", f"shape {array.shape} does not match {n_centers} centres")
         if "lengthscale" in name and not name.startswith("log") and (array == 0).any():
-            raise _Problem(
-                f"kernel parameter {name}", "a lengthscale of zero divides by zero"
-            )
-    _number(getattr(regressor, "lengthscale_", None), "lengthscale", 0.0)
-    _number(getattr(regressor, "noise_", None), "noise", 0.0)
+            raise _Problem(f"kernel parameter {name}", "a lengthscale of zero divides by zero")
+    _number(document.get("lengthscale"), "lengthscale", 0.0)
+    _number(document.get("noise"), "noise", 0.0)
     # The checks above cover what the format stores; one prediction at the feature means
     # catches any combination that still overflows (e.g. lengthscales of 1e-300).
     with np.errstate(all="ignore"):
