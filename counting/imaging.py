@@ -110,6 +110,10 @@ def to_rgb(image: Image.Image) -> Image.Image:
 def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
     """``(H, W)`` of the upright picture (EXIF orientation applied, as :func:`load_image` does)
     from the file header, without decoding the pixels."""
+    from counting.files import is_regular_file
+
+    if not is_regular_file(path):  # a FIFO would block Image.open; load_image names the problem
+        raise ImageError(f"{path}: not a regular file")
     try:
         with Image.open(path) as image:
             width, height = image.size

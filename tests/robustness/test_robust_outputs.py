@@ -168,7 +168,7 @@ def test_report_out_dir_that_is_a_file(cli, tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     before = snapshot(blocker)
     assert_one_error(
-        cli("report", "-o", blocker), str(blocker), "is a file, not a folder"
+        cli("report", "-o", blocker), str(blocker), "is a file", code=2
     )
     assert_unchanged(before)
 
