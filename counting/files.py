@@ -246,3 +246,12 @@ def _is_fs_text(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def check_not_an_input(output: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> None:
+    """``OutputError`` when ``output`` is one of the command's own inputs (an image, the model,
+    the video): writing it would destroy what the command reads."""
+    target = os.path.realpath(output)
+    for source in inputs:
+        if os.path.realpath(source) == target:
+            raise OutputError(f"{output}: output is also an input of this command; choose another name")

@@ -531,8 +531,6 @@ def count_video(
             if output_video is not None:
                 video_temporary = _temporary_beside(Path(output_video))
                 writer = open_video_writer(video_temporary, reader.fps / stride, reader.frame_size)
-            if records_path is not None:
-                sink = RecordSink(records_path, fields)
             try:
                 for batch in reader.batches(batch_size):
                     counts = model.count_prepared([frame.prepared for frame in batch])
@@ -557,7 +555,9 @@ def count_video(
                                 label = f"count {smoothed:.1f}"
                         if "low" in record:
                             label += f" [{record['low']:.0f}-{record['high']:.0f}]"
-                        if sink is not None:
+                        if records_path is not None:
+                            if sink is None:  # opened at the first row: a source that gives
+                                sink = RecordSink(records_path, fields)  # no frame keeps the file
                             sink.write(record)
                         if writer is not None:
                             writer.write(annotate(frame.image, label))
@@ -578,6 +578,8 @@ def count_video(
             writer.release()
         if video_temporary is not None:
             _finish_video(video_temporary, Path(output_video), keep=run.frames > 0)  # type: ignore[arg-type]
+    if run.frames == 0 and not run.interrupted:
+        raise StreamError(f"{video.spec}: no frame could be decoded (not a video, or an empty one)")
     if run.frames and not names:
         run.mean_count = total / run.frames
     return run

@@ -115,7 +115,16 @@ class OnnxTrunk:
     def run(self, batch: np.ndarray) -> list[np.ndarray]:
         """Feature maps ``(B, C, h, w)`` float32, one per output, for a ``(B, 3, H, W)`` batch."""
         inputs = np.ascontiguousarray(batch, dtype=np.float32)
-        return self.session.run(list(self.outputs), {INPUT_NAME: inputs})
+        maps = self.session.run(list(self.outputs), {INPUT_NAME: inputs})
+        # The sidecar hash only catches accidental damage; a file altered together with its
+        # sidecar can still run, so outputs that are not finite stop the run rather than
+        # silently becoming NaN descriptors (finite inputs always give finite maps here).
+        if np.isfinite(inputs).all() and not all(np.isfinite(item).all() for item in maps):
+            raise BackboneError(
+                f"{self.path}: the exported network gives non-finite outputs; delete the file "
+                "to re-export it, or use --runtime torch"
+            )
+        return maps
 
 
 def load_or_export(

@@ -33,6 +33,7 @@ __all__ = [
 
 RuntimeName = Literal["onnxruntime", "torch"]
 RUNTIMES: tuple[str, ...] = ("onnxruntime", "torch")
+MAX_THREADS_PER_CPU = 4
 
 _lock = threading.Lock()
 _settings: dict[str, object] = {"runtime": None, "threads": None}
@@ -57,8 +58,12 @@ def configure_runtime(runtime: str | None = None, threads: int | None = None) ->
     """Set the process-wide runtime and thread count (``None`` restores the default)."""
     if runtime is not None:
         check_runtime(runtime)
-    if threads is not None and threads < 1:
-        raise ValueError(f"threads must be at least 1, got {threads}")
+    if threads is not None and not 1 <= threads <= MAX_THREADS_PER_CPU * available_cpus():
+        # Thousands of intra-op threads exhaust memory before they compute anything.
+        raise ValueError(
+            f"threads must be 1 to {MAX_THREADS_PER_CPU * available_cpus()} "
+            f"({MAX_THREADS_PER_CPU} per CPU core), got {threads}"
+        )
     with _lock:
         _settings["runtime"] = runtime
         _settings["threads"] = threads

@@ -105,5 +105,9 @@ def load_model_option(path: Path | None) -> Any:
 def use_runtime(runtime: str, threads: int | None) -> None:
     """Make this command's backbones run on ``runtime`` with ``threads`` threads."""
     from counting.backbones.runtime import configure_runtime
+    from counting.errors import CountingError
 
-    configure_runtime(runtime, threads)
+    try:
+        configure_runtime(runtime, threads)
+    except ValueError as error:
+        raise CountingError(f"--threads {threads}: {error}") from None

@@ -25,7 +25,14 @@ from counting.cli.options import (
     WeightsOption,
 )
 from counting.errors import CountingError, ImageError
-from counting.files import atomic_write, atomic_write_text, check_writable, is_regular_file, printable
+from counting.files import (
+    atomic_write,
+    atomic_write_text,
+    check_not_an_input,
+    check_writable,
+    is_regular_file,
+    printable,
+)
 from counting.inputs import expand_image_paths
 
 
@@ -161,9 +168,10 @@ def count(
     Unreadable images are reported and skipped; the rest are counted.
     """
     use_runtime(runtime, threads)
-    for output in (csv, json_path):
-        if output is not None:
-            check_writable(output)  # before any work: a bad output path must not waste it
+    outputs = [output for output in (csv, json_path) if output is not None]
+    for output in outputs:
+        check_writable(output)  # before any work: a bad output path must not waste it
+        check_not_an_input(output, [item for item in (model, features, *(paths or [])) if item is not None])
     counting_model = load_model_option(model)
     problems: list[str] = []
     if features is not None:
@@ -176,6 +184,8 @@ def count(
         if not paths:
             raise ImageError("no images given: pass image files, folders or glob patterns")
         files, problems = expand_image_paths(paths)
+        for output in outputs:
+            check_not_an_input(output, files)
         result = counting_model.count_paths(
             files, cache=optional_cache(cache_dir), weights=weights, batch_size=batch_size, progress=progress
         )

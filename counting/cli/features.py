@@ -29,7 +29,7 @@ from counting.cli.options import (
 )
 from counting.errors import CountingError
 from counting.features import FeatureSet, extract_features
-from counting.files import atomic_path, atomic_write, check_writable, printable
+from counting.files import atomic_path, atomic_write, check_not_an_input, check_writable, printable
 from counting.inputs import expand_image_paths
 
 __all__ = ["features", "write_features"]
@@ -64,6 +64,8 @@ def features(
         if out.suffix.lower() == ".npy":
             check_writable(out.with_suffix(".files.txt"))
     paths, problems = expand_image_paths(inputs)
+    if out is not None:
+        check_not_an_input(out, paths)
     if problems:
         raise CountingError(problems[0])
     result = extract_features(

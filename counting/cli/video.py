@@ -70,7 +70,7 @@ def video(
     stops and keeps everything written so far.
     """
     use_runtime(runtime, threads)
-    from counting.files import check_writable
+    from counting.files import check_not_an_input, check_writable
     from counting.video import VideoSource, count_video
 
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads
@@ -78,6 +78,9 @@ def video(
         check_writable(counts, in_place=True)  # rows are streamed into the file itself
     if output_video is not None:
         check_writable(output_video)
+    for output in (counts, output_video):
+        if output is not None and video_source.kind == "file":
+            check_not_an_input(output, [video_source.spec])
     counting_model = load_model_option(model)
     counting_model.get_backbone(weights)
 
