@@ -272,12 +272,17 @@ class CountingModel:
         weights: str | Path | None = None,
         batch_size: int = defaults.BATCH_SIZE,
         progress: bool = False,
+        extract: Any = None,
     ) -> CountResult:
-        """Count image files; unreadable images are skipped and reported in ``errors``."""
+        """Count image files; unreadable images are skipped and reported in ``errors``.
+
+        ``extract`` replaces :func:`~counting.features.extract_features` (same signature), e.g.
+        :func:`counting.distributed.cluster_extractor` to run on a Dask cluster.
+        """
         from counting.features import extract_features
 
         backbone = self.get_backbone(weights)
-        feature_set = extract_features(
+        feature_set = (extract or extract_features)(
             list(paths),
             backbone,
             self.preprocessing(),

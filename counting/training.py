@@ -212,6 +212,7 @@ def train_model(
     progress: bool = False,
     log: Callable[[str], None] | None = None,
     split: str | None = None,
+    extract: Callable[..., Any] | None = None,
 ) -> CountingModel:
     """Fit a CountingModel on the train split of ``dataset`` (a loaded CountingDataset).
 
@@ -219,6 +220,7 @@ def train_model(
     calibrates the interval on out-of-fold predictions of every train image (K extra fits);
     ``tail`` / ``blocks`` / ``random`` hold a part out of the fit; ``none`` skips the interval.
     ``split`` is the split string the dataset was loaded with, recorded in the model file.
+    ``extract`` replaces ``extract_features`` (same signature), e.g. on a Dask cluster.
     """
     from counting.backbones import Preprocessing, get_backbone
     from counting.evaluation import crowd_metrics, voc_metrics
@@ -250,7 +252,7 @@ def train_model(
     paths = [sample.path for sample in samples]
 
     def extract(grid: tuple[int, int] | None) -> np.ndarray:
-        return extract_features(
+        return (extract or extract_features)(
             paths,
             backbone,
             preprocessing,

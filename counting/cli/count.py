@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from counting import defaults
+from counting.cli.cluster import ClusterOption, cluster_extraction
 from counting.cli.common import console, expand_image_paths, load_model_option, optional_cache
 from counting.cli.evaluate import ModelOption
 from counting.cli.train import CacheDirOption, WeightsOption
@@ -138,6 +139,7 @@ def count(
     cache_dir: CacheDirOption = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Images per forward pass.")] = defaults.BATCH_SIZE,
     progress: Annotated[bool, typer.Option(help="Show a progress bar for many images.")] = False,
+    cluster: ClusterOption = None,
 ) -> None:
     """Count objects in images: a table on screen, optionally CSV / JSON (one row per image).
 
@@ -155,9 +157,11 @@ def count(
         if not paths:
             raise ImageError("no images given: pass image files, folders or glob patterns")
         files, problems = expand_image_paths(paths)
-        result = counting_model.count_paths(
-            files, cache=optional_cache(cache_dir), weights=weights, batch_size=batch_size, progress=progress
-        )
+        with cluster_extraction(cluster) as extract:
+            result = counting_model.count_paths(
+                files, cache=optional_cache(cache_dir), weights=weights, batch_size=batch_size, progress=progress,
+                extract=extract,
+            )
         sources, counts, low, high, ok, errors = (
             result.sources,
             result.counts,

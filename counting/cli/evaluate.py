@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from counting import defaults
+from counting.cli.cluster import ClusterOption, cluster_extraction
 from counting.cli.common import console, evaluate_on_test_split, load_model_option
 from counting.cli.train import (
     CacheDirOption,
@@ -80,6 +81,7 @@ def evaluate(
     csv: CsvOption = None,
     include_difficult: DifficultOption = False,
     progress: ProgressOption = True,
+    cluster: ClusterOption = None,
 ) -> None:
     """Evaluate a model on a dataset's test split: MAE / MSE / RMSE (crowds) or mRMSE (VOC).
 
@@ -87,10 +89,11 @@ def evaluate(
     also get the figures after temporal smoothing, reported separately.
     """
     counting_model = load_model_option(model)
-    result = evaluate_on_test_split(
-        counting_model, dataset.value, root, split, csv, include_difficult,
-        cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress,
-    )
+    with cluster_extraction(cluster) as extract:
+        result = evaluate_on_test_split(
+            counting_model, dataset.value, root, split, csv, include_difficult,
+            cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress, extract=extract,
+        )
     console.print(figures_table(result))
     if result.interval_metrics:
         interval = result.interval_metrics

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from counting import defaults
 from counting.backbones import BACKBONES, Preprocessing, get_backbone
+from counting.cli.cluster import ClusterOption, extraction_on
 from counting.errors import CountingError
 from counting.features import FeatureCache, FeatureSet, extract_features
 
@@ -55,6 +56,7 @@ def features(
         bool, typer.Option("--skip-bad", help="Report unreadable images and go on (default: stop at the first).")
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
+    cluster: ClusterOption = None,
 ) -> None:
     """Extract (and cache) image descriptors; write them to a .npy or .csv file."""
     console = Console(stderr=True)
@@ -70,7 +72,7 @@ def features(
         if batch < 1:
             raise InputError(f"--batch-size: must be at least 1, got {batch}")
         model = get_backbone(backbone or defaults.BACKBONE, weights)
-        result = extract_features(
+        result = extraction_on(cluster, extract_features)(
             paths,
             model,
             Preprocessing(input_size=size),

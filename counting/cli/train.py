@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from counting import defaults
+from counting.cli.cluster import ClusterExtraction, ClusterOption
 from counting.cli.common import (
     console,
     feature_cache,
@@ -210,6 +211,7 @@ def train(
     progress: Annotated[
         bool, typer.Option(help="Show a progress bar while extracting features.", rich_help_panel=RUN)
     ] = True,
+    cluster: ClusterOption = None,
 ) -> None:
     """Train a counting model (AGP on CNN descriptors) on a dataset's train split.
 
@@ -244,7 +246,8 @@ def train(
         soft_wrap=True,
     )
     cache = feature_cache(cache_dir, not no_cache)
-    model = train_model(data, config, cache=cache, progress=progress, log=console.print, split=split)
+    extract = ClusterExtraction(cluster) if cluster is not None else None
+    model = train_model(data, config, cache=cache, progress=progress, log=console.print, split=split, extract=extract)
     if model.training.get("best_epoch") is not None:
         console.print(f"best epoch on the regressor's validation rows: {model.training['best_epoch']}")
     figure_rows = [
@@ -263,6 +266,7 @@ def train(
             batch_size=batch_size,
             progress=progress,
             split=split,
+            extract=extract,
         )
         model.test_metrics = result.to_dict()
         figure_rows.append((f"{result.metrics.get('n')} test, per frame", result.metrics))
@@ -273,6 +277,8 @@ def train(
                     result.sequence_metrics,
                 )
             )
+    if extract is not None:
+        extract.close()
     print_figures(figure_rows)
     if model.interval is not None:
         where = " on the test split" if model.test_metrics.get("interval") else ""

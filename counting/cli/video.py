@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from counting import defaults
+from counting.cli.cluster import StreamsClusterOption, count_sources
 from counting.cli.common import console, load_model_option, print_error
 from counting.cli.evaluate import ModelOption
 from counting.cli.train import WeightsOption
@@ -15,11 +16,11 @@ from counting.cli.train import WeightsOption
 
 def video(
     source: Annotated[
-        str,
+        Optional[str],
         typer.Argument(
             help="Video file, webcam index (0, 1, …) or stream URL (rtsp://…, http://…).", show_default=False
         ),
-    ],
+    ] = None,
     model: ModelOption = None,
     counts: Annotated[
         Optional[Path],
@@ -56,6 +57,25 @@ def video(
     ] = defaults.VIDEO_BATCH_SIZE,
     weights: WeightsOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print a line per frame.")] = False,
+    sources: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--sources",
+            help="Count many streams at once: a file listing one source per line; one task and one counts "
+            "file per stream (in --counts-dir). Runs on --cluster, default local:N (a worker per stream, "
+            "up to the cores here).",
+            show_default=False,
+        ),
+    ] = None,
+    counts_dir: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--counts-dir",
+            help="With --sources: folder for the per-stream counts files (default SOURCES_STEM-counts/).",
+            show_default=False,
+        ),
+    ] = None,
+    cluster: StreamsClusterOption = None,
 ) -> None:
     """Count people in each frame of a video file, webcam or RTSP/HTTP stream.
 
@@ -64,6 +84,11 @@ def video(
     """
     from counting.video import VideoSource, count_video
 
+    if sources is not None or source is None:
+        count_sources(source, sources, counts_dir, cluster, model, counts, output_video, weights,
+                      stride=stride, smooth_window=smooth, max_frames=max_frames, max_retries=retries,
+                      batch_size=batch_size)
+        return
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads
     counting_model = load_model_option(model)
     counting_model.get_backbone(weights)
