@@ -4,6 +4,7 @@ scheduler address (``tcp://host:8786``)."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -12,6 +13,7 @@ from counting.errors import CountingError
 
 __all__ = ["ClusterError", "open_cluster", "parse_cluster"]
 
+# Seconds to wait for a scheduler; COUNTING_CLUSTER_TIMEOUT overrides (slow networks, tests).
 CONNECT_TIMEOUT_S = 20
 
 
@@ -54,7 +56,7 @@ def open_cluster(text: str, *, quiet: bool = True) -> Iterator[Any]:
             )
             client = Client(cluster)
         else:
-            client = Client(target, timeout=CONNECT_TIMEOUT_S)
+            client = Client(target, timeout=float(os.environ.get("COUNTING_CLUSTER_TIMEOUT", CONNECT_TIMEOUT_S)))
     except (OSError, TimeoutError) as error:
         if cluster is not None:
             cluster.close()

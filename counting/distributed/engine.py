@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -123,6 +124,7 @@ def extract_features_distributed(
         cache_dir=None if cache is None else os.path.abspath(cache.directory),
         cache_key=None if settings is None else settings_key(settings),
         cache_settings=settings,
+        run_id=uuid.uuid4().hex,
     )
     items = [Item(k, path, os.path.abspath(path)) for k, path in enumerate(path_list)]
     console = console if console is not None else Console(stderr=True)

@@ -53,6 +53,7 @@ class ExtractionJob:
     cache_dir: str | None = None
     cache_key: str | None = None
     cache_settings: dict | None = None
+    run_id: str = ""  # one extraction call: worker-side cache objects live as long as it
 
     @classmethod
     def build(
@@ -66,6 +67,7 @@ class ExtractionJob:
         cache_dir: str | None,
         cache_key: str | None,
         cache_settings: dict | None,
+        run_id: str = "",
     ) -> ExtractionJob:
         mask = prep.roi_mask
         return cls(
@@ -80,6 +82,7 @@ class ExtractionJob:
             cache_dir=cache_dir,
             cache_key=cache_key,
             cache_settings=cache_settings,
+            run_id=run_id,
         )
 
     def roi_mask(self) -> np.ndarray | None:
@@ -147,17 +150,21 @@ class WorkerState:
         self.eager = Backbone(*common, weights_path=backbone.weights_path, use_trace=False)
         self.traced = Backbone(*common, weights_path=backbone.weights_path, trace_after=0)
         self.seen: dict[Shape, int] = defaultdict(int)
-        self.caches: dict[str, Any] = {}
+        self.caches: dict[tuple[str, str], Any] = {}
         self.preps: dict[tuple, Any] = {}
         self.lock = threading.Lock()
 
-    def cache(self, directory: str) -> Any:
+    def cache(self, directory: str, run_id: str) -> Any:
+        """One FeatureCache per extraction run: it lists the folder once, and a listing from an
+        earlier run would miss what other workers stored since."""
         from counting.features import FeatureCache
 
+        key = (directory, run_id)
         with self.lock:
-            if directory not in self.caches:
-                self.caches[directory] = FeatureCache(directory)
-            return self.caches[directory]
+            if key not in self.caches:
+                self.caches = {old: cache for old, cache in self.caches.items() if old[1] == run_id}
+                self.caches[key] = FeatureCache(directory)
+            return self.caches[key]
 
     def preprocessing(self, job: ExtractionJob) -> Any:
         from counting.backbones import Preprocessing
@@ -225,7 +232,7 @@ def survey_chunk(job: ExtractionJob, items: list[Item]) -> SurveyResult:
     """Content hashes of ``items`` and the rows the shared cache already holds for them."""
     state = _state(job.plugin_name)
     assert job.cache_dir is not None and job.cache_key is not None
-    cache = state.cache(job.cache_dir)
+    cache = state.cache(job.cache_dir, job.run_id)
     hashes = [cache.content_hash(item.location) for item in items]
     stored = cache.get_many(job.cache_key, [h for h in hashes if h is not None], job.row_shape)
     positions = [k for k, h in enumerate(hashes) if h is not None and h in stored]
@@ -260,7 +267,7 @@ def compute_chunk(job: ExtractionJob, chunk: ChunkJob) -> ChunkResult:
         # The thread count changes the bits of some batch sizes: use the client's.
         torch.set_num_threads(job.threads)
     prep = state.preprocessing(job)
-    cache = state.cache(job.cache_dir) if job.cache_dir is not None and job.cache_key is not None else None
+    cache = state.cache(job.cache_dir, job.run_id) if job.cache_dir is not None and job.cache_key is not None else None
     result_indices: list[int] = []
     result_rows: list[np.ndarray] = []
     errors: dict[int, str] = {}
