@@ -7,6 +7,7 @@ The cluster is started once for the module; each extraction is compared byte for
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import signal
@@ -199,6 +200,37 @@ def test_cli_reports_an_unreachable_scheduler_in_one_line(frames, monkeypatch: p
     assert result.exit_code == 1
     assert "tcp://127.0.0.1:9: cannot reach a Dask scheduler" in result.output
     assert "Traceback" not in result.output
+
+
+def test_count_and_evaluate_on_a_scheduler_address_match_local_runs(
+    client, frames, mall_root: Path, tmp_path: Path
+) -> None:
+    runner, address = CliRunner(), client.scheduler.address
+    for flags, name in (([], "local"), (["--cluster", address], "cluster")):
+        result = runner.invoke(app, ["count", *frames[:5], "--json", str(tmp_path / f"count-{name}.json"), *flags])
+        assert result.exit_code == 0, result.output
+        result = runner.invoke(
+            app,
+            [
+                "evaluate",
+                "-d",
+                "mall",
+                "-r",
+                str(mall_root),
+                "--split",
+                "train=1-792,test=793-800",
+                "--no-progress",
+                "--json",
+                str(tmp_path / f"evaluate-{name}.json"),
+                *flags,
+            ],
+        )
+        assert result.exit_code == 0, result.output
+    for kind in ("count", "evaluate"):
+        local = json.loads((tmp_path / f"{kind}-local.json").read_text())
+        remote = json.loads((tmp_path / f"{kind}-cluster.json").read_text())
+        assert remote == local
+    assert local["per_frame"]["n"] == 8
 
 
 def _write_video(path: Path, frames: list[str], size=(160, 120)) -> None:
