@@ -109,6 +109,8 @@ def count_sources(
     from counting.distributed import count_streams, open_cluster, read_sources
     from counting.errors import StreamError
 
+    if sources is None and source is not None:
+        raise StreamError(f"{source}: --cluster runs the streams of --sources FILE; a single SOURCE runs here")
     if sources is None:
         raise StreamError("no video source: give SOURCE, or --sources FILE listing one source per line")
     if source is not None:

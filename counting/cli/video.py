@@ -84,7 +84,7 @@ def video(
     """
     from counting.video import VideoSource, count_video
 
-    if sources is not None or source is None:
+    if sources is not None or source is None or cluster is not None:
         count_sources(source, sources, counts_dir, cluster, model, counts, output_video, weights,
                       stride=stride, smooth_window=smooth, max_frames=max_frames, max_retries=retries,
                       batch_size=batch_size)
