@@ -251,8 +251,10 @@ def train_model(
     preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
     paths = [sample.path for sample in samples]
 
-    def extract(grid: tuple[int, int] | None) -> np.ndarray:
-        return (extract or extract_features)(
+    extractor = extract if extract is not None else extract_features
+
+    def descriptors(grid: tuple[int, int] | None) -> np.ndarray:
+        return extractor(
             paths,
             backbone,
             preprocessing,
@@ -263,7 +265,7 @@ def train_model(
             on_error="raise",
         ).features
 
-    features = extract(config.grid)
+    features = descriptors(config.grid)
     counts = np.asarray(train.counts, dtype=float)
     indices = np.array([sample.index for sample in samples])
     tiles = whole = None
@@ -271,7 +273,7 @@ def train_model(
         tiles = tile_count_matrix(
             [sample.dots for sample in samples], image_sizes(paths), config.grid, roi_mask
         )
-        whole = extract(None) if config.whole_frame_rows else None
+        whole = descriptors(None) if config.whole_frame_rows else None
     design = _Design(features, counts, tiles, whole)
 
     mode = config.calibration
