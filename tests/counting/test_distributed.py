@@ -233,6 +233,21 @@ def test_count_and_evaluate_on_a_scheduler_address_match_local_runs(
     assert local["per_frame"]["n"] == 8
 
 
+def test_train_model_on_the_cluster_fits_the_same_model(client, mall_root: Path) -> None:
+    """Training goes through the same seam (with the Mall ROI mask shipped to the workers)."""
+    from counting.cli.common import open_dataset
+    from counting.distributed import cluster_extractor
+    from counting.training import TrainingConfig, train_model
+
+    data = open_dataset("mall", mall_root, "train=1-20,test=21-24")
+    config = TrainingConfig(n_centers=4, max_epochs=2, calibration="none", batch_size=BATCH)
+    local = train_model(data, config)
+    remote = train_model(data, config, extract=cluster_extractor(client))
+    assert local.roi_mask is not None
+    probe = np.random.default_rng(0).normal(size=(6, 1000))
+    assert np.array_equal(remote.predict_features(probe), local.predict_features(probe))
+
+
 def _write_video(path: Path, frames: list[str], size=(160, 120)) -> None:
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, size)
     for frame in frames:
