@@ -207,17 +207,46 @@ def test_per_image_errors_come_back(client, frames, tmp_path: Path) -> None:
     assert remote.errors[str(text)].startswith(f"{text}: ")
     assert np.array_equal(remote.ok, single.ok) and int(remote.ok.sum()) == 10
     assert remote.features.tobytes() == single.features.tobytes()  # NaN rows in the same places
+    # Stopping: the image a single process stops at (unreadable headers are batched first).
+    with pytest.raises(ImageError) as stopped:
+        extract_features(
+            paths, get_backbone("efficientnet-lite0"), Preprocessing(224), batch_size=BATCH, progress=False
+        )
+    assert str(stopped.value) == single.errors[str(text)]
     with pytest.raises(ImageError) as raised:
         extract_features_distributed(
             paths, backbone, Preprocessing(224), batch_size=BATCH, progress=False, client=client
         )
-    assert str(raised.value) == single.errors[str(corrupt)]
+    assert str(raised.value) == str(stopped.value)
 
 
-def test_cli_features_on_local_cluster_equals_single_process(frames, tmp_path: Path) -> None:
+def test_mixed_image_sizes_are_batched_as_in_one_process(client, frames, tmp_path: Path) -> None:
+    """Photos of several sizes: a single process batches them by input shape (header order);
+    the cluster must cut the very same batches."""
+    paths = []
+    for k, frame in enumerate(frames[:10]):
+        image = cv2.imread(frame)
+        if k % 3 == 1:
+            image = image[:, : image.shape[1] * 2 // 3]  # another aspect ratio, another input shape
+        elif k % 3 == 2:
+            image = image[: image.shape[0] * 3 // 4]
+        path = tmp_path / f"{k:02d}.png"
+        cv2.imwrite(str(path), image)
+        paths.append(str(path))
+    backbone = get_backbone("efficientnet-lite0")
+    single = extract_features(paths, backbone, Preprocessing(224), batch_size=BATCH, progress=False)
+    remote = extract_features_distributed(
+        paths, backbone, Preprocessing(224), batch_size=BATCH, progress=False, client=client
+    )
+    assert single.ok.all() and remote.ok.all()
+    assert remote.features.tobytes() == single.features.tobytes()
+
+
+@pytest.mark.parametrize("runtime_flag", ["onnxruntime", "torch"])
+def test_cli_features_on_local_cluster_equals_single_process(frames, tmp_path: Path, runtime_flag: str) -> None:
     runner = CliRunner()
     single, clustered = tmp_path / "single.npy", tmp_path / "cluster.npy"
-    common = [*frames[:8], "--no-cache", "--batch-size", str(BATCH), "--no-progress"]
+    common = [*frames[:8], "--no-cache", "--batch-size", str(BATCH), "--no-progress", "--runtime", runtime_flag]
     result = runner.invoke(app, ["features", *common, "-o", str(single)])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["features", *common, "-o", str(clustered), "--cluster", "local:2"])
