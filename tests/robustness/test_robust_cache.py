@@ -134,7 +134,7 @@ def test_fifo_in_a_folder_is_skipped_and_the_rest_counted(cli, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     assert (
         "a.png: not a regular file" in result.stderr
-        and "1 of 2 images" in result.stderr
+        and "1 of 2 images" in result.stdout  # the command's summary line goes to stdout
     )
 
 
