@@ -153,7 +153,7 @@ def test_replaced_image_with_restored_mtime_is_recomputed(cli, tmp_path: Path) -
         cache,
         "--no-progress",
     )
-    assert first.exit_code == 0 and "1 computed" in first.stderr
+    assert first.exit_code == 0 and "1 computed" in first.stdout
     status = image.stat()
     shutil.copyfile(other, tmp_path / "swap.bmp")
     os.replace(tmp_path / "swap.bmp", image)  # same name, same size, new content
@@ -168,7 +168,7 @@ def test_replaced_image_with_restored_mtime_is_recomputed(cli, tmp_path: Path) -
         cache,
         "--no-progress",
     )
-    assert second.exit_code == 0 and "1 computed" in second.stderr, second.stderr
+    assert second.exit_code == 0 and "1 computed" in second.stdout, second.output
     fresh = cli(
         "features", other, "-o", tmp_path / "c.npy", "--no-cache", "--no-progress"
     )
@@ -201,4 +201,4 @@ def test_unchanged_image_is_still_a_cache_hit(cli, tmp_path: Path) -> None:
     image = make_image(tmp_path / "frame.png")
     assert cli("features", image, "--cache-dir", cache, "--no-progress").exit_code == 0
     again = cli("features", image, "--cache-dir", cache, "--no-progress")
-    assert "1 from cache, 0 computed" in again.stderr
+    assert "1 from cache, 0 computed" in again.stdout

@@ -78,7 +78,7 @@ def test_existing_annotated_video_kept_when_the_source_fails(
     old_video = make_video(tmp_path / "old.avi", n_frames=3)
     before = snapshot(old_video)
     assert_one_error(
-        cli("video", tmp_path / "none.avi", "--output", old_video), "none.avi"
+        cli("video", tmp_path / "none.avi", "--annotated", old_video), "none.avi"
     )
     assert_unchanged(before)
 
@@ -282,7 +282,7 @@ def test_sigterm_leaves_a_playable_video(tmp_path: Path, suffix: str) -> None:
             code,
             "video",
             str(clip),
-            "--output",
+            "--annotated",
             str(out),
             "--batch-size",
             "2",
