@@ -169,10 +169,12 @@ def evaluate_model(
     batch_size: int = defaults.BATCH_SIZE,
     progress: bool = False,
     split: str | None = None,
+    extract: Any = None,
 ) -> EvaluationResult:
     """Count the images of ``dataset`` (already the test subset) and score them.
 
-    ``split`` is the split string the dataset was loaded with (for the record).
+    ``split`` is the split string the dataset was loaded with (for the record); ``extract``
+    replaces ``extract_features`` (e.g. on a Dask cluster).
     """
     from counting.errors import DatasetError
 
@@ -193,6 +195,7 @@ def evaluate_model(
         weights=weights,
         batch_size=batch_size,
         progress=progress,
+        extract=extract,
     )
     ok = result.ok
     y_true = np.asarray(dataset.counts, dtype=float)[ok]

@@ -115,6 +115,9 @@ def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
     if not is_regular_file(path):  # a FIFO would block Image.open; load_image names the problem
         raise ImageError(f"{path}: not a regular file")
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            # Opening a FIFO blocks until someone writes to it: leave the message to load_image.
+            raise ImageError(f"{path}: not a regular file (a device, pipe or socket)")
         with Image.open(path) as image:
             width, height = image.size
             if image.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8):  # rotated by 90 degrees

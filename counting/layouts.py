@@ -115,13 +115,17 @@ def extract_views(
     cache: Any = None,
     batch_size: int = 16,
     progress: bool = False,
+    extract: Any = None,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``(frame, cells)`` descriptors the layout needs (the other is None), cached; an unreadable
-    image stops with its one-line ImageError."""
+    image stops with its one-line ImageError. ``extract`` replaces ``extract_features`` (same
+    signature), e.g. :func:`counting.distributed.cluster_extractor` on a Dask cluster."""
     from counting.features import extract_features
 
-    def extract(view_grid: tuple[int, int] | None) -> np.ndarray:
-        return extract_features(
+    extractor = extract if extract is not None else extract_features
+
+    def view(view_grid: tuple[int, int] | None) -> np.ndarray:
+        return extractor(
             [str(path) for path in paths],
             backbone,
             prep,
@@ -132,8 +136,8 @@ def extract_views(
             on_error="raise",
         ).features
 
-    frame = extract(None) if needs_frame(layout) else None
-    cells = extract(grid) if needs_cells(layout) else None
+    frame = view(None) if needs_frame(layout) else None
+    cells = view(grid) if needs_cells(layout) else None
     return frame, cells
 
 

@@ -328,14 +328,21 @@ class CountingModel:
         weights: str | Path | None = None,
         batch_size: int = defaults.BATCH_SIZE,
         progress: bool = False,
+        extract: Any = None,
     ) -> CountResult:
-        """Count image files; unreadable images are skipped and reported in ``errors``."""
+        """Count image files; unreadable images are skipped and reported in ``errors``.
+
+        ``extract`` replaces :func:`~counting.features.extract_features` (same signature), e.g.
+        :func:`counting.distributed.cluster_extractor` to run on a Dask cluster.
+        """
         from counting.features import extract_features
 
         backbone = self.get_backbone(weights)
 
-        def extract(grid: tuple[int, int] | None) -> Any:
-            return extract_features(
+        extractor = extract if extract is not None else extract_features
+
+        def views(grid: tuple[int, int] | None) -> Any:
+            return extractor(
                 list(paths),
                 backbone,
                 self.preprocessing(),
@@ -346,11 +353,11 @@ class CountingModel:
                 on_error="skip",
             )
 
-        feature_set = extract(self.grid)
+        feature_set = views(self.grid)
         features, ok = feature_set.features, np.asarray(feature_set.ok, dtype=bool)
         errors = dict(feature_set.errors)
         if self.layout == "pyramid":
-            whole = extract(None)
+            whole = views(None)
             features = stack_views(whole.features, features)
             ok &= np.asarray(whole.ok, dtype=bool)
             errors = dict(whole.errors) | errors

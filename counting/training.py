@@ -189,6 +189,7 @@ def train_model(
     progress: bool = False,
     log: Callable[[str], None] | None = None,
     split: str | None = None,
+    extract: Callable[..., Any] | None = None,
 ) -> CountingModel:
     """Fit a CountingModel on the train split of ``dataset`` (a loaded CountingDataset).
 
@@ -196,6 +197,7 @@ def train_model(
     calibrates the interval on out-of-fold predictions of every train image (K extra fits);
     ``tail`` / ``blocks`` / ``random`` hold a part out of the fit; ``none`` skips the interval.
     ``split`` is the split string the dataset was loaded with, recorded in the model file.
+    ``extract`` replaces ``extract_features`` (same signature), e.g. on a Dask cluster.
     """
     from counting.backbones import Preprocessing, get_backbone
     from counting.evaluation import crowd_metrics, voc_metrics
@@ -221,7 +223,7 @@ def train_model(
     preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
     frame, cells = extract_views(
         [sample.path for sample in samples], backbone, preprocessing, layout, config.grid,
-        cache=cache, batch_size=config.batch_size, progress=progress,
+        cache=cache, batch_size=config.batch_size, progress=progress, extract=extract,
     )
     features = model_features(layout, frame, cells)
     counts = np.asarray(train.counts, dtype=float)

@@ -27,6 +27,7 @@ __all__ = [
     "available_cpus",
     "check_runtime",
     "configure_runtime",
+    "configured_threads",
     "default_runtime",
     "default_threads",
 ]
@@ -74,6 +75,13 @@ def default_runtime() -> str:
     with _lock:
         configured = _settings["runtime"]
     return str(configured) if configured is not None else defaults.RUNTIME
+
+
+def configured_threads() -> int | None:
+    """The thread count set by :func:`configure_runtime` (``--threads``), else ``None``."""
+    with _lock:
+        configured = _settings["threads"]
+    return None if configured is None else int(configured)  # type: ignore[call-overload]
 
 
 def default_threads() -> int:

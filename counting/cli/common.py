@@ -63,6 +63,7 @@ def evaluate_on_test_split(
     smooth: int,
     weights: Path | None,
     progress: bool,
+    extract: Any = None,
 ) -> Any:
     """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``)."""
     from counting.evaluation import evaluate_model
@@ -76,6 +77,7 @@ def evaluate_on_test_split(
         weights=weights,
         progress=progress,
         split=split,
+        extract=extract,
     )
 
 

@@ -17,6 +17,7 @@ from counting.cli.common import console, load_model_option, optional_cache, use_
 from counting.cli.options import (
     BatchSizeOption,
     CacheDirOption,
+    ClusterOption,
     JsonOption,
     ModelOption,
     ProgressOption,
@@ -24,6 +25,7 @@ from counting.cli.options import (
     ThreadsOption,
     WeightsOption,
 )
+from counting.distributed.session import cluster_extraction
 from counting.errors import CountingError, ImageError
 from counting.files import (
     atomic_write,
@@ -162,6 +164,7 @@ def count(
     progress: ProgressOption = False,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
+    cluster: ClusterOption = None,
 ) -> None:
     """Count objects in images: a table on screen, optionally CSV / JSON (one row per image).
 
@@ -186,9 +189,11 @@ def count(
         files, problems = expand_image_paths(paths)
         for output in outputs:
             check_not_an_input(output, files)
-        result = counting_model.count_paths(
-            files, cache=optional_cache(cache_dir), weights=weights, batch_size=batch_size, progress=progress
-        )
+        with cluster_extraction(cluster) as extract:
+            result = counting_model.count_paths(
+                files, cache=optional_cache(cache_dir), weights=weights, batch_size=batch_size, progress=progress,
+                extract=extract,
+            )
         sources, counts, low, high, ok, errors = (
             result.sources,
             result.counts,

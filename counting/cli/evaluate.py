@@ -12,6 +12,7 @@ from counting import defaults
 from counting.cli.common import console, evaluate_on_test_split, load_model_option, use_runtime
 from counting.cli.options import (
     CacheDirOption,
+    ClusterOption,
     CountsCsvOption,
     DatasetOption,
     DifficultOption,
@@ -25,6 +26,7 @@ from counting.cli.options import (
     WeightsOption,
     smooth_option,
 )
+from counting.distributed.session import cluster_extraction
 
 SMOOTH_HELP = "Temporal smoothing window of the sequence figures (ucsd, mall)"
 
@@ -73,6 +75,7 @@ def evaluate(
     progress: ProgressOption = True,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
+    cluster: ClusterOption = None,
 ) -> None:
     """Evaluate a model on a dataset's test split: MAE / MSE / RMSE (crowds) or mRMSE (VOC).
 
@@ -86,10 +89,11 @@ def evaluate(
         if output is not None:
             check_writable(output)  # before evaluating: a bad output path must not waste the run
     counting_model = load_model_option(model)
-    result = evaluate_on_test_split(
-        counting_model, dataset, root, split, counts_csv, include_difficult,
-        cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress,
-    )
+    with cluster_extraction(cluster) as extract:
+        result = evaluate_on_test_split(
+            counting_model, dataset, root, split, counts_csv, include_difficult,
+            cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress, extract=extract,
+        )
     console.print(figures_table(result))
     if result.interval_metrics:
         interval = result.interval_metrics

@@ -18,6 +18,7 @@ from counting.cli.options import (
     BackboneOption,
     BatchSizeOption,
     CacheDirOption,
+    ClusterOption,
     GridOption,
     InputSizeOption,
     NoCacheOption,
@@ -27,6 +28,7 @@ from counting.cli.options import (
     WeightsOption,
     out_option,
 )
+from counting.distributed.session import extraction_on
 from counting.errors import CountingError
 from counting.features import FeatureSet, extract_features
 from counting.files import atomic_path, atomic_write, check_not_an_input, check_writable, printable
@@ -52,6 +54,7 @@ def features(
     progress: ProgressOption = True,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
+    cluster: ClusterOption = None,
 ) -> None:
     """Extract (and cache) image descriptors; write them to a .npy or .csv file."""
     use_runtime(runtime, threads)
@@ -68,7 +71,7 @@ def features(
         check_not_an_input(out, paths)
     if problems:
         raise CountingError(problems[0])
-    result = extract_features(
+    result = extraction_on(cluster, extract_features)(
         paths,
         get_backbone(backbone, weights),
         Preprocessing(input_size=input_size),

@@ -238,6 +238,37 @@ ThreadsOption = Annotated[
         rich_help_panel=RUN,
     ),
 ]
+ClusterOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--cluster",
+        help="Run on a Dask cluster: local:N (N worker processes here) or a scheduler address such as "
+        "tcp://HOST:8786. Extraction gives the same descriptors as without it; video --sources runs one "
+        "task per stream.",
+        show_default=False,
+        rich_help_panel=RUN,
+    ),
+]
+SourcesOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--sources",
+        help="Count many streams at once: a file listing one source per line; one task and one counts "
+        "file per stream (in --counts-dir), on --cluster (default local:N, a worker per stream up to the "
+        "cores here).",
+        show_default=False,
+        dir_okay=False,
+    ),
+]
+CountsDirOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--counts-dir",
+        help="With --sources: folder for the per-stream counts files (default SOURCES_STEM-counts/).",
+        show_default=False,
+        file_okay=False,
+    ),
+]
 ProgressOption = Annotated[
     bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.", rich_help_panel=RUN)
 ]

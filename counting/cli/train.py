@@ -21,6 +21,7 @@ from counting.cli.options import (
     CacheDirOption,
     CalibrationOption,
     CentersOption,
+    ClusterOption,
     CountsCsvOption,
     DatasetOption,
     DifficultOption,
@@ -39,6 +40,7 @@ from counting.cli.options import (
     WeightsOption,
     out_option,
 )
+from counting.distributed.session import ClusterExtraction
 
 
 def print_figures(rows: list[tuple[str, dict]]) -> None:
@@ -115,6 +117,7 @@ def train(
     progress: ProgressOption = True,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
+    cluster: ClusterOption = None,
 ) -> None:
     """Train a counting model (AGP on CNN descriptors) on a dataset's train split.
 
@@ -153,7 +156,8 @@ def train(
         soft_wrap=True,
     )
     cache = feature_cache(cache_dir, not no_cache)
-    model = train_model(data, config, cache=cache, progress=progress, log=console.print, split=split)
+    extract = ClusterExtraction(cluster) if cluster is not None else None
+    model = train_model(data, config, cache=cache, progress=progress, log=console.print, split=split, extract=extract)
     if model.training.get("best_epoch") is not None:
         console.print(f"best epoch on the regressor's validation rows: {model.training['best_epoch']}")
     figure_rows = [
@@ -172,6 +176,7 @@ def train(
             batch_size=batch_size,
             progress=progress,
             split=split,
+            extract=extract,
         )
         model.test_metrics = result.to_dict()
         figure_rows.append((f"{result.metrics.get('n')} test, per frame", result.metrics))
@@ -182,6 +187,8 @@ def train(
                     result.sequence_metrics,
                 )
             )
+    if extract is not None:
+        extract.close()
     print_figures(figure_rows)
     if model.interval is not None:
         where = " on the test split" if model.test_metrics.get("interval") else ""

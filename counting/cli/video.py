@@ -10,16 +10,25 @@ from rich.markup import escape
 
 from counting import defaults
 from counting.cli.common import console, error_console, load_model_option, print_error, use_runtime
-from counting.cli.options import ModelOption, RuntimeOption, ThreadsOption, WeightsOption, smooth_option
+from counting.cli.options import (
+    ClusterOption,
+    CountsDirOption,
+    ModelOption,
+    RuntimeOption,
+    SourcesOption,
+    ThreadsOption,
+    WeightsOption,
+    smooth_option,
+)
 
 
 def video(
     source: Annotated[
-        str,
+        Optional[str],
         typer.Argument(
             help="Video file, webcam index (0, 1, …) or stream URL (rtsp://…, http://…).", show_default=False
         ),
-    ],
+    ] = None,
     model: ModelOption = None,
     counts: Annotated[
         Optional[Path],
@@ -63,6 +72,9 @@ def video(
             help="Skip frames of a damaged file that cannot be decoded and exit 0 (default: stop, exit 1).",
         ),
     ] = False,
+    sources: SourcesOption = None,
+    counts_dir: CountsDirOption = None,
+    cluster: ClusterOption = None,
 ) -> None:
     """Count people in each frame of a video file, webcam or RTSP/HTTP stream.
 
@@ -73,6 +85,11 @@ def video(
     from counting.files import check_not_an_input, check_writable
     from counting.video import VideoSource, count_video
 
+    if sources is not None or source is None or cluster is not None:
+        count_sources(source, sources, counts_dir, cluster, model, counts, output_video, weights,
+                      stride=stride, smooth_window=smooth, max_frames=max_frames, max_retries=retries,
+                      batch_size=batch_size)
+        return
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads
     if counts is not None:
         check_writable(counts, in_place=True)  # rows are streamed into the file itself
@@ -140,3 +157,57 @@ def video(
             f"{run.problems[0].frame} (--ignore-errors skips them)"
         )
         raise typer.Exit(1)
+
+
+def count_sources(
+    source: str | None,
+    sources: Path | None,
+    counts_dir: Path | None,
+    cluster: str | None,
+    model: Path | None,
+    counts: Path | None,
+    output_video: Path | None,
+    weights: Path | None,
+    **video_options: Any,
+) -> None:
+    """``counting video --sources FILE``: every listed stream as its own task on the cluster."""
+    from counting.distributed import count_streams, open_cluster, read_sources
+    from counting.errors import StreamError
+
+    if sources is None and source is not None:
+        raise StreamError(f"{source}: --cluster runs the streams of --sources FILE; a single SOURCE runs here")
+    if sources is None:
+        raise StreamError("no video source: give SOURCE, or --sources FILE listing one source per line")
+    if source is not None:
+        raise StreamError(f"{source}: give either SOURCE or --sources, not both")
+    if counts is not None or output_video is not None or weights is not None:
+        raise StreamError(
+            "--sources writes one counts file per stream into --counts-dir; "
+            "--counts, --annotated and --weights apply to a single SOURCE"
+        )
+    listed = read_sources(sources)
+    folder = counts_dir if counts_dir is not None else sources.with_name(f"{sources.stem}-counts")
+    target = cluster if cluster is not None else f"local:{max(1, min(len(listed), _cores()))}"
+    console.print(f"{len(listed)} streams on {target}; counts in {folder}/")
+
+    def done(outcome: Any) -> None:
+        if outcome.error:
+            print_error(outcome.error)
+            return
+        mean = f", mean count {outcome.mean_count:.1f}" if outcome.mean_count is not None else ""
+        console.print(
+            f"[green]done:[/] {outcome.source}: {outcome.frames} frames in {outcome.seconds:.1f} s"
+            f"{mean} -> {outcome.counts_path}"
+        )
+
+    with open_cluster(target) as client:
+        outcomes = count_streams(client, listed, folder, model, on_done=done, **video_options)
+    failed = [outcome for outcome in outcomes if outcome.error]
+    if failed:
+        raise typer.Exit(1)
+
+
+def _cores() -> int:
+    from counting.backbones.runtime import available_cpus
+
+    return available_cpus()

@@ -159,7 +159,7 @@ def extract_features(
         ):
             for index, message in failures:
                 errors[path_list[index]] = message
-            for indices, batch in _group_by_shape(batch_indices, tensors, backbone.runtime):
+            for indices, batch in group_by_shape(batch_indices, tensors, backbone.runtime):
                 rows = _run(backbone, batch, grid, pooled)
                 features[indices] = rows
                 ok[indices] = True
@@ -203,7 +203,7 @@ def _prepared_batches(
     """
     if not todo:
         return
-    chunks = _chunks_by_shape(todo, paths, prep, batch_size)
+    chunks = batches_by_shape(todo, paths, prep, batch_size)
     # Decoding costs ~10 % (torch) to ~20 % (onnxruntime) of the forward pass, so a few threads
     # keep ahead of it; more would only preempt the runtime's own threads, which then wait for
     # each other at every barrier.
@@ -242,7 +242,7 @@ def _prepared_batches(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _chunks_by_shape(todo: list[int], paths: list[str], prep: Preprocessing, batch_size: int) -> list[list[int]]:
+def batches_by_shape(todo: list[int], paths: list[str], prep: Preprocessing, batch_size: int) -> list[list[int]]:
     """Batches of indices, same network input shape within a batch where the headers allow.
 
     Reading a header costs ~0.1 ms against ~10 ms of forward pass per image; with one shape
@@ -271,7 +271,7 @@ def _input_shape(path: str, prep: Preprocessing) -> tuple[int, int] | None:
     return prep.target_size(width, height)
 
 
-def _group_by_shape(indices: list[int], tensors: list[torch.Tensor], runtime: str = "torch"):
+def group_by_shape(indices: list[int], tensors: list[torch.Tensor], runtime: str = "torch"):
     """Images of different sizes cannot share a batch: run one sub-batch per shape.
 
     onnxruntime takes a contiguous NCHW array: stacking the prepared views with NumPy makes it

@@ -17,7 +17,7 @@ from counting.backbones.base import adaptive_average_pool
 from counting.backbones.runtime import default_threads
 from counting.errors import BackboneError
 from counting.features import FeatureCache, extract_features
-from counting.features.extract import _chunks_by_shape, extraction_settings
+from counting.features.extract import batches_by_shape, extraction_settings
 from counting.imaging import image_size, load_image
 from counting.model import CountingModel, load_model
 
@@ -221,7 +221,7 @@ def test_photos_of_mixed_sizes_batch_by_shape_with_unchanged_descriptors(
         china.resize(size).save(path, quality=92)
         paths.append(str(path))
     prep = Preprocessing(input_size=96)
-    chunks = _chunks_by_shape(list(range(len(paths))), paths, prep, batch_size=4)
+    chunks = batches_by_shape(list(range(len(paths))), paths, prep, batch_size=4)
     assert sorted(index for chunk in chunks for index in chunk) == list(range(len(paths)))
     for chunk in chunks:
         assert len({prep.target_size(*image_size(paths[index])[::-1]) for index in chunk}) == 1

@@ -133,8 +133,8 @@ def test_fifo_in_a_folder_is_skipped_and_the_rest_counted(cli, tmp_path: Path) -
                  "--cache-dir", tmp_path / "cache")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert (
-        "a.png: not a regular file" in result.output
-        and "1 of 2 images" in result.output
+        "a.png: not a regular file" in result.stderr
+        and "1 of 2 images" in result.stdout  # the command's summary line goes to stdout
     )
 
 
@@ -153,7 +153,7 @@ def test_replaced_image_with_restored_mtime_is_recomputed(cli, tmp_path: Path) -
         cache,
         "--no-progress",
     )
-    assert first.exit_code == 0 and "1 computed" in first.output
+    assert first.exit_code == 0 and "1 computed" in first.stdout
     status = image.stat()
     shutil.copyfile(other, tmp_path / "swap.bmp")
     os.replace(tmp_path / "swap.bmp", image)  # same name, same size, new content
@@ -168,7 +168,7 @@ def test_replaced_image_with_restored_mtime_is_recomputed(cli, tmp_path: Path) -
         cache,
         "--no-progress",
     )
-    assert second.exit_code == 0 and "1 computed" in second.output, second.stderr
+    assert second.exit_code == 0 and "1 computed" in second.stdout, second.output
     fresh = cli(
         "features", other, "-o", tmp_path / "c.npy", "--no-cache", "--no-progress"
     )
@@ -201,4 +201,4 @@ def test_unchanged_image_is_still_a_cache_hit(cli, tmp_path: Path) -> None:
     image = make_image(tmp_path / "frame.png")
     assert cli("features", image, "--cache-dir", cache, "--no-progress").exit_code == 0
     again = cli("features", image, "--cache-dir", cache, "--no-progress")
-    assert "1 from cache, 0 computed" in again.output
+    assert "1 from cache, 0 computed" in again.stdout
