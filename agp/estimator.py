@@ -401,7 +401,9 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         for name, value in public.items():
             setattr(self, name, value)
 
-    def _select_centers(self, Xs: np.ndarray, Yc: np.ndarray, fit_rows: np.ndarray, rng: np.random.Generator) -> Centers:
+    def _select_centers(
+        self, Xs: np.ndarray, Yc: np.ndarray, fit_rows: np.ndarray, rng: np.random.Generator
+    ) -> Centers:
         if self.centers is None:
             n_centers = self._center_count(len(fit_rows))
             return select_centers(Xs[fit_rows], Yc[fit_rows], n_centers, self.center_method, rng)

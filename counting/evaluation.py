@@ -115,9 +115,7 @@ class EvaluationResult:
             writer = csv.writer(handle)
             if self.is_voc_like:
                 names = self.class_names or []
-                writer.writerow(
-                    ["source", "index"] + [f"true_{n}" for n in names] + [f"pred_{n}" for n in names]
-                )
+                writer.writerow(["source", "index"] + [f"true_{n}" for n in names] + [f"pred_{n}" for n in names])
                 for k, source in enumerate(self.sources):
                     writer.writerow(
                         [source, int(self.indices[k])]
@@ -181,14 +179,11 @@ def evaluate_model(
     samples = list(dataset.samples)
     if not samples:
         raise DatasetError(
-            f"{dataset.root}: the test split of {dataset.name} is empty; "
-            "choose a split with test images (--split)"
+            f"{dataset.root}: the test split of {dataset.name} is empty; choose a split with test images (--split)"
         )
     if model.is_multi_output != (dataset.class_names is not None):
         kind = "per-class" if model.is_multi_output else "single"
-        raise DatasetError(
-            f"{dataset.root}: {model.name} predicts {kind} counts, which {dataset.name} does not have"
-        )
+        raise DatasetError(f"{dataset.root}: {model.name} predicts {kind} counts, which {dataset.name} does not have")
     result = model.count_paths(
         [sample.path for sample in samples],
         cache=cache,

@@ -67,13 +67,9 @@ def _nearest_existing(folder: Path) -> Path:
 def _check_folder_accepts(folder: Path, target: Path) -> None:
     existing = _nearest_existing(folder)
     if not existing.is_dir():
-        raise OutputError(
-            f"{target}: cannot write here ({existing} is a file, not a folder)"
-        )
+        raise OutputError(f"{target}: cannot write here ({existing} is a file, not a folder)")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputError(
-            f"{target}: cannot write here (folder {existing} is not writable)"
-        )
+        raise OutputError(f"{target}: cannot write here (folder {existing} is not writable)")
 
 
 def check_writable(path: str | os.PathLike[str], *, in_place: bool = False) -> Path:
@@ -113,9 +109,7 @@ def _new_file_mode(target: Path) -> int:
 
 
 @contextmanager
-def atomic_path(
-    path: str | os.PathLike[str], *, durable: bool = True
-) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterator[Path]:
     """A temporary path beside ``path`` for writers that want a file name (NumPy, matplotlib,
     OpenCV); on success it is fsynced and renamed onto ``path``, on failure removed."""
     target = Path(path).expanduser()
@@ -143,9 +137,7 @@ def atomic_path(
     except BaseException as error:
         temporary.unlink(missing_ok=True)
         if isinstance(error, OSError) and not isinstance(error, CountingError):
-            raise OutputError(
-                f"{target}: cannot write ({_reason(error)}); the previous file is unchanged"
-            ) from None
+            raise OutputError(f"{target}: cannot write ({_reason(error)}); the previous file is unchanged") from None
         raise
 
 
@@ -168,11 +160,7 @@ def atomic_write(
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write supports modes 'w' and 'wb', got {mode!r}")
-    text: dict[str, Any] = (
-        {}
-        if "b" in mode
-        else {"encoding": encoding, "newline": newline, "errors": errors}
-    )
+    text: dict[str, Any] = {} if "b" in mode else {"encoding": encoding, "newline": newline, "errors": errors}
     with (
         atomic_path(path, durable=False) as temporary,
         open(temporary, mode, **text) as handle,
@@ -183,9 +171,7 @@ def atomic_write(
             os.fsync(handle.fileno())
 
 
-def atomic_write_bytes(
-    path: str | os.PathLike[str], data: bytes, *, durable: bool = True
-) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
     with atomic_write(path, "wb", durable=durable) as handle:
         handle.write(data)
 

@@ -188,9 +188,7 @@ class CountingModel:
             raise ModelFileError(f"{source}: not a counting model file ({detail})") from None
         metadata = regressor.metadata_ or {}
         if not isinstance(metadata, dict) or metadata.get("kind") != MODEL_KIND:
-            raise ModelFileError(
-                f"{source}: an AGP regressor file without counting metadata, not a counting model"
-            )
+            raise ModelFileError(f"{source}: an AGP regressor file without counting metadata, not a counting model")
         version = metadata.get("format_version")
         if not isinstance(version, int) or version > FORMAT_VERSION:
             raise ModelFileError(
@@ -297,9 +295,7 @@ class CountingModel:
         if "preprocessing" not in self._backbone_cache:
             from counting.backbones import Preprocessing
 
-            self._backbone_cache["preprocessing"] = Preprocessing(
-                input_size=self.input_size, roi_mask=self.roi_mask
-            )
+            self._backbone_cache["preprocessing"] = Preprocessing(input_size=self.input_size, roi_mask=self.roi_mask)
         return self._backbone_cache["preprocessing"]
 
     def get_backbone(self, weights: str | Path | None = None) -> Any:

@@ -30,9 +30,7 @@ __all__ = [
 
 MAX_FEATURES = 1 << 20  # descriptor dimensions (the backbones give 1000 or 1280-2048)
 MAX_CENTERS = 1 << 20
-MAX_GRID_SIDE = (
-    64  # tiles per side; a 10^6 x 10^6 grid would allocate per-tile descriptors
-)
+MAX_GRID_SIDE = 64  # tiles per side; a 10^6 x 10^6 grid would allocate per-tile descriptors
 MAX_OUTPUTS = 10_000
 
 
@@ -43,23 +41,15 @@ class _Problem(Exception):
 
 def _integer(value: Any, field: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise _Problem(
-            field, f"expected an integer, found {type(value).__name__} {value!r:.40}"
-        )
+        raise _Problem(field, f"expected an integer, found {type(value).__name__} {value!r:.40}")
     if not low <= int(value) <= high:
         raise _Problem(field, f"{value} is outside the allowed range {low}..{high}")
     return int(value)
 
 
-def _number(
-    value: Any, field: str, low: float = -math.inf, high: float = math.inf
-) -> float:
-    if isinstance(value, bool) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
-        raise _Problem(
-            field, f"expected a number, found {type(value).__name__} {value!r:.40}"
-        )
+def _number(value: Any, field: str, low: float = -math.inf, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise _Problem(field, f"expected a number, found {type(value).__name__} {value!r:.40}")
     number = float(value)
     if not math.isfinite(number):
         raise _Problem(field, f"{value} is not a finite number")
@@ -73,15 +63,9 @@ def _array(value: Any, field: str, shape: tuple[int | None, ...]) -> np.ndarray:
         raise _Problem(field, f"missing or not an array ({type(value).__name__})")
     if value.dtype.kind not in "fiu":
         raise _Problem(field, f"expected numbers, found dtype {value.dtype}")
-    if value.ndim != len(shape) or any(
-        want is not None and got != want for got, want in zip(value.shape, shape)
-    ):
-        wanted = (
-            "x".join("?" if side is None else str(side) for side in shape) or "scalar"
-        )
-        raise _Problem(
-            field, f"shape {value.shape} does not match the model ({wanted})"
-        )
+    if value.ndim != len(shape) or any(want is not None and got != want for got, want in zip(value.shape, shape)):
+        wanted = "x".join("?" if side is None else str(side) for side in shape) or "scalar"
+        raise _Problem(field, f"shape {value.shape} does not match the model ({wanted})")
     if not np.isfinite(value).all():
         raise _Problem(field, "contains NaN or infinite values")
     return value
@@ -186,13 +170,9 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
     if not isinstance(backbone.get("weights_sha256"), (str, type(None))):
         raise _Problem("backbone.weights_sha256", "expected a hex string or null")
 
-    preprocessing = _mapping(
-        metadata.get("preprocessing"), "preprocessing", optional=False
-    )
+    preprocessing = _mapping(metadata.get("preprocessing"), "preprocessing", optional=False)
     if preprocessing.get("input_size") is not None:
-        _integer(
-            preprocessing["input_size"], "preprocessing.input_size", 8, MAX_INPUT_SIZE
-        )
+        _integer(preprocessing["input_size"], "preprocessing.input_size", 8, MAX_INPUT_SIZE)
     if preprocessing.get("roi_mask") is not None:
         _check_mask_code(preprocessing["roi_mask"])
 
@@ -206,12 +186,8 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
     names = metadata.get("class_names")
     if names is None:
         if n_outputs != 1:
-            raise _Problem(
-                "class_names", f"missing, but the regressor has {n_outputs} outputs"
-            )
-    elif not isinstance(names, list) or not all(
-        isinstance(item, str) for item in names
-    ):
+            raise _Problem("class_names", f"missing, but the regressor has {n_outputs} outputs")
+    elif not isinstance(names, list) or not all(isinstance(item, str) for item in names):
         raise _Problem("class_names", "expected a list of strings")
     elif len(names) != n_outputs:
         raise _Problem(
@@ -231,13 +207,9 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
         quantile = interval.get("quantile")
         values = quantile if isinstance(quantile, list) else [quantile]
         if isinstance(quantile, list) and len(quantile) not in (1, n_outputs):
-            raise _Problem(
-                "interval.quantile", f"{len(quantile)} values for {n_outputs} outputs"
-            )
+            raise _Problem("interval.quantile", f"{len(quantile)} values for {n_outputs} outputs")
         for value in values:
-            if (
-                value is not None
-            ):  # null: an infinite quantile (too few calibration samples)
+            if value is not None:  # null: an infinite quantile (too few calibration samples)
                 _number(value, "interval.quantile", 0.0)
         if interval.get("lower_bound") is not None:
             _number(interval["lower_bound"], "interval.lower_bound")
@@ -270,14 +242,10 @@ def _check_mask_code(code: Any) -> None:
             f"{width}x{height} is larger than the largest image read ({MAX_SOURCE_PIXELS // 1_000_000} megapixels)",
         )
     runs = code.get("runs")
-    if not isinstance(runs, list) or not all(
-        isinstance(run, int) and not isinstance(run, bool) for run in runs
-    ):
+    if not isinstance(runs, list) or not all(isinstance(run, int) and not isinstance(run, bool) for run in runs):
         raise _Problem("preprocessing.roi_mask.runs", "expected a list of integers")
     if any(run < 0 for run in runs):
-        raise _Problem(
-            "preprocessing.roi_mask.runs", "run lengths must not be negative"
-        )
+        raise _Problem("preprocessing.roi_mask.runs", "run lengths must not be negative")
     if sum(runs) != height * width:
         raise _Problem(
             "preprocessing.roi_mask.runs",

@@ -73,17 +73,13 @@ def figure_rows(model: Any, evaluation: Any | None) -> tuple[list[tuple[str, dic
                     evaluation.sequence_metrics,
                 )
             )
-        where = (
-            f"{evaluation.metrics.get('n')} test images of {evaluation.dataset} (split {evaluation.split})"
-        )
+        where = f"{evaluation.metrics.get('n')} test images of {evaluation.dataset} (split {evaluation.split})"
         return rows, where
     stored = model.test_metrics or {}
     if stored.get("per_frame"):
         rows = [("this model, per frame", stored["per_frame"])]
         if stored.get("sequence"):
-            rows.append(
-                (f"this model, smoothed over {stored.get('smoothing_window')} frames", stored["sequence"])
-            )
+            rows.append((f"this model, smoothed over {stored.get('smoothing_window')} frames", stored["sequence"]))
         return rows, f"the test figures stored in the model file (split {model.dataset.get('split')})"
     return [("this model, held-out train images", model.validation_metrics)], (
         "the held-out part of the training split (no test evaluation stored)"
@@ -129,9 +125,7 @@ def build_blocks(model: Any, evaluation: Any | None, images: dict[str, Path]) ->
     )
     header = ["method"] + metric_names + ["source"]
     rows = [
-        [f"**{label}**"]
-        + [_fmt(figures.get(METRIC_KEYS.get(m, m))) for m in metric_names]
-        + ["measured here"]
+        [f"**{label}**"] + [_fmt(figures.get(METRIC_KEYS.get(m, m))) for m in metric_names] + ["measured here"]
         for label, figures in ours
     ]
     by_method: dict[str, dict] = {}
@@ -200,9 +194,7 @@ def render_markdown(blocks: list[Block]) -> str:
         elif block.kind == "table":
             lines.append("| " + " | ".join(block.header) + " |")
             lines.append("|" + "|".join("---" for _ in block.header) + "|")
-            lines += [
-                "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in block.rows
-            ]
+            lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in block.rows]
             lines.append("")
         elif block.kind == "ul":
             lines += [f"- {item}" for item in block.items] + [""]
@@ -229,9 +221,7 @@ def render_html(blocks: list[Block], title: str) -> str:
             body.append(f"<p>{_inline_html(block.text)}</p>")
         elif block.kind == "table":
             head = "".join(f"<th>{_inline_html(cell)}</th>" for cell in block.header)
-            rows = "".join(
-                "<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in row) + "</tr>" for row in block.rows
-            )
+            rows = "".join("<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in row) + "</tr>" for row in block.rows)
             body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
         elif block.kind == "ul":
             body.append("<ul>" + "".join(f"<li>{_inline_html(item)}</li>" for item in block.items) + "</ul>")
@@ -276,19 +266,13 @@ def make_plots(model: Any, evaluation: Any | None, out_dir: Path) -> dict[str, P
                 evaluation.high,
                 evaluation.y_smoothed,
             )
-            images["scatter"] = plots.plot_scatter(
-                evaluation.y_true, evaluation.y_pred, out_dir / "scatter.png"
-            )
+            images["scatter"] = plots.plot_scatter(evaluation.y_true, evaluation.y_pred, out_dir / "scatter.png")
     if model.history.get("train_loss"):
-        images["loss"] = plots.plot_loss(
-            model.history, out_dir / "loss.png", model.training.get("best_epoch")
-        )
+        images["loss"] = plots.plot_loss(model.history, out_dir / "loss.png", model.training.get("best_epoch"))
     return images
 
 
-def write_report(
-    model: Any, evaluation: Any | None, out_dir: str | Path, name: str = "report"
-) -> ReportFiles:
+def write_report(model: Any, evaluation: Any | None, out_dir: str | Path, name: str = "report") -> ReportFiles:
     """Write ``{name}.md``, ``{name}.html``, ``{name}.json`` and the PNG plots into ``out_dir``."""
     from counting.files import atomic_write_text, check_writable_folder
 

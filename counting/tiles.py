@@ -123,9 +123,7 @@ def tile_count_matrix(
     rows, cols = parse_grid(grid) or (1, 1)
     if n_images == 0:
         return np.zeros((0, rows * cols))
-    return np.stack(
-        [tile_counts(dots, size, (rows, cols), roi_mask) for dots, size in zip(dots_per_image, sizes)]
-    )
+    return np.stack([tile_counts(dots, size, (rows, cols), roi_mask) for dots, size in zip(dots_per_image, sizes)])
 
 
 def dot_tile_counts(

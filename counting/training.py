@@ -216,14 +216,23 @@ def train_model(
     tile_targets = None
     if layout in ("tiles", "tiles+frame"):
         if multi_output:
-            raise DatasetError(f"{dataset.root}: a --grid with tiles needs head dots, which {dataset.name} does not have")
+            raise DatasetError(
+                f"{dataset.root}: a --grid with tiles needs head dots, which {dataset.name} does not have"
+            )
         tile_targets = dot_tile_counts(samples, config.grid, roi_mask, dataset.name)
 
     backbone = get_backbone(config.backbone, weights=config.weights)
     preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
     frame, cells = extract_views(
-        [sample.path for sample in samples], backbone, preprocessing, layout, config.grid,
-        cache=cache, batch_size=config.batch_size, progress=progress, extract=extract,
+        [sample.path for sample in samples],
+        backbone,
+        preprocessing,
+        layout,
+        config.grid,
+        cache=cache,
+        batch_size=config.batch_size,
+        progress=progress,
+        extract=extract,
     )
     features = model_features(layout, frame, cells)
     counts = np.asarray(train.counts, dtype=float)
@@ -246,9 +255,7 @@ def train_model(
         folds = cv_folds(indices, defaults.CALIBRATION_FOLDS, is_sequence, config.seed, CV_BLOCK)
         held = fit
     else:
-        fit, held = calibration_split(
-            indices, mode, config.calibration_fraction, config.min_calibration, config.seed
-        )
+        fit, held = calibration_split(indices, mode, config.calibration_fraction, config.min_calibration, config.seed)
         folds = []
 
     X, y = rows(fit)

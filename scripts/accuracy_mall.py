@@ -47,8 +47,9 @@ warnings.filterwarnings("ignore", category=UserWarning)
 warnings.filterwarnings("ignore", module="sklearn")
 
 
-def crop_descriptors(paths: list[Path], backbone, input_size: int, grid: tuple[int, int],
-                     roi_mask: np.ndarray | None, store: Path) -> np.ndarray:
+def crop_descriptors(
+    paths: list[Path], backbone, input_size: int, grid: tuple[int, int], roi_mask: np.ndarray | None, store: Path
+) -> np.ndarray:
     """One forward pass per tile: each cell cropped from the frame (the cells of
     ``counting.tiles``), resized to ``input_size`` and encoded on its own. ``(n, cells, 1000)``,
     kept in ``store`` (.npy) because it costs ``cells`` passes per frame."""
@@ -68,10 +69,14 @@ def crop_descriptors(paths: list[Path], backbone, input_size: int, grid: tuple[i
         tensors = []
         for cell in range(rows * cols):
             r, c = divmod(cell, cols)
-            box = (round(c * width / cols), round(r * height / rows), round((c + 1) * width / cols),
-                   round((r + 1) * height / rows))
+            box = (
+                round(c * width / cols),
+                round(r * height / rows),
+                round((c + 1) * width / cols),
+                round((r + 1) * height / rows),
+            )
             if cell not in preps:
-                mask = None if roi_mask is None else roi_mask[box[1]:box[3], box[0]:box[2]]
+                mask = None if roi_mask is None else roi_mask[box[1] : box[3], box[0] : box[2]]
                 preps[cell] = Preprocessing(input_size=input_size, roi_mask=mask)
             tensors.append(backbone.prepare(image.crop(box), preps[cell]))
         import torch
@@ -113,9 +118,13 @@ def speed(root: Path, sizes: list[int | None], grids: list[tuple[int, int]], n_f
 
     for size in sizes:
         prep = Preprocessing(input_size=size, roi_mask=roi)
-        timed(f"one pass, whole frame @ {size_text(size)}", size,
-              lambda f, prep=prep: backbone.forward(backbone.prepare(f, prep)[None]))
+        timed(
+            f"one pass, whole frame @ {size_text(size)}",
+            size,
+            lambda f, prep=prep: backbone.forward(backbone.prepare(f, prep)[None]),
+        )
         for grid in grids:
+
             def cells_and_frame(frame, grid=grid, prep=prep):
                 feature_map = backbone.feature_map(backbone.prepare(frame, prep)[None])
                 with torch.inference_mode():
@@ -124,13 +133,18 @@ def speed(root: Path, sizes: list[int | None], grids: list[tuple[int, int]], n_f
 
             timed(f"one pass, {grid[0]}x{grid[1]} cells + frame @ {size_text(size)}", size, cells_and_frame)
     for grid in grids[:2]:
+
         def per_tile(frame, grid=grid):
             width, height = frame.size
             crops = []
             for cell in range(grid[0] * grid[1]):
                 r, c = divmod(cell, grid[1])
-                box = (round(c * width / grid[1]), round(r * height / grid[0]),
-                       round((c + 1) * width / grid[1]), round((r + 1) * height / grid[0]))
+                box = (
+                    round(c * width / grid[1]),
+                    round(r * height / grid[0]),
+                    round((c + 1) * width / grid[1]),
+                    round((r + 1) * height / grid[0]),
+                )
                 crops.append(backbone.prepare(frame.crop(box), Preprocessing(input_size=224)))
             return backbone.forward(torch.stack(crops))
 
@@ -149,11 +163,18 @@ def crops_study(args: argparse.Namespace) -> None:
     one_pass = study.data(Candidate("ridge", "pyramid", 224, grid))
     dataset = load_dataset("mall", args.root, split="train=1-600,test=601-800")
     store = cache.directory / f"tile-crops-mall-224-{grid[0]}x{grid[1]}.npy"
-    crops = crop_descriptors(dataset.subset("train").paths + dataset.subset("test").paths,
-                             get_backbone("efficientnet-lite0"), 224, grid, dataset.roi_mask, store)
+    crops = crop_descriptors(
+        dataset.subset("train").paths + dataset.subset("test").paths,
+        get_backbone("efficientnet-lite0"),
+        224,
+        grid,
+        dataset.roi_mask,
+        store,
+    )
     n_train = len(one_pass.train_counts)
-    cropped = ComparisonData(**{**one_pass.__dict__, "train_tile_features": crops[:n_train],
-                                "test_tile_features": crops[n_train:]})
+    cropped = ComparisonData(
+        **{**one_pass.__dict__, "train_tile_features": crops[:n_train], "test_tile_features": crops[n_train:]}
+    )
     log: list[dict] = []
     for label, data in (("one pass", one_pass), ("tile crops", cropped)):
         for method, layout in (("ridge", "pyramid"), ("agp-univariate", "tiles"), ("gp", "pyramid")):
@@ -174,15 +195,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("out/accuracy-mall"))
     parser.add_argument("--quick", action="store_true", help="ridge and AGP only, no exact GP on pyramids")
     parser.add_argument("--speed", action="store_true", help="only measure frames/s of each descriptor setting")
-    parser.add_argument("--chosen", default=None, metavar="METHOD,LAYOUT,SIZE,GRID",
-                        help="skip the selection: smoothing window, test figures and intervals of this candidate")
-    parser.add_argument("--crops", default=None, metavar="RxC",
-                        help="only compare one pass against one forward per tile crop (at 224 per crop)")
+    parser.add_argument(
+        "--chosen",
+        default=None,
+        metavar="METHOD,LAYOUT,SIZE,GRID",
+        help="skip the selection: smoothing window, test figures and intervals of this candidate",
+    )
+    parser.add_argument(
+        "--crops",
+        default=None,
+        metavar="RxC",
+        help="only compare one pass against one forward per tile crop (at 224 per crop)",
+    )
     args = parser.parse_args(argv)
     if args.speed:
         sizes = [None if s == "native" else int(s) for s in args.sizes.split(",")]
         rows = speed(args.root, sizes, [parse_grid(g) for g in args.grids.split(",")])
-        write_study(args.out, rows, "# Mall descriptor speed (frames per CPU-second, one thread, 640x480, one frame at a time)")
+        write_study(
+            args.out, rows, "# Mall descriptor speed (frames per CPU-second, one thread, 640x480, one frame at a time)"
+        )
         return
     if args.crops:
         return crops_study(args)
@@ -205,7 +236,10 @@ def main(argv: list[str] | None = None) -> None:
             if not args.quick:
                 candidates.append(Candidate("gp", "pyramid", size, grid))
     if 224 in sizes:  # the ROI lever, measured at the cheapest size
-        candidates += [Candidate("ridge", "frame", 224, roi=False), Candidate("ridge", "pyramid", 224, grids[-1], roi=False)]
+        candidates += [
+            Candidate("ridge", "frame", 224, roi=False),
+            Candidate("ridge", "pyramid", 224, grids[-1], roi=False),
+        ]
     if args.chosen:
         method, layout, size, grid = args.chosen.split(",")
         best = Candidate(method, layout, None if size == "native" else int(size), parse_grid(grid))
@@ -216,15 +250,17 @@ def main(argv: list[str] | None = None) -> None:
     # AGP kernels and centres on the best layout's descriptors (the paper's levers).
     agp_candidates = [
         Candidate(method, best.layout, best.input_size, best.grid, best.roi, n)
-        for method in ("center-gp", "agp-univariate", "agp-diagonal", "agp-lowrank") for n in (25, 100, 200)
+        for method in ("center-gp", "agp-univariate", "agp-diagonal", "agp-lowrank")
+        for n in (25, 100, 200)
     ]
     best_agp, best_agp_mae = select(study, agp_candidates, log)
     best = best if best_mae <= best_agp_mae else best_agp
     finish(study, best, best_agp, sizes, log, args.out, started)
 
 
-def finish(study: Study, best: Candidate, best_agp: Candidate, sizes: list, log: list[dict], out: Path,
-           started: float) -> None:
+def finish(
+    study: Study, best: Candidate, best_agp: Candidate, sizes: list, log: list[dict], out: Path, started: float
+) -> None:
     """Smoothing window on validation, then the test figures and the intervals."""
     window = choose_window(study, best, [1, 3, 5, 9, 15, 25], log)
     print(f"chosen smoothing window: {window}", flush=True)

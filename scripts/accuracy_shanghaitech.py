@@ -26,8 +26,9 @@ from counting.tiles import parse_grid
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path,
-                        default=Path(__file__).resolve().parents[2] / "shared/data/shanghaitech-B-train")
+    parser.add_argument(
+        "--root", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/shanghaitech-B-train"
+    )
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--sizes", default="384,576", help="input sizes (short side; native is 768)")
     parser.add_argument("--grids", default="2x2,3x3,4x4")
@@ -53,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     best, best_mae = select(study, candidates, log)
     agp_candidates = [
         Candidate(method, best.layout, best.input_size, best.grid, best.roi, n)
-        for method in ("center-gp", "agp-univariate", "agp-diagonal", "agp-lowrank") for n in (25, 100)
+        for method in ("center-gp", "agp-univariate", "agp-diagonal", "agp-lowrank")
+        for n in (25, 100)
     ]
     best_agp, best_agp_mae = select(study, agp_candidates, log)
     best = best if best_mae <= best_agp_mae else best_agp

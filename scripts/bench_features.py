@@ -71,10 +71,14 @@ def main() -> None:
     if onnx.runtime != "onnxruntime":
         raise SystemExit(f"{args.backbone}: the ONNX export failed its check; see the warning above")
     prep = Preprocessing(input_size=args.input_size)
-    print(f"{args.backbone}, input short side {args.input_size}, batch {args.batch_size}, {threads} threads, "
-          f"{os.cpu_count()} CPUs, load average {_load()} (1/5/15 min)")
-    print(f"onnxruntime export ready in {onnx_load:.1f} s ({onnx._onnx[('final',)].path.name}, "
-          f"probe max |onnx - torch| {onnx._onnx[('final',)].max_abs_diff:.1e})")
+    print(
+        f"{args.backbone}, input short side {args.input_size}, batch {args.batch_size}, {threads} threads, "
+        f"{os.cpu_count()} CPUs, load average {_load()} (1/5/15 min)"
+    )
+    print(
+        f"onnxruntime export ready in {onnx_load:.1f} s ({onnx._onnx[('final',)].path.name}, "
+        f"probe max |onnx - torch| {onnx._onnx[('final',)].max_abs_diff:.1e})"
+    )
 
     tensors = [onnx.prepare(load_image(path), prep, source=str(path)) for path in paths]
     batches = [tensors[i : i + args.batch_size] for i in range(0, len(tensors), args.batch_size)]
@@ -94,8 +98,9 @@ def main() -> None:
 
     def extract_all(items: list[Path]) -> Callable[[], int]:
         def run() -> int:
-            result = extract_features(items, onnx, prep, batch_size=args.batch_size, progress=False,
-                                      num_workers=args.workers, on_error="skip")
+            result = extract_features(
+                items, onnx, prep, batch_size=args.batch_size, progress=False, num_workers=args.workers, on_error="skip"
+            )
             return int(result.ok.sum())
 
         return run
@@ -110,13 +115,17 @@ def main() -> None:
     torch_rate, onnx_rate, pipeline = max(torch_rates), max(onnx_rates), max(pipeline_rates)
     print(f"   torch (frozen trace):  {torch_rate:6.1f} img/s  (rounds {_fmt(torch_rates)})")
     print(f"   onnxruntime:           {onnx_rate:6.1f} img/s  (rounds {_fmt(onnx_rates)})")
-    print(f"   speed-up:              {onnx_rate / torch_rate:6.2f}x  (best/best; median/median "
-          f"{statistics.median(onnx_rates) / statistics.median(torch_rates):.2f}x; target >= 2.5x)")
+    print(
+        f"   speed-up:              {onnx_rate / torch_rate:6.2f}x  (best/best; median/median "
+        f"{statistics.median(onnx_rates) / statistics.median(torch_rates):.2f}x; target >= 2.5x)"
+    )
 
     print(f"\n2. end to end on onnxruntime (decode + preprocess + forward, no cache), {len(paths)} Mall frames")
     print(f"   end to end:            {pipeline:6.1f} img/s  (rounds {_fmt(pipeline_rates)})")
-    print(f"   of bare onnxruntime:   {100 * pipeline / onnx_rate:6.1f} %  (best/best; median/median "
-          f"{100 * statistics.median(pipeline_rates) / statistics.median(onnx_rates):.1f} %; target >= 85 %)")
+    print(
+        f"   of bare onnxruntime:   {100 * pipeline / onnx_rate:6.1f} %  (best/best; median/median "
+        f"{100 * statistics.median(pipeline_rates) / statistics.median(onnx_rates):.1f} %; target >= 85 %)"
+    )
 
     # Single-threaded CPU cost per image of each stage: unlike wall-clock rates it hardly
     # depends on what else runs on the machine.
@@ -132,9 +141,11 @@ def main() -> None:
         single.forward(batch)
     forward_ms = 1000 * (time.process_time() - cpu) / len(sample)
     print("\n3. CPU cost per image, 1 thread each")
-    print(f"   decode + preprocess {decode_ms:.2f} ms, onnxruntime forward {forward_ms:.2f} ms: decoding is "
-          f"{100 * decode_ms / (decode_ms + forward_ms):.0f} % of the work; with every core busy the pipeline "
-          f"reaches at most {100 * forward_ms / (forward_ms + decode_ms):.0f} % of the bare forward")
+    print(
+        f"   decode + preprocess {decode_ms:.2f} ms, onnxruntime forward {forward_ms:.2f} ms: decoding is "
+        f"{100 * decode_ms / (decode_ms + forward_ms):.0f} % of the work; with every core busy the pipeline "
+        f"reaches at most {100 * forward_ms / (forward_ms + decode_ms):.0f} % of the bare forward"
+    )
 
     if photos:
         from counting.imaging import image_size
@@ -152,23 +163,35 @@ def main() -> None:
                 best_rate(extract_all(items), rates)
                 cpu_costs.append(1000 * (time.process_time() - cpu) / len(items))
         photo_rate, mall_rate = max(photo_rates), max(mall_rates)
-        print(f"   photos:                {photo_rate:6.1f} img/s  (rounds {_fmt(photo_rates)}; CPU ms/img {_fmt(photo_cpu)})")
-        print(f"   Mall frames:           {mall_rate:6.1f} img/s  (rounds {_fmt(mall_rates)}; CPU ms/img {_fmt(mall_cpu)})")
-        print(f"   photos / Mall:         {100 * photo_rate / mall_rate:6.1f} %  (best/best; median/median "
-              f"{100 * statistics.median(photo_rates) / statistics.median(mall_rates):.1f} %; target >= 70 %)")
+        print(
+            f"   photos:                {photo_rate:6.1f} img/s  (rounds {_fmt(photo_rates)}; CPU ms/img {_fmt(photo_cpu)})"
+        )
+        print(
+            f"   Mall frames:           {mall_rate:6.1f} img/s  (rounds {_fmt(mall_rates)}; CPU ms/img {_fmt(mall_cpu)})"
+        )
+        print(
+            f"   photos / Mall:         {100 * photo_rate / mall_rate:6.1f} %  (best/best; median/median "
+            f"{100 * statistics.median(photo_rates) / statistics.median(mall_rates):.1f} %; target >= 70 %)"
+        )
         # CPU per image hardly depends on the neighbours: on a dedicated machine whose cores the
         # pipeline keeps busy, the rate ratio tends to this one.
-        print(f"   CPU-time ratio:        {100 * min(mall_cpu) / min(photo_cpu):6.1f} %  (Mall CPU per image / photo CPU per image)")
+        print(
+            f"   CPU-time ratio:        {100 * min(mall_cpu) / min(photo_cpu):6.1f} %  (Mall CPU per image / photo CPU per image)"
+        )
 
     print(f"\n5. cache, {len(paths)} Mall frames on onnxruntime")
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
-        cold = extract_features(paths, onnx, prep, cache=FeatureCache(folder), batch_size=args.batch_size, progress=False)
+        cold = extract_features(
+            paths, onnx, prep, cache=FeatureCache(folder), batch_size=args.batch_size, progress=False
+        )
         cold_seconds = time.perf_counter() - start
         hit_seconds = []
         for _ in range(3):
             start = time.perf_counter()
-            hit = extract_features(paths, onnx, prep, cache=FeatureCache(folder), batch_size=args.batch_size, progress=False)
+            hit = extract_features(
+                paths, onnx, prep, cache=FeatureCache(folder), batch_size=args.batch_size, progress=False
+            )
             hit_seconds.append(time.perf_counter() - start)
             assert hit.n_cached == len(paths) and (hit.features == cold.features).all()
     best_hit = min(hit_seconds)

@@ -83,9 +83,7 @@ def measure(model, video: Path, folder: Path, args: argparse.Namespace) -> tuple
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--frames-dir", type=Path, default=REPO.parent / "shared" / "data" / "mall-train" / "frames"
-    )
+    parser.add_argument("--frames-dir", type=Path, default=REPO.parent / "shared" / "data" / "mall-train" / "frames")
     parser.add_argument("--frames", type=int, default=250, help="video length in frames (250 = 10 s)")
     parser.add_argument("--model", type=Path, default=None, help="model file (default: models/default.npz)")
     parser.add_argument("--batch-size", type=int, default=defaults.VIDEO_BATCH_SIZE)
@@ -100,8 +98,10 @@ def main() -> None:
     if not args.no_torch:
         cases.append(("torch", model, None))
     print(f"model: {model.name} ({model.backbone}, input {model.input_size or 'native'}, grid {model.grid})")
-    print(f"video: {args.frames} frames, 640x480 at {FPS:g} fps; stride {args.stride}, batch {args.batch_size}; "
-          f"load average {_load()} (1/5/15 min) on {os.cpu_count()} CPUs")
+    print(
+        f"video: {args.frames} frames, 640x480 at {FPS:g} fps; stride {args.stride}, batch {args.batch_size}; "
+        f"load average {_load()} (1/5/15 min) on {os.cpu_count()} CPUs"
+    )
     with tempfile.TemporaryDirectory() as folder:
         video = Path(folder) / "mall_640x480_25fps.avi"
         write_test_video(args.frames_dir, args.frames, video)
@@ -109,8 +109,10 @@ def main() -> None:
             configure_runtime(runtime, args.threads)
             fps, ratio, bare_fps = measure(case, video, Path(folder), args)
             goal = f" (target >= {target:.1f}x)" if target else ""
-            print(f"{runtime:12s} input {case.input_size}: {fps:6.1f} frames/s = {ratio:5.2f}x real time{goal}; "
-                  f"bare forward {bare_fps:6.1f} frames/s, pipeline at {fps / bare_fps:.0%} of it")
+            print(
+                f"{runtime:12s} input {case.input_size}: {fps:6.1f} frames/s = {ratio:5.2f}x real time{goal}; "
+                f"bare forward {bare_fps:6.1f} frames/s, pipeline at {fps / bare_fps:.0%} of it"
+            )
     print(f"load average at the end: {_load()}")
 
 

@@ -67,9 +67,7 @@ def run(args: list[str], folder: Path) -> tuple[int, float, str]:
         timeout=600,
         env={**os.environ, "PYTHONPATH": str(REPO), "PEAK_RSS_FILE": str(report)},
     )
-    peak = (
-        int(report.read_text()) / 1024 if report.exists() else float("nan")
-    )  # ru_maxrss: kB
+    peak = int(report.read_text()) / 1024 if report.exists() else float("nan")  # ru_maxrss: kB
     lines = [line for line in process.stderr.splitlines() if line.strip()]
     if "Traceback" in process.stderr + process.stdout:
         return process.returncode, peak, "TRACEBACK: " + (lines[-1] if lines else "")

@@ -56,9 +56,7 @@ def main() -> None:
     print(f"settings: {json.dumps(model.summary())}")
     print(f"train split, {model.validation_metrics['on']}: {json.dumps(model.validation_metrics)}")
     print(f"test frames 601-800 per frame: {json.dumps(result.metrics)}")
-    print(
-        f"test frames 601-800 smoothed ({result.smoothing_window} frames): {json.dumps(result.sequence_metrics)}"
-    )
+    print(f"test frames 601-800 smoothed ({result.smoothing_window} frames): {json.dumps(result.sequence_metrics)}")
     print(f"interval: {json.dumps(result.interval_metrics)}")
 
 

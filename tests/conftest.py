@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(
-    os.environ.get("COUNTING_SHARED_DATA", str(REPO_ROOT.parent / "shared" / "data"))
-).resolve()
+SHARED_DATA = Path(os.environ.get("COUNTING_SHARED_DATA", str(REPO_ROOT.parent / "shared" / "data"))).resolve()
 
 
 def _require(path: Path) -> Path:

@@ -105,9 +105,7 @@ class Backbone:
         self._torch_only: set[tuple[str, ...]] = set()  # output lists whose export failed its check
 
     def __repr__(self) -> str:
-        return (
-            f"Backbone(name={self.name!r}, weights_sha256={self.weights_sha256[:12]!r}, runtime={self.runtime!r})"
-        )
+        return f"Backbone(name={self.name!r}, weights_sha256={self.weights_sha256[:12]!r}, runtime={self.runtime!r})"
 
     # -- runtime --------------------------------------------------------------------------
     def use_onnxruntime(self, threads: int | None = None, export_dir: Path | None = None) -> bool:
@@ -195,8 +193,12 @@ class Backbone:
             reference = self._eager(inputs)
             tolerance = 1e-3 * max(float(reference.abs().max()), 1.0)
             if not torch.allclose(output, reference, rtol=1e-3, atol=tolerance):
-                warnings.warn(f"{self.name}: frozen trace differs from eager for input {tuple(inputs.shape)}; "
-                              "running that shape eagerly", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"{self.name}: frozen trace differs from eager for input {tuple(inputs.shape)}; "
+                    "running that shape eagerly",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
                 with self._lock:
                     self._traces[tuple(inputs.shape)] = _EAGER
                 return reference

@@ -66,12 +66,8 @@ class Preprocessing:
 
     input_size: int | None = 224
     roi_mask: np.ndarray | None = None
-    _mask_cache: dict[tuple[int, int], np.ndarray] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    _lock: threading.Lock = field(
-        default_factory=threading.Lock, init=False, repr=False, compare=False
-    )
+    _mask_cache: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _roi_sha256: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -170,9 +166,7 @@ def to_pil(image: ImageLike, source: str = "image") -> Image.Image:
         return to_rgb(image)
     array = np.asarray(image)
     if array.dtype != np.uint8 or array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (1, 3)):
-        raise ImageError(
-            f"{source}: expected an (H, W) or (H, W, 3) uint8 RGB array, got {array.dtype} {array.shape}"
-        )
+        raise ImageError(f"{source}: expected an (H, W) or (H, W, 3) uint8 RGB array, got {array.dtype} {array.shape}")
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[:, :, 0]
     return to_rgb(Image.fromarray(np.ascontiguousarray(array)))

@@ -96,9 +96,7 @@ class _Trunk(nn.Module):
         return self.network.features(inputs)
 
 
-def build_resnet50(
-    weights: str | os.PathLike[str] | None = None, *, allow_download: bool = True
-) -> Backbone:
+def build_resnet50(weights: str | os.PathLike[str] | None = None, *, allow_download: bool = True) -> Backbone:
     """ResNet-50 backbone; weights from ``weights``, torch's hub cache, or torchvision's URL."""
     path = resolve_resnet50_weights(weights, allow_download=allow_download)
     network = ResNet50()

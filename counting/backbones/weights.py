@@ -137,7 +137,7 @@ def _unwrap_state_dict(loaded: object) -> Mapping[str, torch.Tensor] | None:
     if isinstance(loaded, Mapping) and loaded and all(isinstance(v, torch.Tensor) for v in loaded.values()):
         state = dict(loaded)
         if all(key.startswith("module.") for key in state):  # saved from DataParallel
-            state = {key[len("module."):]: value for key, value in state.items()}
+            state = {key[len("module.") :]: value for key, value in state.items()}
         return state
     if isinstance(loaded, Mapping):
         for wrapper in ("state_dict", "model"):

@@ -50,7 +50,6 @@ def open_dataset(
     return load_dataset(dataset, root, split=split, **dataset_options(dataset, csv_path, include_difficult))
 
 
-
 def evaluate_on_test_split(
     counting_model: Any,
     dataset: str,

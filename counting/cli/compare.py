@@ -51,14 +51,18 @@ def results_table(data, results, published, sequence: bool) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("method")
     table.add_column("features")
-    for name in ["MAE", "MSE", "RMSE"] + (["MAE smoothed", "RMSE smoothed"] if sequence else []) + ["fit s", "predict s"]:
+    for name in (
+        ["MAE", "MSE", "RMSE"] + (["MAE smoothed", "RMSE smoothed"] if sequence else []) + ["fit s", "predict s"]
+    ):
         table.add_column(name, justify="right")
     table.add_column("source")
     best = min((r.metrics["mae"] for r in results if r.status == "ok"), default=None)
     for result in results:
         if result.status != "ok":
             blanks = ["—"] * (4 if sequence else 2)
-            table.add_row(result.label, result.features, f"[yellow]{result.status}[/]", result.note[:60], *blanks, "—", "measured")
+            table.add_row(
+                result.label, result.features, f"[yellow]{result.status}[/]", result.note[:60], *blanks, "—", "measured"
+            )
             continue
         metrics = result.metrics
         mae = _fmt(metrics["mae"])
@@ -85,7 +89,8 @@ def compare(
     grid: GridOption = "3x3",
     roi: RoiOption = True,
     methods: Annotated[
-        str, typer.Option(help=f"Comma-separated methods on whole frames ({', '.join([*FEATURE_PEERS, *IMAGE_PEERS])}).")
+        str,
+        typer.Option(help=f"Comma-separated methods on whole frames ({', '.join([*FEATURE_PEERS, *IMAGE_PEERS])})."),
     ] = ",".join(DEFAULT_METHODS),
     tiled_methods: Annotated[
         str, typer.Option(help="Comma-separated feature methods also run on tiles (exact GP: concatenated cells only).")
@@ -121,7 +126,13 @@ def compare(
 
     check_methods(_names(methods), _names(tiled_methods))
     data = load_comparison_data(
-        dataset, root, split=split, backbone=backbone, input_size=input_size, grid=grid, use_roi=roi,
+        dataset,
+        root,
+        split=split,
+        backbone=backbone,
+        input_size=input_size,
+        grid=grid,
+        use_roi=roi,
         cache=feature_cache(cache_dir, not no_cache),
     )
     if data.train_counts.ndim != 1:
@@ -132,8 +143,14 @@ def compare(
         console.print(f"  {result.label} · {result.features}: MAE {shown}")
 
     results = run_comparison(
-        data, methods=_names(methods), tiled_methods=_names(tiled_methods), n_centers=centers, seed=seed,
-        smoothing_window=smooth, max_hog_train_images=hog_train_images, on_result=announce,
+        data,
+        methods=_names(methods),
+        tiled_methods=_names(tiled_methods),
+        n_centers=centers,
+        seed=seed,
+        smoothing_window=smooth,
+        max_hog_train_images=hog_train_images,
+        on_result=announce,
     )
     paths = write_comparison(data, results, out)
     console.print(results_table(data, results, published_rows(data.dataset), data.is_sequence))

@@ -49,7 +49,9 @@ def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
         if path.suffix.lower() == ".npy":
             array = np.load(path, allow_pickle=False, mmap_mode="r")
             if array.ndim not in (2, 3) or array.dtype.kind not in "fiu":
-                raise ValueError(f"expected an (n, D) or (n, cells, D) array of numbers, found {array.dtype} {array.shape}")
+                raise ValueError(
+                    f"expected an (n, D) or (n, cells, D) array of numbers, found {array.dtype} {array.shape}"
+                )
             return [f"{path.name}[{k}]" for k in range(len(array))], np.asarray(array, dtype=float)
         with open(path, newline="", encoding="utf-8") as handle:
             rows = list(csv_module.reader(handle))
@@ -80,9 +82,7 @@ def display_path(source: str) -> str:
         return printable(source)
 
 
-def result_rows(
-    model: Any, sources: list[str], counts: np.ndarray, low: Any, high: Any, ok: np.ndarray
-) -> list[dict]:
+def result_rows(model: Any, sources: list[str], counts: np.ndarray, low: Any, high: Any, ok: np.ndarray) -> list[dict]:
     rows = []
     for k, source in enumerate(sources):
         if not ok[k]:
@@ -99,11 +99,7 @@ def result_rows(
 
 
 def counts_table(model: Any, rows: list[dict]) -> Table:
-    level = (
-        f" ({model.interval.level:.0%} interval)"
-        if model.interval is not None and not model.class_names
-        else ""
-    )
+    level = f" ({model.interval.level:.0%} interval)" if model.interval is not None and not model.class_names else ""
     table = Table(title=f"Counts by {model.name}{level}", title_justify="left")
     table.add_column("image", overflow="fold")
     if model.class_names:
@@ -141,9 +137,7 @@ def write_rows_csv(path: Path, rows: list[dict]) -> None:
 def count(
     paths: Annotated[
         Optional[list[str]],
-        typer.Argument(
-            help="Images, folders of images or glob patterns ('frames/*.jpg').", show_default=False
-        ),
+        typer.Argument(help="Images, folders of images or glob patterns ('frames/*.jpg').", show_default=False),
     ] = None,
     model: ModelOption = None,
     csv: Annotated[
@@ -191,7 +185,11 @@ def count(
             check_not_an_input(output, files)
         with cluster_extraction(cluster) as extract:
             result = counting_model.count_paths(
-                files, cache=optional_cache(cache_dir), weights=weights, batch_size=batch_size, progress=progress,
+                files,
+                cache=optional_cache(cache_dir),
+                weights=weights,
+                batch_size=batch_size,
+                progress=progress,
                 extract=extract,
             )
         sources, counts, low, high, ok, errors = (

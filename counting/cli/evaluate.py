@@ -64,9 +64,7 @@ def evaluate(
     json_path: JsonOption = None,
     predictions: Annotated[
         Optional[Path],
-        typer.Option(
-            "--predictions", help="Write per-image true and predicted counts as CSV.", show_default=False
-        ),
+        typer.Option("--predictions", help="Write per-image true and predicted counts as CSV.", show_default=False),
     ] = None,
     weights: WeightsOption = None,
     cache_dir: CacheDirOption = None,
@@ -91,8 +89,17 @@ def evaluate(
     counting_model = load_model_option(model)
     with cluster_extraction(cluster) as extract:
         result = evaluate_on_test_split(
-            counting_model, dataset, root, split, counts_csv, include_difficult,
-            cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress, extract=extract,
+            counting_model,
+            dataset,
+            root,
+            split,
+            counts_csv,
+            include_difficult,
+            cache_dir=cache_dir,
+            smooth=smooth,
+            weights=weights,
+            progress=progress,
+            extract=extract,
         )
     console.print(figures_table(result))
     if result.interval_metrics:

@@ -58,11 +58,17 @@ def report(
         if dataset is None or root is None:
             raise DatasetError(f"{root or dataset}: --dataset and --root go together")
         result = evaluate_on_test_split(
-            counting_model, dataset, root, split, counts_csv, include_difficult,
-            cache_dir=cache_dir, smooth=smooth, weights=weights, progress=progress,
+            counting_model,
+            dataset,
+            root,
+            split,
+            counts_csv,
+            include_difficult,
+            cache_dir=cache_dir,
+            smooth=smooth,
+            weights=weights,
+            progress=progress,
         )
         console.print(figures_table(result))
     files = write_report(counting_model, result, out)
-    console.print(
-        f"[green]report:[/] {files.markdown} and {files.html} ({len(files.images)} plots)", soft_wrap=True
-    )
+    console.print(f"[green]report:[/] {files.markdown} and {files.html} ({len(files.images)} plots)", soft_wrap=True)

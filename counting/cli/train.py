@@ -98,9 +98,7 @@ def train(
     ] = None,
     interval_level: Annotated[
         float,
-        typer.Option(
-            min=0.5, max=0.999, help="Nominal coverage of count intervals.", rich_help_panel=REGRESSOR
-        ),
+        typer.Option(min=0.5, max=0.999, help="Nominal coverage of count intervals.", rich_help_panel=REGRESSOR),
     ] = defaults.INTERVAL_LEVEL,
     calibration: CalibrationOption = "auto",
     seed: SeedOption = defaults.SEED,
@@ -194,9 +192,7 @@ def train(
         where = " on the test split" if model.test_metrics.get("interval") else ""
         interval = model.test_metrics.get("interval") or {}
         coverage = (
-            f": coverage {interval['coverage']:.1%}, mean width {interval['mean_width']:.2f}{where}"
-            if interval
-            else ""
+            f": coverage {interval['coverage']:.1%}, mean width {interval['mean_width']:.2f}{where}" if interval else ""
         )
         console.print(
             f"count interval: {model.interval.level:.0%} split conformal ({model.interval.scale} scale){coverage}"

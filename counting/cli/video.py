@@ -54,9 +54,7 @@ def video(
     ] = None,
     retries: Annotated[
         int,
-        typer.Option(
-            min=0, help="Reconnection attempts when a live stream drops (back-off 0.5 s, 1 s, 2 s, …)."
-        ),
+        typer.Option(min=0, help="Reconnection attempts when a live stream drops (back-off 0.5 s, 1 s, 2 s, …)."),
     ] = 5,
     batch_size: Annotated[
         int, typer.Option("--batch-size", min=1, help="Frames per forward pass (more: faster, more latency).")
@@ -86,9 +84,21 @@ def video(
     from counting.video import VideoSource, count_video
 
     if sources is not None or source is None or cluster is not None:
-        count_sources(source, sources, counts_dir, cluster, model, counts, output_video, weights,
-                      stride=stride, smooth_window=smooth, max_frames=max_frames, max_retries=retries,
-                      batch_size=batch_size)
+        count_sources(
+            source,
+            sources,
+            counts_dir,
+            cluster,
+            model,
+            counts,
+            output_video,
+            weights,
+            stride=stride,
+            smooth_window=smooth,
+            max_frames=max_frames,
+            max_retries=retries,
+            batch_size=batch_size,
+        )
         return
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads
     if counts is not None:

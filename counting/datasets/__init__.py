@@ -30,9 +30,7 @@ DATASETS: dict[str, Callable[..., CountingDataset]] = {
 }
 
 
-def load_dataset(
-    name: str, root: Path | str, split: str = "standard", **options: Any
-) -> CountingDataset:
+def load_dataset(name: str, root: Path | str, split: str = "standard", **options: Any) -> CountingDataset:
     """Read dataset ``name`` from ``root`` under ``split``; reader options go in ``options``."""
     reader = DATASETS.get(name)
     if reader is None:
@@ -40,9 +38,7 @@ def load_dataset(
     accepted = [p for p in inspect.signature(reader).parameters if p not in ("root", "split")]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise DatasetError(
-            f"{name}: unknown option '{unknown[0]}' (options: {', '.join(accepted) or 'none'})"
-        )
+        raise DatasetError(f"{name}: unknown option '{unknown[0]}' (options: {', '.join(accepted) or 'none'})")
     if not Path(root).expanduser().exists():
         raise DatasetError(f"{root}: folder not found")
     return reader(root, split=split, **options)

@@ -53,10 +53,7 @@ class CountingDataset:
     def __repr__(self) -> str:
         # The default would print every sample and the whole ROI mask.
         parts = ", ".join(f"{part}={int((self.splits == part).sum())}" for part in SPLITS)
-        return (
-            f"CountingDataset(name={self.name!r}, root='{self.root}', split={self.split!r}, "
-            f"{parts})"
-        )
+        return f"CountingDataset(name={self.name!r}, root='{self.root}', split={self.split!r}, {parts})"
 
     def __iter__(self) -> Iterator[Sample]:
         return iter(self.samples)
@@ -125,9 +122,7 @@ class Annotated:
     group: int = 0
 
 
-def select_samples(
-    entries: list[Annotated], spec: SplitSpec, *, source: Path, sequence: bool
-) -> list[Sample]:
+def select_samples(entries: list[Annotated], spec: SplitSpec, *, source: Path, sequence: bool) -> list[Sample]:
     """Apply a split to the annotated entries and check that the chosen images exist.
 
     Sequences (Mall, UCSD): with the standard or a random split, the frames on disk define what
@@ -149,8 +144,7 @@ def select_samples(
         _require_present(entries, exists, chosen)
         if not chosen.any():
             raise DatasetError(
-                f"{source}: split {spec.text!r} selects none of the annotated numbers "
-                f"({indices.min()}-{indices.max()})"
+                f"{source}: split {spec.text!r} selects none of the annotated numbers ({indices.min()}-{indices.max()})"
             )
     else:
         if sequence:
@@ -163,8 +157,7 @@ def select_samples(
             labels = np.array([entry.standard_split or "" for entry in entries], dtype=object)
             if not (labels[chosen] != "").any():
                 raise DatasetError(
-                    f"{source}: this dataset has no standard split here; "
-                    "use a range or 'random:FRACTION[:SEED]' split"
+                    f"{source}: this dataset has no standard split here; use a range or 'random:FRACTION[:SEED]' split"
                 )
             chosen &= labels != ""
         else:
@@ -220,13 +213,10 @@ def _require_present(entries: list[Annotated], exists: np.ndarray, chosen: np.nd
         raise DatasetError(f"{entries[missing[0]].path}: image not found (it has ground truth)")
 
 
-def _require_no_holes(
-    entries: list[Annotated], exists: np.ndarray, indices: np.ndarray, source: Path
-) -> None:
+def _require_no_holes(entries: list[Annotated], exists: np.ndarray, indices: np.ndarray, source: Path) -> None:
     if not exists.any():
         raise DatasetError(
-            f"{entries[0].path}: image not found (none of the {len(entries)} "
-            f"annotated frames under {source} exist)"
+            f"{entries[0].path}: image not found (none of the {len(entries)} annotated frames under {source} exist)"
         )
     groups = np.array([entry.group for entry in entries])
     for group in np.unique(groups[exists]):
@@ -235,7 +225,4 @@ def _require_no_holes(
         holes = members[~exists[members] & (indices[members] < last_present)]
         if holes.size:
             first = holes[np.argmin(indices[holes])]
-            raise DatasetError(
-                f"{entries[first].path}: frame not found, but later frames of the sequence are "
-                "present"
-            )
+            raise DatasetError(f"{entries[first].path}: frame not found, but later frames of the sequence are present")

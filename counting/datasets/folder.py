@@ -29,9 +29,7 @@ FILENAME_HEADERS = frozenset({"filename", "file", "image", "path"})
 SPLIT_COLUMN = "split"
 
 
-def read_folder(
-    root: Path | str, split: str = "standard", csv_path: Path | str | None = None
-) -> CountingDataset:
+def read_folder(root: Path | str, split: str = "standard", csv_path: Path | str | None = None) -> CountingDataset:
     """Read images in ``root`` with counts from ``csv_path`` (default ``root/counts.csv``)."""
     spec = parse_split(split)
     root = Path(root).expanduser().resolve()
@@ -45,14 +43,10 @@ def read_folder(
     for position, (line, filename, values, part) in enumerate(rows, start=1):
         # Lexical check (symlinked images inside the folder are fine; '../x' and '/x' are not).
         if not Path(os.path.normpath(root / filename)).is_relative_to(root):
-            raise DatasetError(
-                f"{table}: line {line}: '{filename}' points outside the dataset folder {root}"
-            )
+            raise DatasetError(f"{table}: line {line}: '{filename}' points outside the dataset folder {root}")
         path = (root / filename).resolve()
         if path in seen:
-            raise DatasetError(
-                f"{table}: line {line}: '{filename}' is listed again (first on line {seen[path]})"
-            )
+            raise DatasetError(f"{table}: line {line}: '{filename}' is listed again (first on line {seen[path]})")
         seen[path] = line
         if not path.is_file():
             raise DatasetError(f"{table}: line {line}: image '{filename}' not found in {root}")
@@ -97,15 +91,9 @@ def _read_rows(table: Path) -> tuple[list[tuple[int, str, list[float], str]], li
             lines = [(reader.line_num, row) for row in reader]
     except (UnicodeDecodeError, csv.Error) as error:
         raise DatasetError(f"{table}: not a readable CSV text file ({error})") from None
-    lines = [
-        (number, [cell.strip() for cell in row])
-        for number, row in lines
-        if any(cell.strip() for cell in row)
-    ]
+    lines = [(number, [cell.strip() for cell in row]) for number, row in lines if any(cell.strip() for cell in row)]
     if not lines:
-        raise DatasetError(
-            f"{table}: empty; expected a header filename,count and one row per image"
-        )
+        raise DatasetError(f"{table}: empty; expected a header filename,count and one row per image")
     header_line, header = lines[0]
     if header[0].lower() in FILENAME_HEADERS:
         columns, data = header[1:], lines[1:]
@@ -113,38 +101,28 @@ def _read_rows(table: Path) -> tuple[list[tuple[int, str, list[float], str]], li
         columns, data = ["count"], lines
     else:
         raise DatasetError(
-            f"{table}: line {header_line}: expected a header 'filename,count' "
-            "(or filename and one column per class)"
+            f"{table}: line {header_line}: expected a header 'filename,count' (or filename and one column per class)"
         )
     has_split = SPLIT_COLUMN in (name.lower() for name in columns)
     split_at = [name.lower() for name in columns].index(SPLIT_COLUMN) if has_split else -1
     count_columns = [name for i, name in enumerate(columns) if i != split_at]
     if not count_columns or any(not name for name in count_columns):
-        raise DatasetError(
-            f"{table}: line {header_line}: every count column needs a name in the header"
-        )
+        raise DatasetError(f"{table}: line {header_line}: every count column needs a name in the header")
     if not data:
         raise DatasetError(f"{table}: no data rows after the header")
     rows = []
     for line, cells in data:
         if len(cells) != len(columns) + 1:
-            raise DatasetError(
-                f"{table}: line {line}: {len(cells)} cells, the header has {len(columns) + 1}"
-            )
+            raise DatasetError(f"{table}: line {line}: {len(cells)} cells, the header has {len(columns) + 1}")
         part = cells[1 + split_at].lower() if has_split else "train"
         if part not in SPLITS:
-            raise DatasetError(
-                f"{table}: line {line}: split '{cells[1 + split_at]}' is not train or test"
-            )
+            raise DatasetError(f"{table}: line {line}: split '{cells[1 + split_at]}' is not train or test")
         values = [cell for i, cell in enumerate(cells[1:]) if i != split_at]
         rows.append(
             (
                 line,
                 cells[0],
-                [
-                    _count(table, line, name, value)
-                    for name, value in zip(count_columns, values, strict=True)
-                ],
+                [_count(table, line, name, value) for name, value in zip(count_columns, values, strict=True)],
                 part,
             )
         )
@@ -153,9 +131,7 @@ def _read_rows(table: Path) -> tuple[list[tuple[int, str, list[float], str]], li
 
 def _count(table: Path, line: int, column: str, text: str) -> float:
     if not _is_number(text):
-        raise DatasetError(
-            f"{table}: line {line}: count '{text}' in column '{column}' is not a number"
-        )
+        raise DatasetError(f"{table}: line {line}: count '{text}' in column '{column}' is not a number")
     value = float(text)
     if value < 0:
         raise DatasetError(f"{table}: line {line}: count {text} in column '{column}' is negative")

@@ -31,9 +31,7 @@ def read_mall(root: Path | str, split: str = "standard") -> CountingDataset:
     spec = parse_split(split)
     root = Path(root).expanduser().resolve()
     if not (root / "frames").is_dir():
-        raise DatasetError(
-            f"{root / 'frames'}: folder not found (expected the Mall frames/ folder)"
-        )
+        raise DatasetError(f"{root / 'frames'}: folder not found (expected the Mall frames/ folder)")
     entries = _annotations(root)
     samples = select_samples(entries, spec, source=root / GROUND_TRUTH, sequence=True)
     roi_mask, perspective = _roi_and_perspective(root)
@@ -56,18 +54,12 @@ def _annotations(root: Path) -> list[Annotated]:
     frames = cell_items(contents["frame"], path, "frame")
     counts = numbers(contents["count"], path, "count")
     if len(frames) != len(counts):
-        raise DatasetError(
-            f"{path}: 'frame' has {len(frames)} entries but 'count' has {len(counts)}"
-        )
+        raise DatasetError(f"{path}: 'frame' has {len(frames)} entries but 'count' has {len(counts)}")
     entries = []
     for number, (frame, count) in enumerate(zip(frames, counts, strict=True), start=1):
-        dots = points(
-            field(frame, "loc", path, f"frame{{{number}}}"), path, f"frame{{{number}}}.loc"
-        )
+        dots = points(field(frame, "loc", path, f"frame{{{number}}}"), path, f"frame{{{number}}}.loc")
         if len(dots) != count:
-            raise DatasetError(
-                f"{path}: frame {number} has {len(dots)} head points but count {count:g}"
-            )
+            raise DatasetError(f"{path}: frame {number} has {len(dots)} head points but count {count:g}")
         entries.append(
             Annotated(
                 index=number,

@@ -16,9 +16,7 @@ import scipy.io
 from counting.errors import DatasetError
 
 
-def load_mat(
-    path: Path, variables: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> dict[str, Any]:
+def load_mat(path: Path, variables: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
     """Load ``variables`` (and ``optional`` ones where present) from a MATLAB v5/v7 file.
 
     A missing file, a file that is not a .mat file, or a missing required variable raises
@@ -34,9 +32,7 @@ def load_mat(
             f"{path}: MATLAB v7.3 (HDF5) files are not supported; re-save it with save(..., '-v7')"
         ) from error
     except Exception as error:  # scipy raises ValueError, MatReadError, OSError, ... on junk
-        raise DatasetError(
-            f"{path}: not a readable MATLAB .mat file ({_first_line(error)})"
-        ) from error
+        raise DatasetError(f"{path}: not a readable MATLAB .mat file ({_first_line(error)})") from error
     missing = [name for name in variables if name not in contents]
     if missing:
         raise DatasetError(f"{path}: variable '{missing[0]}' not found in this .mat file")
@@ -46,9 +42,7 @@ def load_mat(
 def unwrap(value: Any) -> Any:
     """Strip MATLAB's 1x1 cell / struct wrapping down to the array or struct record inside."""
     while (
-        isinstance(value, np.ndarray)
-        and value.size == 1
-        and (value.dtype == object or value.dtype.names is not None)
+        isinstance(value, np.ndarray) and value.size == 1 and (value.dtype == object or value.dtype.names is not None)
     ):
         value = value.reshape(-1)[0]
     return value
@@ -85,11 +79,7 @@ def points(value: Any, path: Path, what: str) -> np.ndarray:
 def numbers(value: Any, path: Path, what: str) -> np.ndarray:
     """A flat float vector from a MATLAB numeric array of any orientation."""
     array = np.asarray(unwrap(value))
-    if (
-        array.dtype == object
-        or array.dtype.names is not None
-        or not np.issubdtype(array.dtype, np.number)
-    ):
+    if array.dtype == object or array.dtype.names is not None or not np.issubdtype(array.dtype, np.number):
         raise DatasetError(f"{path}: {what} is not a numeric array")
     return array.astype(float).reshape(-1, order="F")
 

@@ -28,14 +28,11 @@ def read_shanghaitech(root: Path | str, split: str = "standard") -> CountingData
     root = Path(root).expanduser().resolve()
     if not root.is_dir():
         raise DatasetError(f"{root}: folder not found")
-    parts = [
-        (root / folder, part) for folder, part in PART_FOLDERS.items() if (root / folder).is_dir()
-    ]
+    parts = [(root / folder, part) for folder, part in PART_FOLDERS.items() if (root / folder).is_dir()]
     if not parts:
         if not (root / "images").is_dir():
             raise DatasetError(
-                f"{root}: neither train_data/ and test_data/ nor images/ found "
-                "(not a ShanghaiTech folder)"
+                f"{root}: neither train_data/ and test_data/ nor images/ found (not a ShanghaiTech folder)"
             )
         parts = [(root, PART_FOLDERS.get(root.name, "train"))]
     entries = [entry for folder, part in parts for entry in _annotations(folder, part)]
@@ -56,13 +53,9 @@ def _annotations(folder: Path, part: str) -> list[Annotated]:
         raise DatasetError(f"{images}: folder not found")
     truth = next((folder / name for name in GROUND_TRUTH_FOLDERS if (folder / name).is_dir()), None)
     if truth is None:
-        raise DatasetError(
-            f"{folder / GROUND_TRUTH_FOLDERS[0]}: folder not found (nor ground_truth/)"
-        )
+        raise DatasetError(f"{folder / GROUND_TRUTH_FOLDERS[0]}: folder not found (nor ground_truth/)")
     numbered = sorted(
-        (int(match.group(1)), path)
-        for path in images.iterdir()
-        if (match := _IMAGE_NAME.match(path.name))
+        (int(match.group(1)), path) for path in images.iterdir() if (match := _IMAGE_NAME.match(path.name))
     )
     if not numbered:
         raise DatasetError(f"{images}: no IMG_n.jpg images found")
@@ -84,9 +77,7 @@ def _ground_truth(path: Path) -> dict:
     dots = points(field(record, "location", path, "image_info{1}{1}"), path, "image_info location")
     number = numbers(field(record, "number", path, "image_info{1}{1}"), path, "image_info number")
     if number.size != 1 or number[0] != len(dots):
-        raise DatasetError(
-            f"{path}: 'number' is {number.tolist()} but 'location' has {len(dots)} points"
-        )
+        raise DatasetError(f"{path}: 'number' is {number.tolist()} but 'location' has {len(dots)} points")
     return {"count": float(len(dots)), "dots": dots}
 
 
@@ -94,6 +85,4 @@ def _reject_orphan_ground_truth(truth: Path, images: Path, numbers_with_images: 
     for path in sorted(truth.glob("GT_IMG_*.mat")):
         number = path.stem.removeprefix("GT_IMG_")
         if number.isdigit() and int(number) not in numbers_with_images:
-            raise DatasetError(
-                f"{path}: ground truth without its image {images / f'IMG_{number}.jpg'}"
-            )
+            raise DatasetError(f"{path}: ground truth without its image {images / f'IMG_{number}.jpg'}")

@@ -20,15 +20,13 @@ from sklearn.model_selection import train_test_split
 from counting.errors import DatasetError
 
 SPLITS: tuple[str, str] = ("train", "test")
-SPLIT_SYNTAX = (
-    "use 'standard', 'train=A-B,test=C-D' (1-based inclusive, '+' joins ranges) "
-    "or 'random:FRACTION[:SEED]'"
-)
+SPLIT_SYNTAX = "use 'standard', 'train=A-B,test=C-D' (1-based inclusive, '+' joins ranges) or 'random:FRACTION[:SEED]'"
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
 
 MAX_SEED = 2**32 - 1
+
 
 @dataclass(frozen=True)
 class SplitSpec:
@@ -81,9 +79,7 @@ def _parse_random(text: str) -> SplitSpec:
         fraction = float(parts[1])
         seed = int(parts[2]) if len(parts) == 3 else 0
     except ValueError:
-        raise DatasetError(
-            f"split {text!r}: FRACTION must be a number and SEED an integer; {SPLIT_SYNTAX}"
-        ) from None
+        raise DatasetError(f"split {text!r}: FRACTION must be a number and SEED an integer; {SPLIT_SYNTAX}") from None
     if not 0.0 < fraction < 1.0:
         raise DatasetError(f"split {text!r}: FRACTION must lie strictly between 0 and 1")
     if not 0 <= seed <= MAX_SEED:
@@ -98,9 +94,7 @@ def _parse_ranges(text: str) -> SplitSpec:
         name, sep, spans = part.partition("=")
         name = name.strip()
         if not sep or name not in SPLITS:
-            raise DatasetError(
-                f"split {text!r}: '{part.strip()}' is not 'train=…' or 'test=…'; {SPLIT_SYNTAX}"
-            )
+            raise DatasetError(f"split {text!r}: '{part.strip()}' is not 'train=…' or 'test=…'; {SPLIT_SYNTAX}")
         if name in ranges:
             raise DatasetError(f"split {text!r}: '{name}' is given twice")
         ranges[name] = tuple(_parse_span(text, span) for span in spans.split("+"))
@@ -108,8 +102,7 @@ def _parse_ranges(text: str) -> SplitSpec:
     for (low_a, high_a, name_a), (low_b, high_b, name_b) in zip(flat, flat[1:], strict=False):
         if low_b <= high_a:
             raise DatasetError(
-                f"split {text!r}: ranges {low_a}-{high_a} ({name_a}) and "
-                f"{low_b}-{high_b} ({name_b}) overlap"
+                f"split {text!r}: ranges {low_a}-{high_a} ({name_a}) and {low_b}-{high_b} ({name_b}) overlap"
             )
     return SplitSpec(kind="ranges", ranges=ranges, text=text)
 

@@ -61,9 +61,7 @@ def read_ucsd(root: Path | str, split: str = "standard") -> CountingDataset:
     roi_mask = None
     if (root / ANNOTATIONS / ROI_FILE).exists():
         roi_path = root / ANNOTATIONS / ROI_FILE
-        roi_mask = roi_mask_from(
-            field(load_mat(roi_path, ("roi",))["roi"], "mask", roi_path, "roi"), roi_path
-        )
+        roi_mask = roi_mask_from(field(load_mat(roi_path, ("roi",))["roi"], "mask", roi_path, "roi"), roi_path)
         check_roi_size(roi_mask, samples[0].path, roi_path)
     return CountingDataset(
         name="ucsd",
@@ -86,22 +84,13 @@ def _dataset_root(root: Path) -> Path:
 
 
 def _clips(root: Path) -> list[int]:
-    annotated = {
-        int(m.group(1)) for p in (root / ANNOTATIONS).iterdir() if (m := _COUNT_FILE.match(p.name))
-    }
-    with_frames = {
-        int(m.group(1)) for p in (root / FRAMES).iterdir() if (m := _FRAME_FOLDER.match(p.name))
-    }
+    annotated = {int(m.group(1)) for p in (root / ANNOTATIONS).iterdir() if (m := _COUNT_FILE.match(p.name))}
+    with_frames = {int(m.group(1)) for p in (root / FRAMES).iterdir() if (m := _FRAME_FOLDER.match(p.name))}
     orphans = sorted(with_frames - annotated)
     if orphans:
-        raise DatasetError(
-            f"{count_file(root, orphans[0])}: file not found "
-            f"(clip {clip_name(orphans[0])} has frames)"
-        )
+        raise DatasetError(f"{count_file(root, orphans[0])}: file not found (clip {clip_name(orphans[0])} has frames)")
     if not annotated:
-        raise DatasetError(
-            f"{root / ANNOTATIONS}: no vidf1_33_00X_count_roi_mainwalkway.mat files found"
-        )
+        raise DatasetError(f"{root / ANNOTATIONS}: no vidf1_33_00X_count_roi_mainwalkway.mat files found")
     return sorted(annotated)
 
 
@@ -111,14 +100,11 @@ def _clip_annotations(root: Path, clip: int) -> list[Annotated]:
     per_direction = [numbers(item, path, f"count{{{i + 1}}}") for i, item in enumerate(directions)]
     if len({len(counts) for counts in per_direction}) != 1:
         raise DatasetError(
-            f"{path}: the count{{}} cells have different lengths "
-            f"{[len(counts) for counts in per_direction]}"
+            f"{path}: the count{{}} cells have different lengths {[len(counts) for counts in per_direction]}"
         )
     counts = np.sum(per_direction, axis=0)
     if len(counts) > FRAMES_PER_CLIP:
-        raise DatasetError(
-            f"{path}: {len(counts)} frames, more than the {FRAMES_PER_CLIP} of a UCSD clip"
-        )
+        raise DatasetError(f"{path}: {len(counts)} frames, more than the {FRAMES_PER_CLIP} of a UCSD clip")
     dots = _clip_dots(root, clip, len(counts))
     entries = []
     for frame, count in enumerate(counts, start=1):

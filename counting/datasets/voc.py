@@ -47,9 +47,7 @@ IMAGE_SETS = {"trainval": "train", "test": "test"}
 _CLASS_INDEX = {name: i for i, name in enumerate(VOC_CLASSES)}
 
 
-def read_voc(
-    root: Path | str, split: str = "standard", include_difficult: bool = False
-) -> CountingDataset:
+def read_voc(root: Path | str, split: str = "standard", include_difficult: bool = False) -> CountingDataset:
     """Read VOC-2007 counts from ``root`` (VOCdevkit or VOCdevkit/VOC2007)."""
     spec = parse_split(split)
     year_root = _year_root(Path(root).expanduser().resolve())
@@ -72,9 +70,7 @@ def read_voc(
     )
 
 
-def count_objects(
-    xml_path: Path, include_difficult: bool = False
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def count_objects(xml_path: Path, include_difficult: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(20,) class counts, (k, 2) box centres and (k,) class indices of the counted objects."""
     try:
         annotation = ElementTree.parse(xml_path).getroot()
@@ -92,9 +88,7 @@ def count_objects(
     for number, obj in enumerate(annotation.iter("object"), start=1):
         name = (obj.findtext("name") or "").strip()
         if name not in _CLASS_INDEX:
-            raise DatasetError(
-                f"{xml_path}: object {number} has unknown class '{name}' (not a VOC class)"
-            )
+            raise DatasetError(f"{xml_path}: object {number} has unknown class '{name}' (not a VOC class)")
         if not include_difficult and (obj.findtext("difficult") or "0").strip() == "1":
             continue
         labels.append(_CLASS_INDEX[name])
@@ -108,10 +102,7 @@ def _year_root(root: Path) -> Path:
     for candidate in (root, root / "VOC2007", root / "VOCdevkit" / "VOC2007"):
         if (candidate / "Annotations").is_dir():
             return candidate
-    raise DatasetError(
-        f"{root}: no Annotations/ folder here nor in VOC2007/ "
-        "(expected VOCdevkit or VOCdevkit/VOC2007)"
-    )
+    raise DatasetError(f"{root}: no Annotations/ folder here nor in VOC2007/ (expected VOCdevkit or VOCdevkit/VOC2007)")
 
 
 def _image_sets(year_root: Path) -> dict[str, str]:
@@ -132,19 +123,14 @@ def _image_sets(year_root: Path) -> dict[str, str]:
                 continue
             if image_id in listed:
                 raise DatasetError(
-                    f"{path}: line {line_number}: image {image_id} is also in the "
-                    f"{listed[image_id]} list"
+                    f"{path}: line {line_number}: image {image_id} is also in the {listed[image_id]} list"
                 )
             listed[image_id] = part
     return listed
 
 
-def _annotation(
-    year_root: Path, image_id: str, part: str | None, position: int, include_difficult: bool
-) -> Annotated:
-    counts, centres, labels = count_objects(
-        year_root / "Annotations" / f"{image_id}.xml", include_difficult
-    )
+def _annotation(year_root: Path, image_id: str, part: str | None, position: int, include_difficult: bool) -> Annotated:
+    counts, centres, labels = count_objects(year_root / "Annotations" / f"{image_id}.xml", include_difficult)
     return Annotated(
         index=int(image_id) if image_id.isdigit() else position,
         path=year_root / "JPEGImages" / f"{image_id}.jpg",
@@ -158,9 +144,7 @@ def _annotation(
 def _box_centre(obj: ElementTree.Element, xml_path: Path, number: int) -> tuple[float, float]:
     box = obj.find("bndbox")
     try:
-        xmin, ymin, xmax, ymax = (
-            float(box.findtext(tag)) for tag in ("xmin", "ymin", "xmax", "ymax")
-        )
+        xmin, ymin, xmax, ymax = (float(box.findtext(tag)) for tag in ("xmin", "ymin", "xmax", "ymax"))
     except (AttributeError, TypeError, ValueError):
         raise DatasetError(f"{xml_path}: object {number} has no valid bndbox") from None
     if not all(math.isfinite(value) for value in (xmin, ymin, xmax, ymax)):

@@ -297,7 +297,12 @@ class FeatureCache:
         if header is None:
             buffer = io.BytesIO()
             np.lib.format.write_array_header_1_0(
-                buffer, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False, "shape": tuple(shape)}
+                buffer,
+                {
+                    "descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                    "fortran_order": False,
+                    "shape": tuple(shape),
+                },
             )
             header = buffer.getvalue()
             self._headers[shape] = header

@@ -175,7 +175,9 @@ def extract_features(
     )
 
 
-def _run(backbone: Backbone, batch: torch.Tensor | np.ndarray, grid: tuple[int, int] | None, pooled: bool) -> np.ndarray:
+def _run(
+    backbone: Backbone, batch: torch.Tensor | np.ndarray, grid: tuple[int, int] | None, pooled: bool
+) -> np.ndarray:
     if grid is None:
         return backbone.forward_pooled(batch) if pooled else backbone.forward(batch)
     return backbone.forward_grid_pooled(batch, grid) if pooled else backbone.forward_grid(batch, grid)

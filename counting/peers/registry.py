@@ -35,7 +35,12 @@ FEATURE_PEERS: dict[str, PeerSpec] = {
     spec.name: spec
     for spec in [
         PeerSpec("ridge", "Ridge regression (RidgeCV)", lambda n, seed, d, rows: build_ridge(d, seed), "regression"),
-        PeerSpec("gp", "GP regression, exact (scikit-learn, all samples)", lambda n, seed, d, rows: build_exact_gp(d, seed), "gp"),
+        PeerSpec(
+            "gp",
+            "GP regression, exact (scikit-learn, all samples)",
+            lambda n, seed, d, rows: build_exact_gp(d, seed),
+            "gp",
+        ),
         PeerSpec(
             "sparse-gp",
             "Sparse GP (GPyTorch SGPR, inducing points = centres)",

@@ -26,7 +26,5 @@ def build_exact_gp(n_features_hint: int = 1000, seed: int = 0) -> Pipeline:
     kernel = ConstantKernel(1.0, (1e-3, 1e3)) * RBF(
         length_scale=float(np.sqrt(n_features_hint)), length_scale_bounds=(1e-1, 1e5)
     ) + WhiteKernel(noise_level=0.1, noise_level_bounds=(1e-6, 1e1))
-    regressor = GaussianProcessRegressor(
-        kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=seed
-    )
+    regressor = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=seed)
     return make_pipeline(StandardScaler(), regressor)

@@ -16,9 +16,7 @@ COLUMNS: tuple[str, ...] = ("dataset", "method", "metric", "value", "source", "d
 def published_datasets() -> list[str]:
     """Names of the datasets that have a published table."""
     folder = resources.files(__package__)
-    return sorted(
-        entry.name.removesuffix(".csv") for entry in folder.iterdir() if entry.name.endswith(".csv")
-    )
+    return sorted(entry.name.removesuffix(".csv") for entry in folder.iterdir() if entry.name.endswith(".csv"))
 
 
 @cache

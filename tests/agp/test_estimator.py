@@ -134,7 +134,9 @@ def test_duplicate_centers_give_finite_predictions(toy) -> None:
         assert np.all(np.isfinite(model.predict(X_test)))
     # Only three distinct points for five k-means clusters.
     X_few = np.repeat(np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]), 20, axis=0)
-    model = AGPRegressor(n_centers=5, validation_fraction=10, max_epochs=3, random_state=0).fit(X_few, X_few.sum(axis=1))
+    model = AGPRegressor(n_centers=5, validation_fraction=10, max_epochs=3, random_state=0).fit(
+        X_few, X_few.sum(axis=1)
+    )
     assert np.all(np.isfinite(model.predict(X_few)))
 
 

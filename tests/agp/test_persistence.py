@@ -21,7 +21,9 @@ def data():
 @pytest.mark.parametrize("kind", ["center", "univariate", "diagonal", "lowrank", "full"])
 def test_round_trip_gives_identical_predictions(tmp_path, data, kind: str) -> None:
     X, Y = data
-    model = AGPRegressor(kernel=kind, n_centers=8, validation_fraction=30, rank=2, max_epochs=3, random_state=0).fit(X, Y)
+    model = AGPRegressor(kernel=kind, n_centers=8, validation_fraction=30, rank=2, max_epochs=3, random_state=0).fit(
+        X, Y
+    )
     path = tmp_path / "model.agp"  # any name: save writes exactly this path
     model.save(path)
     loaded = AGPRegressor.load(path)
@@ -144,14 +146,18 @@ def test_the_shipped_model_loads_and_predicts_by_the_papers_formula() -> None:
     Xs = (X - arrays["x_mean"]) / arrays["x_scale"]
     centers = arrays["centers_standardised"]
     sq = ((Xs[:, None, :] - centers[None]) ** 2).sum(axis=-1)
-    expected = np.exp(-0.5 * sq / model.lengthscales_**2) @ arrays["alpha"] + Xs @ arrays["mean_coef"] + arrays["y_mean"]
+    expected = (
+        np.exp(-0.5 * sq / model.lengthscales_**2) @ arrays["alpha"] + Xs @ arrays["mean_coef"] + arrays["y_mean"]
+    )
     np.testing.assert_allclose(model.predict(X), expected[:, 0], rtol=1e-10)
 
 
 def test_version_2_hyper_parameters_are_mapped(tmp_path, data) -> None:
     X, Y = data
     path = tmp_path / "v2.npz"
-    AGPRegressor(kernel="diagonal", n_centers=8, validation_fraction=30, max_epochs=1, random_state=0).fit(X, Y).save(path)
+    AGPRegressor(kernel="diagonal", n_centers=8, validation_fraction=30, max_epochs=1, random_state=0).fit(X, Y).save(
+        path
+    )
 
     def as_version_2(document: dict) -> None:
         hyper = document["hyper_parameters"]

@@ -60,7 +60,15 @@ def test_more_centers_than_rows_warns_and_uses_the_rows() -> None:
 
 @pytest.mark.parametrize(
     ("n_samples", "fraction", "expected"),
-    [(39, 0.1, 0), (40, 0.1, 20), (600, 0.1, 60), (1_000_000, 0.1, 10_000), (600, 0.5, 300), (600, None, 0), (600, 0, 0)],
+    [
+        (39, 0.1, 0),
+        (40, 0.1, 20),
+        (600, 0.1, 60),
+        (1_000_000, 0.1, 10_000),
+        (600, 0.5, 300),
+        (600, None, 0),
+        (600, 0, 0),
+    ],
 )
 def test_validation_fraction_has_a_floor_and_a_cap(n_samples: int, fraction, expected: int) -> None:
     assert AGPRegressor(validation_fraction=fraction)._validation_count(n_samples) == expected

@@ -35,9 +35,7 @@ def image_folder(tmp_path: Path, mall_root: Path) -> Path:
     return folder
 
 
-def test_count_folder_table_csv_json(
-    trained, runner, image_folder: Path, tmp_path: Path, true_counts
-) -> None:
+def test_count_folder_table_csv_json(trained, runner, image_folder: Path, tmp_path: Path, true_counts) -> None:
     model_path, _ = trained
     out_csv, out_json = tmp_path / "counts.csv", tmp_path / "counts.json"
     result = runner.invoke(
@@ -56,11 +54,7 @@ def test_count_folder_table_csv_json(
     )
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
-    assert (
-        result.output.count("skipped") == 2
-        and "notes.jpg" in result.output
-        and "truncated.jpg" in result.output
-    )
+    assert result.output.count("skipped") == 2 and "notes.jpg" in result.output and "truncated.jpg" in result.output
     with open(out_csv, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [Path(r["image"]).name for r in rows] == [f"seq_{k:06d}.jpg" for k in FRAMES]
@@ -70,9 +64,7 @@ def test_count_folder_table_csv_json(
         assert abs(count - true_counts[k]) < 15  # Mall counts here are 20-40
         assert f"{count:.1f}" in result.output
     document = json.loads(out_json.read_text())
-    assert [r["count"] for r in document["images"]] == pytest.approx(
-        [float(r["count"]) for r in rows], abs=1e-3
-    )
+    assert [r["count"] for r in document["images"]] == pytest.approx([float(r["count"]) for r in rows], abs=1e-3)
     assert len(document["skipped"]) == 2
 
 
@@ -115,9 +107,7 @@ def test_features_of_the_wrong_dimension_one_line(trained, runner, tmp_path: Pat
     assert f"{features}: features have 512 dimensions" in line and "expects 1000" in line
 
 
-def test_counts_from_a_features_file(
-    runner, mall_root: Path, tmp_path: Path, session_cache_dir: Path
-) -> None:
+def test_counts_from_a_features_file(runner, mall_root: Path, tmp_path: Path, session_cache_dir: Path) -> None:
     """`counting features` output counted with --features equals counting the images directly
     (the default model: no ROI, default input size, so the descriptors are the same)."""
     from counting.model import load_model

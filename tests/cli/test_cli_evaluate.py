@@ -67,9 +67,7 @@ def test_evaluate_figures_match_the_predictions(evaluated) -> None:
     assert np.std(np.diff(smoothed)) < np.std(np.diff(predicted))
     # calibrated interval: coverage and width measured on the same rows
     low, high = np.array([float(r["low"]) for r in rows]), np.array([float(r["high"]) for r in rows])
-    assert figures["interval"]["coverage"] == pytest.approx(
-        np.mean((truth >= low) & (truth <= high)), abs=1e-9
-    )
+    assert figures["interval"]["coverage"] == pytest.approx(np.mean((truth >= low) & (truth <= high)), abs=1e-9)
     assert figures["interval"]["mean_width"] == pytest.approx(np.mean(high - low), abs=2e-3)
     assert "MAE" in output and "smoothed (5 frames)" in output and "coverage" in output
 
@@ -118,9 +116,7 @@ def test_report_from_the_model_file_alone(trained, runner, tmp_path: Path) -> No
 def test_model_file_of_the_wrong_kind(runner, mall_root: Path, tmp_path: Path, one_error_line) -> None:
     fake = tmp_path / "notes.npz"
     fake.write_text("not a model")
-    result = runner.invoke(
-        app, ["evaluate", "--model", str(fake), "--dataset", "mall", "--root", str(mall_root)]
-    )
+    result = runner.invoke(app, ["evaluate", "--model", str(fake), "--dataset", "mall", "--root", str(mall_root)])
     line = " ".join(one_error_line(result).split())
     assert f"{fake}: not a counting model file" in line
 
@@ -128,7 +124,5 @@ def test_model_file_of_the_wrong_kind(runner, mall_root: Path, tmp_path: Path, o
 def test_empty_test_split_one_line(trained, runner, mall_root: Path, one_error_line) -> None:
     model_path, _ = trained
     # frames 1-800 here: the standard Mall test split (801-2000) is absent
-    result = runner.invoke(
-        app, ["evaluate", "--model", str(model_path), "--dataset", "mall", "--root", str(mall_root)]
-    )
+    result = runner.invoke(app, ["evaluate", "--model", str(model_path), "--dataset", "mall", "--root", str(mall_root)])
     assert "test split of mall is empty" in one_error_line(result)

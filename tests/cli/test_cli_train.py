@@ -33,10 +33,7 @@ def test_train_writes_a_self_describing_model(trained) -> None:
     assert model.training["n_centers"] == 8 and model.training["kernel"] == "univariate"
     assert len(model.history["train_loss"]) == len(model.history["val_loss"]) == 5  # grid start + 4 epochs
     figures = model.validation_metrics
-    assert (
-        figures["mse"] == np.float64(figures["rmse"]) ** 2
-        or abs(figures["mse"] - figures["rmse"] ** 2) < 1e-9
-    )
+    assert figures["mse"] == np.float64(figures["rmse"]) ** 2 or abs(figures["mse"] - figures["rmse"] ** 2) < 1e-9
     # Mall counts are 13-53: a model that learned nothing sensible would be far off
     assert 0 < figures["mae"] < 15
     assert model.interval is not None and model.interval.level == 0.9
@@ -51,9 +48,7 @@ def test_train_writes_a_self_describing_model(trained) -> None:
 def test_missing_dataset_files_one_line(runner, tmp_path: Path, one_error_line) -> None:
     root = tmp_path / "mall"
     (root / "frames").mkdir(parents=True)
-    result = runner.invoke(
-        app, ["train", "--dataset", "mall", "--root", str(root), "--out", str(tmp_path / "m.npz")]
-    )
+    result = runner.invoke(app, ["train", "--dataset", "mall", "--root", str(root), "--out", str(tmp_path / "m.npz")])
     line = one_error_line(result)
     assert str(root) in " ".join(line.split()) and "mall_gt.mat" in line
 

@@ -23,8 +23,9 @@ def app() -> typer.Typer:
 
 
 def _invoke(app: typer.Typer, *arguments: str, cache: Path):
-    return runner.invoke(app, ["compare", *arguments, "--cache-dir", str(cache)], catch_exceptions=False,
-                         env={"COLUMNS": "250"})
+    return runner.invoke(
+        app, ["compare", *arguments, "--cache-dir", str(cache)], catch_exceptions=False, env={"COLUMNS": "250"}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +33,28 @@ def compared(app, mall_root: Path, session_cache_dir: Path, tmp_path_factory) ->
     out = tmp_path_factory.mktemp("compare")
     methods = "ridge,gp,sparse-gp,agp-univariate" + (",hog,hog-calibrated" if hog_available() else "")
     result = _invoke(
-        app, "--dataset", "mall", "--root", str(mall_root), "--split", "train=1-40,test=41-52",
-        "--input-size", "64", "--grid", "2x2", "--methods", methods, "--tiled-methods", "ridge",
-        "--centers", "6", "--hog-train-images", "4", "--out", str(out), cache=session_cache_dir,
+        app,
+        "--dataset",
+        "mall",
+        "--root",
+        str(mall_root),
+        "--split",
+        "train=1-40,test=41-52",
+        "--input-size",
+        "64",
+        "--grid",
+        "2x2",
+        "--methods",
+        methods,
+        "--tiled-methods",
+        "ridge",
+        "--centers",
+        "6",
+        "--hog-train-images",
+        "4",
+        "--out",
+        str(out),
+        cache=session_cache_dir,
     )
     return result, out, methods.split(",")
 
@@ -82,8 +102,9 @@ def test_json_predictions_reproduce_the_table(compared) -> None:
 
 
 def test_missing_dataset_folder_is_one_line_and_exit_1(app, tmp_path: Path) -> None:
-    result = _invoke(app, "--dataset", "mall", "--root", str(tmp_path / "nowhere"), "--out", str(tmp_path),
-                     cache=tmp_path / "cache")
+    result = _invoke(
+        app, "--dataset", "mall", "--root", str(tmp_path / "nowhere"), "--out", str(tmp_path), cache=tmp_path / "cache"
+    )
     assert result.exit_code == 1
     assert "Traceback" not in result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
@@ -91,7 +112,21 @@ def test_missing_dataset_folder_is_one_line_and_exit_1(app, tmp_path: Path) -> N
 
 
 def test_unknown_method_is_one_line_and_exit_1(app, mall_root: Path, session_cache_dir: Path, tmp_path: Path) -> None:
-    result = _invoke(app, "--dataset", "mall", "--root", str(mall_root), "--split", "train=1-40,test=41-52",
-                     "--input-size", "64", "--methods", "ridge,lasso", "--out", str(tmp_path), cache=session_cache_dir)
+    result = _invoke(
+        app,
+        "--dataset",
+        "mall",
+        "--root",
+        str(mall_root),
+        "--split",
+        "train=1-40,test=41-52",
+        "--input-size",
+        "64",
+        "--methods",
+        "ridge,lasso",
+        "--out",
+        str(tmp_path),
+        cache=session_cache_dir,
+    )
     assert result.exit_code == 1
     assert "lasso" in result.output and "Traceback" not in result.output

@@ -146,7 +146,9 @@ def test_preprocessing_compares_by_settings() -> None:
     assert Preprocessing(96, roi_mask=mask) == same and hash(Preprocessing(96, roi_mask=mask)) == hash(same)
     assert Preprocessing(96, roi_mask=~mask) != same and Preprocessing(97, roi_mask=mask) != same
     assert Preprocessing(96).fingerprint() == {
-        "input_size": 96, "roi_mask_sha256": None, "resize": "pil-bilinear-reducing-gap-1.05"
+        "input_size": 96,
+        "roi_mask_sha256": None,
+        "resize": "pil-bilinear-reducing-gap-1.05",
     }
     assert Preprocessing(None).fingerprint() == {"input_size": None, "roi_mask_sha256": None}
     assert len(same.fingerprint()["roi_mask_sha256"]) == 64
@@ -177,7 +179,7 @@ def test_frozen_trace_matches_eager_for_several_shapes(effnet: Backbone, mall_ro
 
 def test_a_trace_that_disagrees_with_eager_is_not_used(effnet: Backbone, monkeypatch) -> None:
     monkeypatch.setattr(effnet, "trace_after", 0)
-    monkeypatch.setattr(effnet, "_trace", lambda example: (lambda inputs: effnet._eager(inputs) * 2))
+    monkeypatch.setattr(effnet, "_trace", lambda example: lambda inputs: effnet._eager(inputs) * 2)
     batch = torch.from_numpy(np.random.default_rng(2).normal(size=(1, 3, 40, 48)).astype(np.float32))
     reference = effnet.eager_forward(batch)
     with pytest.warns(RuntimeWarning, match="frozen trace differs from eager"):
@@ -237,8 +239,16 @@ def test_resnet50_has_torchvision_layout() -> None:
     state = ResNet50().state_dict()
     assert len(state) == 320
     assert sum(p.numel() for p in ResNet50().parameters()) == 25_557_032  # torchvision's count
-    for key in ("conv1.weight", "bn1.running_var", "layer1.0.downsample.0.weight", "layer1.0.downsample.1.bias",
-                "layer3.5.conv3.weight", "layer4.2.bn3.num_batches_tracked", "fc.weight", "fc.bias"):
+    for key in (
+        "conv1.weight",
+        "bn1.running_var",
+        "layer1.0.downsample.0.weight",
+        "layer1.0.downsample.1.bias",
+        "layer3.5.conv3.weight",
+        "layer4.2.bn3.num_batches_tracked",
+        "fc.weight",
+        "fc.bias",
+    ):
         assert key in state
     assert tuple(state["layer2.0.conv2.weight"].shape) == (128, 128, 3, 3)  # stride on the 3x3 (V1.5)
 
@@ -293,14 +303,18 @@ def weights_server(resnet_checkpoint: Path, tmp_path_factory: pytest.TempPathFac
     server.server_close()
 
 
-def test_resnet50_download_checks_the_hash(weights_server: tuple[str, str], resnet_checkpoint: Path, tmp_path: Path) -> None:
+def test_resnet50_download_checks_the_hash(
+    weights_server: tuple[str, str], resnet_checkpoint: Path, tmp_path: Path
+) -> None:
     base, prefix = weights_server
     path = resolve_resnet50_weights(url=f"{base}/resnet50-{prefix}.pth", hub_dir=tmp_path)
     assert path == tmp_path / f"resnet50-{prefix}.pth"
     assert path.read_bytes() == resnet_checkpoint.read_bytes()
 
     bad_dir = tmp_path / "bad"
-    with pytest.raises(BackboneError, match=r"resnet50-0000dead\.pth: downloaded file failed its hash check .*--weights FILE"):
+    with pytest.raises(
+        BackboneError, match=r"resnet50-0000dead\.pth: downloaded file failed its hash check .*--weights FILE"
+    ):
         resolve_resnet50_weights(url=f"{base}/resnet50-0000dead.pth", hub_dir=bad_dir)
     assert not any(bad_dir.iterdir())  # nothing unverified left in the cache
 

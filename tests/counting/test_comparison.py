@@ -32,12 +32,20 @@ def tiled_data() -> ComparisonData:
     whole = tiles.mean(axis=1)
     counts = tile_counts.sum(axis=1)
     return ComparisonData(
-        dataset="mall", split="generated", train_paths=[], test_paths=[],
-        train_counts=counts[:n_train], test_counts=counts[n_train:],
-        train_features=whole[:n_train], test_features=whole[n_train:],
+        dataset="mall",
+        split="generated",
+        train_paths=[],
+        test_paths=[],
+        train_counts=counts[:n_train],
+        test_counts=counts[n_train:],
+        train_features=whole[:n_train],
+        test_features=whole[n_train:],
         test_indices=np.arange(n_train + 1, n_train + n_test + 1),
-        grid=(2, 2), train_tile_features=tiles[:n_train], test_tile_features=tiles[n_train:],
-        train_tile_counts=tile_counts[:n_train], is_sequence=True,
+        grid=(2, 2),
+        train_tile_features=tiles[:n_train],
+        test_tile_features=tiles[n_train:],
+        train_tile_counts=tile_counts[:n_train],
+        is_sequence=True,
         settings={"backbone": "generated", "input_size": None, "roi": False},
     )
 
@@ -70,8 +78,11 @@ def test_run_comparison_lists_whole_frame_then_tiled_rows(tiled_data: Comparison
         tiled_data, methods=["ridge", "gp"], tiled_methods=["ridge"], on_result=seen.append, smoothing_window=3
     )
     assert [(r.method, r.features) for r in results] == [
-        ("ridge", "whole frame"), ("gp", "whole frame"), ("ridge", "tiles 2x2"),
-        ("ridge", "tiles 2x2 + frame"), ("ridge", "frame + 2x2 cells concatenated"),
+        ("ridge", "whole frame"),
+        ("gp", "whole frame"),
+        ("ridge", "tiles 2x2"),
+        ("ridge", "tiles 2x2 + frame"),
+        ("ridge", "frame + 2x2 cells concatenated"),
     ]
     assert seen == results
     for result in results:
@@ -114,7 +125,9 @@ def test_written_files_agree(tiled_data: ComparisonData, tmp_path: Path) -> None
     assert any(r["method"] == "Bi-ConvLSTM" and float(r["mae"]) == 2.10 for r in records)
     summary = json.loads(paths["json"].read_text())
     predicted = np.array(summary["predictions"]["ridge|whole frame"])
-    assert np.mean(np.abs(predicted - np.array(summary["y_true"]))) == pytest.approx(results[0].metrics["mae"], abs=1e-2)
+    assert np.mean(np.abs(predicted - np.array(summary["y_true"]))) == pytest.approx(
+        results[0].metrics["mae"], abs=1e-2
+    )
     markdown = paths["md"].read_text()
     assert "| Ridge regression (RidgeCV) | whole frame |" in markdown and "COUNT Forest" in markdown
 

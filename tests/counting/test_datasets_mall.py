@@ -109,9 +109,7 @@ def test_count_that_disagrees_with_the_head_dots_is_an_error(tmp_path: Path) -> 
     make_mall_fixture(tmp_path, n_frames=12)
     contents = scipy.io.loadmat(tmp_path / "mall_gt.mat")
     contents["count"][4, 0] += 1
-    scipy.io.savemat(
-        tmp_path / "mall_gt.mat", {"frame": contents["frame"], "count": contents["count"]}
-    )
+    scipy.io.savemat(tmp_path / "mall_gt.mat", {"frame": contents["frame"], "count": contents["count"]})
     with pytest.raises(DatasetError, match=r"mall_gt\.mat: frame 5 has \d+ head points but count"):
         load_dataset("mall", tmp_path)
 
@@ -119,9 +117,7 @@ def test_count_that_disagrees_with_the_head_dots_is_an_error(tmp_path: Path) -> 
 def test_corrupt_or_missing_ground_truth_names_the_file(tmp_path: Path) -> None:
     make_mall_fixture(tmp_path, n_frames=5)
     (tmp_path / "mall_gt.mat").write_text("not a MATLAB file\n")
-    with pytest.raises(
-        DatasetError, match=r"mall_gt\.mat: not a readable MATLAB \.mat file"
-    ) as caught:
+    with pytest.raises(DatasetError, match=r"mall_gt\.mat: not a readable MATLAB \.mat file") as caught:
         load_dataset("mall", tmp_path)
     assert "\n" not in str(caught.value)
     (tmp_path / "mall_gt.mat").unlink()
@@ -131,12 +127,8 @@ def test_corrupt_or_missing_ground_truth_names_the_file(tmp_path: Path) -> None:
 
 def test_roi_mask_of_the_wrong_size_is_an_error(tmp_path: Path) -> None:
     make_mall_fixture(tmp_path, n_frames=5, size=(24, 32))
-    scipy.io.savemat(
-        tmp_path / "perspective_roi.mat", {"roi": {"mask": np.ones((20, 32), np.uint8)}}
-    )
-    with pytest.raises(
-        DatasetError, match=r"perspective_roi\.mat: roi\.mask is 32x20 \(WxH\) but frame"
-    ):
+    scipy.io.savemat(tmp_path / "perspective_roi.mat", {"roi": {"mask": np.ones((20, 32), np.uint8)}})
+    with pytest.raises(DatasetError, match=r"perspective_roi\.mat: roi\.mask is 32x20 \(WxH\) but frame"):
         load_dataset("mall", tmp_path)
 
 

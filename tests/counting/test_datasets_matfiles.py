@@ -13,19 +13,13 @@ from counting.datasets.matfiles import cell_items, field, load_mat, numbers, poi
 from counting.errors import DatasetError
 
 # The first 128 bytes of a MATLAB v7.3 file: text, subsystem offset, version 0x0200, 'IM'.
-V73_HEADER = (
-    b"MATLAB 7.3 MAT-file, Platform: GLNXA64, HDF5 schema 1.00 .".ljust(116)
-    + bytes(8)
-    + b"\x00\x02IM"
-)
+V73_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, HDF5 schema 1.00 .".ljust(116) + bytes(8) + b"\x00\x02IM"
 
 
 def test_struct_in_cell_reads_like_matlab_indexing(tmp_path: Path) -> None:
     path = tmp_path / "gt.mat"
     locs = [np.array([[1.0, 2.0], [3.0, 4.0]]), np.zeros((0, 2))]
-    scipy.io.savemat(
-        path, {"frame": cell([struct(loc=loc) for loc in locs]), "n": np.array([[2.0, 0.0]])}
-    )
+    scipy.io.savemat(path, {"frame": cell([struct(loc=loc) for loc in locs]), "n": np.array([[2.0, 0.0]])})
     contents = load_mat(path, ("frame", "n"))
     frames = cell_items(contents["frame"], path, "frame")
     assert len(frames) == 2
@@ -61,9 +55,7 @@ def test_non_matrix_points_are_rejected(tmp_path: Path) -> None:
         (V73_HEADER + bytes(512), r"MATLAB v7\.3 \(HDF5\) files are not supported"),
     ],
 )
-def test_unreadable_files_give_one_line_naming_the_file(
-    tmp_path: Path, content: bytes, message: str
-) -> None:
+def test_unreadable_files_give_one_line_naming_the_file(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "bad.mat"
     path.write_bytes(content)
     with pytest.raises(DatasetError, match=message) as caught:

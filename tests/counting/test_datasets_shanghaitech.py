@@ -82,9 +82,7 @@ def test_image_without_ground_truth_is_named(tmp_path: Path) -> None:
 def test_ground_truth_without_its_image_is_named(tmp_path: Path) -> None:
     make_shanghaitech_split(tmp_path, 3)
     (tmp_path / "images" / "IMG_3.jpg").unlink()
-    with pytest.raises(
-        DatasetError, match=r"GT_IMG_3\.mat: ground truth without its image .*IMG_3\.jpg"
-    ):
+    with pytest.raises(DatasetError, match=r"GT_IMG_3\.mat: ground truth without its image .*IMG_3\.jpg"):
         load_dataset("shanghaitech", tmp_path)
 
 
@@ -94,9 +92,7 @@ def test_number_that_disagrees_with_the_locations_is_an_error(tmp_path: Path) ->
     contents = scipy.io.loadmat(path)
     contents["image_info"][0, 0][0, 0]["number"] = np.array([[99.0]])
     scipy.io.savemat(path, {"image_info": contents["image_info"]})
-    with pytest.raises(
-        DatasetError, match=r"GT_IMG_1\.mat: 'number' is \[99\.0\] but 'location' has"
-    ):
+    with pytest.raises(DatasetError, match=r"GT_IMG_1\.mat: 'number' is \[99\.0\] but 'location' has"):
         load_dataset("shanghaitech", tmp_path)
 
 

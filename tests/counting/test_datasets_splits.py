@@ -63,9 +63,7 @@ def test_invalid_split_strings_explain_the_syntax_on_one_line(text: str) -> None
 
 
 def test_unknown_split_message_names_every_accepted_form() -> None:
-    with pytest.raises(
-        DatasetError, match=r"standard.*train=A-B,test=C-D.*random:FRACTION\[:SEED\]"
-    ):
+    with pytest.raises(DatasetError, match=r"standard.*train=A-B,test=C-D.*random:FRACTION\[:SEED\]"):
         parse_split("everything")
 
 

@@ -33,9 +33,7 @@ def test_counts_are_the_sum_of_both_directions_and_match_the_fixture(release) ->
     ds = load_dataset("ucsd", release.root)
     assert np.array_equal(ds.indices, release.indices)
     assert np.array_equal(ds.counts, release.counts)
-    clip = scipy.io.loadmat(release.root / "vidf-cvpr" / "vidf1_33_004_count_roi_mainwalkway.mat")[
-        "count"
-    ]
+    clip = scipy.io.loadmat(release.root / "vidf-cvpr" / "vidf1_33_004_count_roi_mainwalkway.mat")["count"]
     per_direction = clip[0, 0].ravel() + clip[0, 1].ravel()
     assert np.array_equal(ds.counts[800:1000], per_direction)
     assert ds.samples[800].path.name == "vidf1_33_004_f001.png" and ds.samples[800].index == 801
@@ -44,9 +42,7 @@ def test_counts_are_the_sum_of_both_directions_and_match_the_fixture(release) ->
 def test_roi_and_full_frame_dots_are_read(release) -> None:
     ds = load_dataset("ucsd", release.root)
     assert ds.roi_mask.shape == (158, 238) and np.array_equal(ds.roi_mask, release.roi_mask)
-    assert all(
-        np.allclose(s.dots, d) for s, d in zip(ds.samples[::97], release.dots[::97], strict=True)
-    )
+    assert all(np.allclose(s.dots, d) for s, d in zip(ds.samples[::97], release.dots[::97], strict=True))
     # frame_full covers the whole frame; the count only the walkway ROI.
     assert all(len(sample.dots) >= sample.count for sample in ds.samples)
     with Image.open(ds.paths[0]) as frame:
@@ -67,9 +63,7 @@ def test_range_split_over_global_frame_numbers(release) -> None:
 
 
 def test_clips_on_disk_define_what_is_available(tmp_path: Path) -> None:
-    truth = make_ucsd_fixture(
-        tmp_path, clips=(2, 3, 4), frames_per_clip=200, size=(16, 24), with_roi=False
-    )
+    truth = make_ucsd_fixture(tmp_path, clips=(2, 3, 4), frames_per_clip=200, size=(16, 24), with_roi=False)
     ds = load_dataset("ucsd", tmp_path)
     assert ds.subset("test").indices.tolist() == list(range(401, 601))
     assert ds.subset("train").indices.tolist() == list(range(601, 1001))
@@ -91,14 +85,10 @@ def test_frames_without_a_count_file_and_corrupt_annotations_are_named(tmp_path:
     make_ucsd_fixture(tmp_path, clips=(0, 1), frames_per_clip=5, size=(16, 24), with_roi=False)
     count_file = tmp_path / "vidf-cvpr" / "vidf1_33_001_count_roi_mainwalkway.mat"
     count_file.write_text("garbage")
-    with pytest.raises(
-        DatasetError, match=r"vidf1_33_001_count_roi_mainwalkway\.mat: not a readable MATLAB"
-    ):
+    with pytest.raises(DatasetError, match=r"vidf1_33_001_count_roi_mainwalkway\.mat: not a readable MATLAB"):
         load_dataset("ucsd", tmp_path, split="random:0.5")
     count_file.unlink()
-    with pytest.raises(
-        DatasetError, match=r"vidf1_33_001_count_roi_mainwalkway\.mat: file not found"
-    ):
+    with pytest.raises(DatasetError, match=r"vidf1_33_001_count_roi_mainwalkway\.mat: file not found"):
         load_dataset("ucsd", tmp_path, split="random:0.5")
 
 

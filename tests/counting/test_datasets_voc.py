@@ -37,9 +37,7 @@ def test_real_mini_voc_leaves_difficult_objects_out_by_default(voc_root: Path) -
 
 
 def test_real_mini_voc_counts_difficult_objects_when_asked(voc_root: Path) -> None:
-    by_id = {
-        s.path.stem: s for s in load_dataset("voc", voc_root / "VOC2007", include_difficult=True)
-    }
+    by_id = {s.path.stem: s for s in load_dataset("voc", voc_root / "VOC2007", include_difficult=True)}
     assert _counts_by_class(by_id["004101"]) == {"sofa": 1.0, "person": 1.0, "bicycle": 3.0}
     assert _counts_by_class(by_id["003123"]) == {"person": 14.0, "diningtable": 1.0, "chair": 1.0}
     assert sum(s.count.sum() for s in by_id.values()) == 30
@@ -50,20 +48,14 @@ def test_generated_trainval_and_test_lists_give_the_standard_split(tmp_path: Pat
     ds = load_dataset("voc", tmp_path)
     assert [s.split for s in ds] == ["train"] * 6 + ["test"] * 4
     assert np.array_equal(ds.counts, truth["easy"])
-    assert np.array_equal(
-        load_dataset("voc", tmp_path, include_difficult=True).counts, truth["all"]
-    )
-    assert load_dataset("voc", tmp_path, split="train=1-3,test=9-10").subset(
-        "test"
-    ).indices.tolist() == [9, 10]
+    assert np.array_equal(load_dataset("voc", tmp_path, include_difficult=True).counts, truth["all"])
+    assert load_dataset("voc", tmp_path, split="train=1-3,test=9-10").subset("test").indices.tolist() == [9, 10]
 
 
 def test_bad_annotations_are_named(tmp_path: Path) -> None:
     make_voc_fixture(tmp_path, n_trainval=2, n_test=1)
     annotations = tmp_path / "VOC2007" / "Annotations"
-    write_annotation(
-        annotations / "000002.xml", "000002", [("unicorn", False, (1, 1, 5, 5))], (24, 32)
-    )
+    write_annotation(annotations / "000002.xml", "000002", [("unicorn", False, (1, 1, 5, 5))], (24, 32))
     with pytest.raises(DatasetError, match=r"000002\.xml: object 1 has unknown class 'unicorn'"):
         load_dataset("voc", tmp_path)
     (annotations / "000002.xml").write_text("<annotation><object>")
@@ -78,9 +70,7 @@ def test_missing_image_and_doubly_listed_image_are_named(tmp_path: Path) -> None
     make_voc_fixture(tmp_path, n_trainval=2, n_test=2)
     main = tmp_path / "VOC2007" / "ImageSets" / "Main"
     (main / "test.txt").write_text("000003\n000001\n")
-    with pytest.raises(
-        DatasetError, match=r"test\.txt: line 2: image 000001 is also in the train list"
-    ):
+    with pytest.raises(DatasetError, match=r"test\.txt: line 2: image 000001 is also in the train list"):
         load_dataset("voc", tmp_path)
     (main / "test.txt").write_text("000003\n000004\n")
     (tmp_path / "VOC2007" / "JPEGImages" / "000004.jpg").unlink()

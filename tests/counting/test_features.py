@@ -84,8 +84,14 @@ def test_images_of_different_sizes_in_one_run(backbone: Backbone, mixed_sizes: l
 def test_bad_images_are_skipped_with_their_messages(
     backbone: Backbone, mall_frames: list[Path], bad_images: dict[str, Path]
 ) -> None:
-    paths = [mall_frames[0], bad_images["truncated"], bad_images["text"], mall_frames[1],
-             bad_images["empty"], bad_images["missing"]]
+    paths = [
+        mall_frames[0],
+        bad_images["truncated"],
+        bad_images["text"],
+        mall_frames[1],
+        bad_images["empty"],
+        bad_images["missing"],
+    ]
     result = extract_features(paths, backbone, Preprocessing(SIZE), batch_size=4, progress=False, on_error="skip")
     np.testing.assert_array_equal(result.ok, [True, False, False, True, False, False])
     assert np.isnan(result.features[~result.ok]).all() and np.isfinite(result.features[result.ok]).all()
@@ -100,12 +106,16 @@ def test_bad_images_are_skipped_with_their_messages(
         message = result.errors[str(bad_images[name])]
         assert message.startswith(f"{bad_images[name]}: ") and problem in message and "\n" not in message
     np.testing.assert_allclose(
-        result.features[[0, 3]], _one_by_one(backbone, [mall_frames[0], mall_frames[1]], Preprocessing(SIZE)),
-        rtol=1e-4, atol=1e-4,
+        result.features[[0, 3]],
+        _one_by_one(backbone, [mall_frames[0], mall_frames[1]], Preprocessing(SIZE)),
+        rtol=1e-4,
+        atol=1e-4,
     )
 
 
-def test_bad_image_raises_naming_the_file(backbone: Backbone, mall_frames: list[Path], bad_images: dict[str, Path]) -> None:
+def test_bad_image_raises_naming_the_file(
+    backbone: Backbone, mall_frames: list[Path], bad_images: dict[str, Path]
+) -> None:
     with pytest.raises(ImageError, match=rf"^{bad_images['text']}: not an image file"):
         extract_features([mall_frames[0], bad_images["text"]], backbone, Preprocessing(SIZE), progress=False)
     with pytest.raises(ValueError, match="on_error"):
@@ -164,15 +174,21 @@ def test_cache_hit_is_identical_and_skips_the_network(
     assert not list(tmp_path.rglob("*.tmp"))  # atomic writes leave no temporary files
 
     # Any change to the settings or to an image's content is a miss.
-    other_size = extract_features(mall_frames[:2], spy, Preprocessing(SIZE + 16), cache=FeatureCache(tmp_path), progress=False)
+    other_size = extract_features(
+        mall_frames[:2], spy, Preprocessing(SIZE + 16), cache=FeatureCache(tmp_path), progress=False
+    )
     assert other_size.n_computed == 2
     mask = np.ones((480, 640), bool)
     mask[:100] = False
-    with_roi = extract_features(mall_frames[:2], spy, Preprocessing(SIZE, roi_mask=mask), cache=FeatureCache(tmp_path), progress=False)
+    with_roi = extract_features(
+        mall_frames[:2], spy, Preprocessing(SIZE, roi_mask=mask), cache=FeatureCache(tmp_path), progress=False
+    )
     assert with_roi.n_computed == 2
     copy = tmp_path / "copy.jpg"
     shutil.copy(mall_frames[0], copy)
-    assert extract_features([copy], spy, prep, cache=FeatureCache(tmp_path), progress=False).n_cached == 1  # same content
+    assert (
+        extract_features([copy], spy, prep, cache=FeatureCache(tmp_path), progress=False).n_cached == 1
+    )  # same content
     unseen = mall_frames[0].with_name("seq_000008.jpg")
     shutil.copy(unseen, copy)  # same path, new content
     changed = extract_features([copy], spy, prep, cache=FeatureCache(tmp_path), progress=False)
@@ -221,7 +237,9 @@ def test_corrupt_entry_is_detected_and_recomputed(
     assert healed.n_cached == 3 and len(sorted(tmp_path.rglob("*.npy"))) == 3
 
 
-def test_stale_temporary_files_are_cleaned_fresh_ones_kept(backbone: Backbone, mall_frames: list[Path], tmp_path: Path) -> None:
+def test_stale_temporary_files_are_cleaned_fresh_ones_kept(
+    backbone: Backbone, mall_frames: list[Path], tmp_path: Path
+) -> None:
     prep = Preprocessing(SIZE)
     extract_features(mall_frames[:1], backbone, prep, cache=FeatureCache(tmp_path), progress=False)
     folder = next(tmp_path.rglob("*.npy")).parent
@@ -260,8 +278,13 @@ def test_progress_bar_shows_images_per_second_only_when_asked(backbone: Backbone
     extract_features(mall_frames[:2], backbone, Preprocessing(SIZE), progress=True, console=terminal)
     assert "img/s" in shown.getvalue() and "2/2" in shown.getvalue()
     hidden = io.StringIO()
-    extract_features(mall_frames[:2], backbone, Preprocessing(SIZE), progress=False,
-                     console=Console(file=hidden, force_terminal=True))
+    extract_features(
+        mall_frames[:2],
+        backbone,
+        Preprocessing(SIZE),
+        progress=False,
+        console=Console(file=hidden, force_terminal=True),
+    )
     piped = io.StringIO()
     extract_features(mall_frames[:2], backbone, Preprocessing(SIZE), progress=True, console=Console(file=piped))
     assert hidden.getvalue() == "" and piped.getvalue() == ""
@@ -273,12 +296,23 @@ def cli() -> typer.Typer:
     return counting_app
 
 
-def test_cli_writes_csv_with_filenames(cli: typer.Typer, mall_frames: list[Path], tmp_path: Path, backbone: Backbone) -> None:
+def test_cli_writes_csv_with_filenames(
+    cli: typer.Typer, mall_frames: list[Path], tmp_path: Path, backbone: Backbone
+) -> None:
     output = tmp_path / "out.csv"
-    result = CliRunner().invoke(cli, [
-        "features", str(mall_frames[0].parent / "seq_00000[12].jpg"), "--input-size", str(SIZE),
-        "--cache-dir", str(tmp_path / "cache"), "-o", str(output),
-    ])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "features",
+            str(mall_frames[0].parent / "seq_00000[12].jpg"),
+            "--input-size",
+            str(SIZE),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "-o",
+            str(output),
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = output.read_text().splitlines()
     assert rows[0].split(",")[:3] == ["filename", "f0", "f1"] and len(rows[0].split(",")) == 1001
@@ -292,10 +326,22 @@ def test_cli_npy_output_with_grid_and_skipped_images(
     cli: typer.Typer, mall_frames: list[Path], bad_images: dict[str, Path], tmp_path: Path
 ) -> None:
     output = tmp_path / "out.npy"
-    result = CliRunner().invoke(cli, [
-        "features", str(mall_frames[0]), str(bad_images["text"]), "--input-size", str(SIZE), "--grid", "2x2",
-        "--no-cache", "--skip-bad", "-o", str(output),
-    ])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "features",
+            str(mall_frames[0]),
+            str(bad_images["text"]),
+            "--input-size",
+            str(SIZE),
+            "--grid",
+            "2x2",
+            "--no-cache",
+            "--skip-bad",
+            "-o",
+            str(output),
+        ],
+    )
     assert result.exit_code == 0, result.output
     array = np.load(output)
     assert array.shape == (2, 4, 1000) and np.isfinite(array[0]).all() and np.isnan(array[1]).all()
@@ -313,8 +359,9 @@ def test_cli_npy_output_with_grid_and_skipped_images(
         (["{bad}"], "not an image file"),
     ],
 )
-def test_cli_errors_are_one_line(cli: typer.Typer, mall_frames: list[Path], bad_images: dict[str, Path],
-                                 arguments: list[str], message: str) -> None:
+def test_cli_errors_are_one_line(
+    cli: typer.Typer, mall_frames: list[Path], bad_images: dict[str, Path], arguments: list[str], message: str
+) -> None:
     filled = [a.format(frame=mall_frames[0], bad=bad_images["text"]) for a in arguments]
     result = CliRunner().invoke(cli, ["features", "--no-cache", "--input-size", str(SIZE), *filled])
     assert result.exit_code == (2 if filled[0].startswith("--") else 1)  # click's code for a bad option

@@ -97,9 +97,7 @@ def test_failed_images_give_nan_counts(regressor: AGPRegressor) -> None:
 
 def test_features_of_the_wrong_dimension_are_one_line(regressor: AGPRegressor) -> None:
     model = _model(regressor)
-    with pytest.raises(
-        FeatureDimensionError, match=f"features.npy: features have 7 dimensions but .* expects {D}"
-    ):
+    with pytest.raises(FeatureDimensionError, match=f"features.npy: features have 7 dimensions but .* expects {D}"):
         model.predict_features(np.zeros((2, 7)), source="features.npy")
     with pytest.raises(FeatureDimensionError, match="tiles"):
         _model(regressor, grid=(2, 2)).predict_features(np.zeros((2, 9, D)))

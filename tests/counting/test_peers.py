@@ -57,8 +57,12 @@ def low_dimensional() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def test_paper_variants_are_agp_kernels_that_fit(name: str, low_dimensional) -> None:
     X, y, X_test, y_test = low_dimensional
     model = make_peer(name, n_centers=10, n_features=X.shape[1], n_rows=len(X))
-    expected_kernel = {"center-gp": "center", "agp-univariate": "univariate",
-                       "agp-diagonal": "diagonal", "agp-lowrank": "lowrank"}[name]
+    expected_kernel = {
+        "center-gp": "center",
+        "agp-univariate": "univariate",
+        "agp-diagonal": "diagonal",
+        "agp-lowrank": "lowrank",
+    }[name]
     assert model.kernel == expected_kernel and model.n_centers == 10
     model.set_params(max_epochs=5)
     predicted = model.fit(X, y).predict(X_test)

@@ -71,10 +71,7 @@ def test_definitions_say_how_the_metric_was_computed() -> None:
     mall_mse = next(r for r in load_published("mall") if r["metric"] == "MSE")
     assert "squared" in mall_mse["definition"] and "801-2000" in mall_mse["definition"]
     # MCNN/CSRNet call their RMSE "MSE": the definition must say so.
-    assert (
-        "reported as 'MSE'"
-        in next(r for r in load_published("shanghaitech") if r["metric"] == "RMSE")["definition"]
-    )
+    assert "reported as 'MSE'" in next(r for r in load_published("shanghaitech") if r["metric"] == "RMSE")["definition"]
 
 
 def test_unknown_dataset_has_no_rows_and_results_are_copies() -> None:

@@ -72,11 +72,7 @@ def test_crowd_report_beside_published_figures(tmp_path: Path) -> None:
     assert "Pham, Kozakaya" in markdown and "801-2000" in markdown  # source and definition
     assert "coverage" in markdown and f"{evaluation.interval_metrics['coverage']:.1%}" in markdown
     html = files.html.read_text()
-    assert (
-        html.startswith("<!DOCTYPE html>")
-        and "<table>" in html
-        and "<strong>this model, per frame</strong>" in html
-    )
+    assert html.startswith("<!DOCTYPE html>") and "<table>" in html and "<strong>this model, per frame</strong>" in html
     names = sorted(p.name for p in files.images)
     assert names == ["loss.png", "scatter.png", "sequence.png"]
     for image in files.images:

@@ -36,9 +36,7 @@ def video(tmp_path_factory, mall_root: Path) -> Path:
     return path
 
 
-def test_file_ends_cleanly_and_counts_match_images(
-    model, video: Path, tmp_path: Path, mall_root: Path
-) -> None:
+def test_file_ends_cleanly_and_counts_match_images(model, video: Path, tmp_path: Path, mall_root: Path) -> None:
     out = tmp_path / "c.csv"
     run = count_video(model, str(video), records_path=out, batch_size=4, keep_records=True)
     assert run.frames == N_FRAMES and not run.interrupted and run.source_fps == pytest.approx(25.0)

@@ -55,19 +55,13 @@ def cli(runner: CliRunner) -> Callable[..., Any]:
 
 
 def error_lines(stderr: str) -> list[str]:
-    return [
-        line
-        for line in stderr.splitlines()
-        if line.strip() and not line.startswith("warning:")
-    ]
+    return [line for line in stderr.splitlines() if line.strip() and not line.startswith("warning:")]
 
 
 def assert_one_error(result: Any, *fragments: str, code: int = 1) -> str:
     """Exit ``code``, no traceback, exactly one error line containing every fragment."""
     assert result.exit_code == code, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
-        result.exception
-    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output
     lines = error_lines(result.stderr)
     assert len(lines) == 1, result.stderr
@@ -76,9 +70,7 @@ def assert_one_error(result: Any, *fragments: str, code: int = 1) -> str:
     return lines[0]
 
 
-def assert_process_one_error(
-    process: subprocess.CompletedProcess, *fragments: str, code: int = 1
-) -> str:
+def assert_process_one_error(process: subprocess.CompletedProcess, *fragments: str, code: int = 1) -> str:
     assert process.returncode == code, process.stdout + process.stderr
     assert "Traceback" not in process.stderr + process.stdout
     lines = error_lines(process.stderr)
@@ -127,9 +119,7 @@ def assert_unchanged(before: dict[Path, bytes]) -> None:
 
 def no_temporary_files(folder: Path) -> bool:
     return not [
-        p
-        for p in folder.iterdir()
-        if p.name.startswith(".") and p.name.endswith((".tmp", ".npz", ".csv", ".json"))
+        p for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith((".tmp", ".npz", ".csv", ".json"))
     ]
 
 
@@ -207,9 +197,7 @@ def http_folder(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder))
-    )
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

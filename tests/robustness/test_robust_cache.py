@@ -38,18 +38,13 @@ def test_cache_dir_that_is_a_file_warns_once_and_counts(cli, tmp_path: Path) -> 
     assert blocker.read_text() == "not a folder"
 
 
-def test_cache_env_pointing_below_a_file(
-    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cache_env_pointing_below_a_file(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     monkeypatch.setenv("COUNTING_CACHE_DIR", str(blocker / "cache"))
     result = cli("count", make_image(tmp_path / "a.png"))
     assert result.exit_code == 0, result.output
-    assert (
-        len(warnings_in(result.stderr)) == 1
-        and "feature cache not used" in result.output
-    )
+    assert len(warnings_in(result.stderr)) == 1 and "feature cache not used" in result.output
 
 
 def test_full_cache_disk_warns_once_and_features_are_still_written(
@@ -114,9 +109,7 @@ def test_features_of_dev_zero_with_the_cache_is_one_line(tmp_path: Path) -> None
     )
     assert process.returncode == 1 and "Traceback" not in process.stderr
     lines = [line for line in process.stderr.splitlines() if line.strip()]
-    assert (
-        len(lines) == 1 and "/dev/zero" in lines[0] and "not a regular file" in lines[0]
-    )
+    assert len(lines) == 1 and "/dev/zero" in lines[0] and "not a regular file" in lines[0]
 
 
 def test_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
@@ -169,16 +162,10 @@ def test_replaced_image_with_restored_mtime_is_recomputed(cli, tmp_path: Path) -
         "--no-progress",
     )
     assert second.exit_code == 0 and "1 computed" in second.stdout, second.output
-    fresh = cli(
-        "features", other, "-o", tmp_path / "c.npy", "--no-cache", "--no-progress"
-    )
+    fresh = cli("features", other, "-o", tmp_path / "c.npy", "--no-cache", "--no-progress")
     assert fresh.exit_code == 0
-    assert np.allclose(
-        np.load(tmp_path / "b.npy"), np.load(tmp_path / "c.npy"), atol=1e-4
-    )
-    assert not np.allclose(
-        np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"), atol=1e-2
-    )
+    assert np.allclose(np.load(tmp_path / "b.npy"), np.load(tmp_path / "c.npy"), atol=1e-4)
+    assert not np.allclose(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"), atol=1e-2)
 
 
 def test_same_size_rewrite_in_place_with_restored_mtime(tmp_path: Path) -> None:
@@ -189,10 +176,7 @@ def test_same_size_rewrite_in_place_with_restored_mtime(tmp_path: Path) -> None:
     status = path.stat()
     path.write_bytes(b"B" * 100)  # same inode, same size
     os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
-    assert (
-        path.stat().st_size == status.st_size
-        and path.stat().st_mtime_ns == status.st_mtime_ns
-    )
+    assert path.stat().st_size == status.st_size and path.stat().st_mtime_ns == status.st_mtime_ns
     assert cache.content_hash(path) != before
 
 

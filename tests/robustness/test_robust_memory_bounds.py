@@ -36,9 +36,7 @@ def test_thin_strip_alone_is_one_line(cli, tmp_path: Path) -> None:
     assert_one_error(cli("count", thin), "thin.png", "aspect ratio 5000:1")
 
 
-def test_thin_strip_in_a_folder_is_skipped_and_the_rest_counted(
-    cli, tmp_path: Path
-) -> None:
+def test_thin_strip_in_a_folder_is_skipped_and_the_rest_counted(cli, tmp_path: Path) -> None:
     folder = tmp_path / "photos"
     folder.mkdir()
     Image.new("RGB", (5000, 1)).save(folder / "a-thin.png")
@@ -47,22 +45,14 @@ def test_thin_strip_in_a_folder_is_skipped_and_the_rest_counted(
     out = tmp_path / "counts.csv"
     result = cli("count", folder, "--csv", out)
     assert result.exit_code == 0, result.output
-    assert (
-        "skipped: " in result.output
-        and "a-thin.png" in result.output
-        and "aspect ratio" in result.output
-    )
+    assert "skipped: " in result.output and "a-thin.png" in result.output and "aspect ratio" in result.output
     rows = out.read_text().splitlines()
     assert len(rows) == 3 and "b-good.png" in rows[1] and "c-good.png" in rows[2]
 
 
-def test_native_size_above_the_pixel_bound_is_refused_per_image(
-    cli, tmp_path: Path
-) -> None:
+def test_native_size_above_the_pixel_bound_is_refused_per_image(cli, tmp_path: Path) -> None:
     big = tmp_path / "big.png"
-    Image.new("RGB", (2600, 2600), (40, 80, 120)).save(
-        big
-    )  # 6.8 Mpx > the 4.2 Mpx bound
+    Image.new("RGB", (2600, 2600), (40, 80, 120)).save(big)  # 6.8 Mpx > the 4.2 Mpx bound
     good = make_image(tmp_path / "good.png")
     out = tmp_path / "f.npy"
     result = cli(
@@ -86,9 +76,7 @@ def test_native_size_above_the_pixel_bound_is_refused_per_image(
 def test_header_claiming_a_huge_picture_is_refused_before_decoding(
     tmp_path: Path,
 ) -> None:
-    bomb = png_with_header_size(
-        tmp_path / "bomb.png", 60_000, 60_000
-    )  # 3.6 Gpx claimed, 70 bytes
+    bomb = png_with_header_size(tmp_path / "bomb.png", 60_000, 60_000)  # 3.6 Gpx claimed, 70 bytes
     with pytest.raises(ImageError, match=r"bomb.png: image too large"):
         load_image(bomb)
     # Below PIL's own refusal (2 x 89 Mpx) but above what counting decodes (100 Mpx).
@@ -117,31 +105,21 @@ def test_bounds_are_checked_from_sizes_alone(size, input_size, problem) -> None:
     prep = Preprocessing(input_size=input_size)
     with pytest.raises(ImageError, match=problem):
         prep.checked_target_size(*size, source="x.png")
-    width, height = (
-        prep.checked_target_size(640, 480, source="ok.png")
-        if input_size != 2048
-        else (0, 0)
-    )
+    width, height = prep.checked_target_size(640, 480, source="ok.png") if input_size != 2048 else (0, 0)
     assert width * height <= MAX_INPUT_PIXELS and max(width, height) <= MAX_LONG_SIDE
 
 
 @pytest.mark.parametrize("input_size", [100_000, 4096, -5])
-def test_model_input_size_out_of_range(
-    cli, mutated_model, features_file: Path, input_size: int
-) -> None:
+def test_model_input_size_out_of_range(cli, mutated_model, features_file: Path, input_size: int) -> None:
     def change(arrays: dict, document: dict) -> None:
         document["user_metadata"]["preprocessing"]["input_size"] = input_size
 
     model = mutated_model(change)
-    line = assert_one_error(
-        cli("count", "--features", features_file, "--model", model), str(model)
-    )
+    line = assert_one_error(cli("count", "--features", features_file, "--model", model), str(model))
     assert "preprocessing.input_size" in line
 
 
-def test_model_roi_mask_of_100000_squared_is_refused_before_decoding(
-    cli, mutated_model, features_file
-) -> None:
+def test_model_roi_mask_of_100000_squared_is_refused_before_decoding(cli, mutated_model, features_file) -> None:
     def change(arrays: dict, document: dict) -> None:
         side = 100_000
         document["user_metadata"]["preprocessing"].update(

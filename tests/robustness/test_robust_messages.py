@@ -15,9 +15,7 @@ from counting import imaging
 from counting.errors import ImageError
 
 
-def test_permission_denied_is_not_cannot_decode(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_permission_denied_is_not_cannot_decode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     image = make_image(tmp_path / "private.png")
 
     def denied(*args, **kwargs):
@@ -44,27 +42,16 @@ def test_cannot_decode_stays_cannot_decode(cli, tmp_path: Path) -> None:
 
 def test_library_warnings_are_one_line_each(cli, tmp_path: Path) -> None:
     # PIL warns about pictures above 89 Mpx; counting refuses them above 100 Mpx from the header.
-    large = png_with_header_size(
-        tmp_path / "large.png", 9_600, 9_500
-    )  # 91 Mpx: warned, then decoded
+    large = png_with_header_size(tmp_path / "large.png", 9_600, 9_500)  # 91 Mpx: warned, then decoded
     result = cli("count", large, make_image(tmp_path / "ok.png"))
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if line.strip()]
-    assert (
-        len(warnings) == 1
-        and warnings[0].startswith("warning:")
-        and "decompression bomb" in warnings[0]
-    )
-    assert (
-        "warnings.warn" not in result.output
-        and "DecompressionBombWarning" not in result.output
-    )
+    assert len(warnings) == 1 and warnings[0].startswith("warning:") and "decompression bomb" in warnings[0]
+    assert "warnings.warn" not in result.output and "DecompressionBombWarning" not in result.output
     assert "large.png" in result.output  # and the image itself is reported as skipped
 
 
-def test_recursive_glob_through_a_symlink_loop_counts_each_image_once(
-    cli, tmp_path: Path
-) -> None:
+def test_recursive_glob_through_a_symlink_loop_counts_each_image_once(cli, tmp_path: Path) -> None:
     folder = tmp_path / "photos"
     (folder / "day").mkdir(parents=True)
     make_image(folder / "day" / "a.png")
@@ -74,9 +61,7 @@ def test_recursive_glob_through_a_symlink_loop_counts_each_image_once(
     result = cli("count", f"{folder}/**/*.png", "--csv", out)
     assert result.exit_code == 0, result.output
     rows = out.read_text().splitlines()[1:]
-    assert len(rows) == 2 and sorted(
-        row.split(",")[0].rsplit("/", 1)[1] for row in rows
-    ) == ["a.png", "b.png"]
+    assert len(rows) == 2 and sorted(row.split(",")[0].rsplit("/", 1)[1] for row in rows) == ["a.png", "b.png"]
 
 
 def test_features_glob_through_a_symlink_loop(cli, tmp_path: Path) -> None:
@@ -85,9 +70,7 @@ def test_features_glob_through_a_symlink_loop(cli, tmp_path: Path) -> None:
     make_image(folder / "a.png")
     (folder / "again").symlink_to(folder)
     out = tmp_path / "f.npy"
-    result = cli(
-        "features", f"{folder}/**/*.png", "-o", out, "--no-progress", "--no-cache"
-    )
+    result = cli("features", f"{folder}/**/*.png", "-o", out, "--no-progress", "--no-cache")
     assert result.exit_code == 0, result.output
     assert np.load(out).shape == (1, 1000)
 

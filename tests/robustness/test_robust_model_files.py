@@ -89,9 +89,7 @@ CASES = {
         "interval.quantile",
     ),
     "ROI mask runs that do not cover it": (
-        lambda a, d: _meta(d)["preprocessing"].update(
-            roi_mask={"shape": [4, 4], "first": True, "runs": [3, -1]}
-        ),
+        lambda a, d: _meta(d)["preprocessing"].update(roi_mask={"shape": [4, 4], "first": True, "runs": [3, -1]}),
         "roi_mask.runs",
     ),
     "oversize ROI mask": (
@@ -120,37 +118,20 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_model_field_is_one_line_naming_file_and_field(
-    cli, mutated_model, features_file: Path, case: str
-) -> None:
+def test_bad_model_field_is_one_line_naming_file_and_field(cli, mutated_model, features_file: Path, case: str) -> None:
     change, field = CASES[case]
     model = mutated_model(change)
     before = model.read_bytes()
-    line = assert_one_error(
-        cli("count", "--features", features_file, "--model", model), str(model)
-    )
+    line = assert_one_error(cli("count", "--features", features_file, "--model", model), str(model))
     assert field in line
-    assert (
-        "nan" not in line.lower()
-        or "NaN" in field
-        or "contains NaN" in line
-        or "predicts" in line
-    )
+    assert "nan" not in line.lower() or "NaN" in field or "contains NaN" in line or "predicts" in line
     assert model.read_bytes() == before
 
 
-def test_bad_model_for_images_fails_before_the_backbone(
-    cli, mutated_model, tmp_path: Path
-) -> None:
-    model = mutated_model(
-        lambda a, d: _meta(d)["backbone"].update(name="vgg-nonexistent")
-    )
-    line = assert_one_error(
-        cli("count", make_image(tmp_path / "a.png"), "--model", model), str(model)
-    )
-    assert line.split(": ")[1].endswith(
-        str(model)
-    )  # named by the model file, not the backbone
+def test_bad_model_for_images_fails_before_the_backbone(cli, mutated_model, tmp_path: Path) -> None:
+    model = mutated_model(lambda a, d: _meta(d)["backbone"].update(name="vgg-nonexistent"))
+    line = assert_one_error(cli("count", make_image(tmp_path / "a.png"), "--model", model), str(model))
+    assert line.split(": ")[1].endswith(str(model))  # named by the model file, not the backbone
 
 
 def test_good_model_still_loads_and_predicts_finite(features_file: Path) -> None:
@@ -175,14 +156,10 @@ def test_round_trip_of_a_resaved_model(tmp_path: Path) -> None:
         (lambda p: None, "model file not found"),
     ],
 )
-def test_model_path_problems(
-    cli, tmp_path: Path, features_file: Path, make, problem: str
-) -> None:
+def test_model_path_problems(cli, tmp_path: Path, features_file: Path, make, problem: str) -> None:
     path = tmp_path / "model.npz"
     make(path)
-    assert_one_error(
-        cli("count", "--features", features_file, "--model", path), str(path), problem
-    )
+    assert_one_error(cli("count", "--features", features_file, "--model", path), str(path), problem)
 
 
 def test_metadata_json_with_nan_literal(tmp_path: Path) -> None:

@@ -34,9 +34,7 @@ def folder_dataset(tmp_path: Path) -> Path:
     rows = ["filename,count,split"]
     for index in range(16):
         make_image(root / f"img{index:02d}.png", seed=index)
-        rows.append(
-            f"img{index:02d}.png,{index % 5},{'test' if index >= 12 else 'train'}"
-        )
+        rows.append(f"img{index:02d}.png,{index % 5},{'test' if index >= 12 else 'train'}")
     (root / "counts.csv").write_text("\n".join(rows) + "\n")
     return root
 
@@ -47,31 +45,21 @@ def train_args(root: Path, out: Path) -> list:
 
 
 # -- point 2: a failed `train -o` never destroys the model already there -----------------------
-def test_full_disk_during_train_keeps_the_old_model(
-    tmp_path: Path, folder_dataset: Path
-) -> None:
+def test_full_disk_during_train_keeps_the_old_model(tmp_path: Path, folder_dataset: Path) -> None:
     out = tmp_path / "models" / "good.npz"
     out.parent.mkdir()
     shutil.copy(DEFAULT_MODEL, out)
     before = snapshot(out)
     # Writes beyond 20 kB fail with EFBIG, as on a full disk; the new model is about 60 kB.
-    process = run_cli_process(
-        *train_args(folder_dataset, out), preamble=file_size_limit(20_000)
-    )
+    process = run_cli_process(*train_args(folder_dataset, out), preamble=file_size_limit(20_000))
     line = assert_process_one_error(process, str(out), "cannot write (File too large)")
     assert "previous file is unchanged" in line
     assert_unchanged(before)
-    assert (
-        load_model(out).backbone == "efficientnet-lite0"
-    )  # still the good, loadable model
-    assert sorted(p.name for p in out.parent.iterdir()) == [
-        "good.npz"
-    ]  # no temporary left
+    assert load_model(out).backbone == "efficientnet-lite0"  # still the good, loadable model
+    assert sorted(p.name for p in out.parent.iterdir()) == ["good.npz"]  # no temporary left
 
 
-def test_train_out_under_a_file_fails_before_training(
-    cli, tmp_path: Path, folder_dataset: Path
-) -> None:
+def test_train_out_under_a_file_fails_before_training(cli, tmp_path: Path, folder_dataset: Path) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
     result = cli(*train_args(folder_dataset, blocker / "m.npz"))
@@ -80,14 +68,10 @@ def test_train_out_under_a_file_fails_before_training(
 
 
 def test_train_out_is_a_folder(cli, tmp_path: Path, folder_dataset: Path) -> None:
-    assert_one_error(
-        cli(*train_args(folder_dataset, tmp_path)), str(tmp_path), "is a folder"
-    )
+    assert_one_error(cli(*train_args(folder_dataset, tmp_path)), str(tmp_path), "is a folder")
 
 
-def test_interrupted_save_keeps_the_old_model(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_interrupted_save_keeps_the_old_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "good.npz"
     shutil.copy(DEFAULT_MODEL, out)
     before = snapshot(out)
@@ -104,9 +88,7 @@ def test_interrupted_save_keeps_the_old_model(
     assert [p.name for p in tmp_path.iterdir()] == ["good.npz"]
 
 
-def test_train_writes_a_loadable_model_and_replaces_the_old(
-    cli, tmp_path: Path, folder_dataset: Path
-) -> None:
+def test_train_writes_a_loadable_model_and_replaces_the_old(cli, tmp_path: Path, folder_dataset: Path) -> None:
     out = tmp_path / "m.npz"
     shutil.copy(DEFAULT_MODEL, out)
     result = cli(*train_args(folder_dataset, out))
@@ -116,9 +98,7 @@ def test_train_writes_a_loadable_model_and_replaces_the_old(
 
 # -- point 5: output paths are checked before any work ------------------------------------------
 @pytest.mark.parametrize("option", ["--csv", "--json"])
-def test_count_output_under_a_file_fails_before_counting(
-    cli, tmp_path: Path, option: str
-) -> None:
+def test_count_output_under_a_file_fails_before_counting(cli, tmp_path: Path, option: str) -> None:
     image = make_image(tmp_path / "a.png")
     blocker = tmp_path / "blocker"
     blocker.write_text("keep me")
@@ -131,9 +111,7 @@ def test_count_output_under_a_file_fails_before_counting(
 
 def test_count_output_that_is_a_folder(cli, tmp_path: Path) -> None:
     image = make_image(tmp_path / "a.png")
-    assert_one_error(
-        cli("count", image, "--csv", tmp_path), str(tmp_path), "is a folder"
-    )
+    assert_one_error(cli("count", image, "--csv", tmp_path), str(tmp_path), "is a folder")
 
 
 def test_count_output_into_missing_folders_creates_them(cli, tmp_path: Path) -> None:
@@ -144,9 +122,7 @@ def test_count_output_into_missing_folders_creates_them(cli, tmp_path: Path) -> 
     assert json.loads(out.read_text())["images"][0]["image"].endswith("a.png")
 
 
-def test_evaluate_json_checked_before_evaluating(
-    cli, tmp_path: Path, folder_dataset: Path
-) -> None:
+def test_evaluate_json_checked_before_evaluating(cli, tmp_path: Path, folder_dataset: Path) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("x")
     result = cli("evaluate", "--dataset", "folder", "--root", folder_dataset, "--json", blocker / "e.json",
@@ -155,9 +131,7 @@ def test_evaluate_json_checked_before_evaluating(
     assert "MAE" not in result.output
 
 
-def test_evaluate_predictions_into_a_folder(
-    cli, tmp_path: Path, folder_dataset: Path
-) -> None:
+def test_evaluate_predictions_into_a_folder(cli, tmp_path: Path, folder_dataset: Path) -> None:
     result = cli("evaluate", "--dataset", "folder", "--root", folder_dataset, "--predictions", tmp_path,
                  "--no-progress")  # fmt: skip
     assert_one_error(result, str(tmp_path), "is a folder")
@@ -176,16 +150,10 @@ def test_features_output_under_a_file(cli, tmp_path: Path) -> None:
     image = make_image(tmp_path / "a.png")
     blocker = tmp_path / "blocker"
     blocker.write_text("x")
-    result = cli(
-        "features", image, "-o", blocker / "f.npy", "--no-progress", "--no-cache"
-    )
+    result = cli("features", image, "-o", blocker / "f.npy", "--no-progress", "--no-cache")
     assert result.exit_code == 1 and "Traceback" not in result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert (
-        len(lines) == 1
-        and str(blocker / "f.npy") in lines[0]
-        and "is a file" in lines[0]
-    )
+    assert len(lines) == 1 and str(blocker / "f.npy") in lines[0] and "is a file" in lines[0]
 
 
 @needs_non_root
@@ -206,9 +174,7 @@ def test_check_writable_and_atomic_write_library(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError), atomic_write(target) as handle:
         handle.write("new but never finished")
         raise RuntimeError("boom")
-    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == [
-        "keep.txt"
-    ]
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
     atomic_write_text(target, "new")
     assert target.read_text() == "new"
     with pytest.raises(CountingError, match="is a folder"):
@@ -224,36 +190,24 @@ def latin1_image(tmp_path: Path) -> Path:
     return make_image(tmp_path / name)
 
 
-def test_count_csv_and_json_with_a_non_utf8_name(
-    cli, tmp_path: Path, latin1_image: Path
-) -> None:
+def test_count_csv_and_json_with_a_non_utf8_name(cli, tmp_path: Path, latin1_image: Path) -> None:
     out_csv, out_json = tmp_path / "c.csv", tmp_path / "c.json"
     result = cli("count", latin1_image, "--csv", out_csv, "--json", out_json)
     assert result.exit_code == 0, result.output
     assert "caf\\xe9.png" in result.output  # shown escaped on screen
     data = out_csv.read_bytes()
-    assert (
-        b"caf\xe9.png" in data and data.count(b"\n") == 2
-    )  # the real name, byte for byte
+    assert b"caf\xe9.png" in data and data.count(b"\n") == 2  # the real name, byte for byte
     document = json.loads(out_json.read_text())
     assert os.fsencode(document["images"][0]["image"]).endswith(b"caf\xe9.png")
 
 
 @pytest.mark.parametrize("suffix", [".npy", ".csv"])
-def test_features_listing_with_a_non_utf8_name(
-    cli, tmp_path: Path, latin1_image: Path, suffix: str
-) -> None:
+def test_features_listing_with_a_non_utf8_name(cli, tmp_path: Path, latin1_image: Path, suffix: str) -> None:
     good = make_image(tmp_path / "plain.png", seed=3)
     out = tmp_path / f"f{suffix}"
-    result = cli(
-        "features", latin1_image, good, "-o", out, "--no-progress", "--no-cache"
-    )
+    result = cli("features", latin1_image, good, "-o", out, "--no-progress", "--no-cache")
     assert result.exit_code == 0, result.output
-    listing = (
-        out.with_suffix(".files.txt").read_bytes()
-        if suffix == ".npy"
-        else out.read_bytes()
-    )
+    listing = out.with_suffix(".files.txt").read_bytes() if suffix == ".npy" else out.read_bytes()
     assert b"caf\xe9.png" in listing and b"plain.png" in listing
     if suffix == ".npy":
         assert np.load(out).shape == (2, 1000)

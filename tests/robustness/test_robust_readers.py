@@ -62,9 +62,7 @@ def test_voc_annotation_that_cannot_be_read(cli, voc_root: Path) -> None:
     path = annotation(voc_root)
     path.unlink()
     path.symlink_to(path)  # a link to itself: opening it fails (ELOOP) for any user
-    assert_one_error(
-        evaluate(cli, "voc", voc_root), str(path), "cannot read the annotation"
-    )
+    assert_one_error(evaluate(cli, "voc", voc_root), str(path), "cannot read the annotation")
 
 
 def test_voc_image_list_not_utf8(cli, voc_root: Path) -> None:
@@ -75,15 +73,11 @@ def test_voc_image_list_not_utf8(cli, voc_root: Path) -> None:
     assert_unchanged(before)
 
 
-@pytest.mark.parametrize(
-    "box", [("nan", 2, 10, 20), (1, 2, "inf", 20), (1, "-inf", 10, 20)]
-)
+@pytest.mark.parametrize("box", [("nan", 2, 10, 20), (1, 2, "inf", 20), (1, "-inf", 10, 20)])
 def test_voc_non_finite_boxes_are_refused(cli, voc_root: Path, box: tuple) -> None:
     path = annotation(voc_root, "000003")
     path.write_text(voc_xml((1, 2, 3, 4), box))
-    assert_one_error(
-        evaluate(cli, "voc", voc_root), str(path), "object 2", "NaN or infinite"
-    )
+    assert_one_error(evaluate(cli, "voc", voc_root), str(path), "object 2", "NaN or infinite")
 
 
 # -- point 16: folder CSV ----------------------------------------------------------------------------
@@ -102,9 +96,7 @@ def write_counts(root: Path, rows: list[str]) -> Path:
     return table
 
 
-@pytest.mark.parametrize(
-    "name", ["../outside.png", "/etc/hostname", "sub/../../outside.png"]
-)
+@pytest.mark.parametrize("name", ["../outside.png", "/etc/hostname", "sub/../../outside.png"])
 def test_folder_rows_outside_the_root(cli, folder_root: Path, name: str) -> None:
     make_image(folder_root.parent / "outside.png")
     table = write_counts(
@@ -129,9 +121,7 @@ def test_folder_absurd_counts(cli, folder_root: Path, count: str) -> None:
     assert_one_error(evaluate(cli, "folder", folder_root), str(table), "line 3")
 
 
-def test_folder_symlinked_image_inside_the_root_is_fine(
-    folder_root: Path, tmp_path: Path
-) -> None:
+def test_folder_symlinked_image_inside_the_root_is_fine(folder_root: Path, tmp_path: Path) -> None:
     elsewhere = make_image(tmp_path / "elsewhere.png")
     (folder_root / "4.png").symlink_to(elsewhere)
     write_counts(
@@ -150,9 +140,7 @@ def test_folder_symlinked_image_inside_the_root_is_fine(
 # -- point 13: seeds and 0-d arrays -------------------------------------------------------------------
 @pytest.mark.parametrize("seed", [str(2**32), str(10**30), "-1"])
 def test_split_seed_out_of_range(cli, folder_root: Path, seed: str) -> None:
-    write_counts(
-        folder_root, ["0.png,1,train", "1.png,2,train", "2.png,3,test", "3.png,1,test"]
-    )
+    write_counts(folder_root, ["0.png,1,train", "1.png,2,train", "2.png,3,test", "3.png,1,test"])
     assert_one_error(
         evaluate(cli, "folder", folder_root, "--split", f"random:0.5:{seed}"),
         seed,
@@ -161,9 +149,7 @@ def test_split_seed_out_of_range(cli, folder_root: Path, seed: str) -> None:
 
 
 def test_split_seed_at_the_limit_works(folder_root: Path) -> None:
-    write_counts(
-        folder_root, ["0.png,1,train", "1.png,2,train", "2.png,3,test", "3.png,1,test"]
-    )
+    write_counts(folder_root, ["0.png,1,train", "1.png,2,train", "2.png,3,test", "3.png,1,test"])
     data = load_dataset("folder", folder_root, split=f"random:0.5:{2**32 - 1}")
     assert len(data.subset("test")) == 2
 
@@ -176,27 +162,19 @@ def test_split_seed_at_the_limit_works(folder_root: Path) -> None:
         (np.array(["a", "b"]), "<U1"),
     ],
 )
-def test_count_features_with_a_bad_array(
-    cli, tmp_path: Path, array: np.ndarray, problem: str
-) -> None:
+def test_count_features_with_a_bad_array(cli, tmp_path: Path, array: np.ndarray, problem: str) -> None:
     path = tmp_path / "features.npy"
     np.save(path, array)
-    assert_one_error(
-        cli("count", "--features", path), str(path), "not a features file", problem
-    )
+    assert_one_error(cli("count", "--features", path), str(path), "not a features file", problem)
 
 
 def test_count_features_that_is_a_folder_or_a_pickle(cli, tmp_path: Path) -> None:
     folder = tmp_path / "features.npy"
     folder.mkdir()
-    assert_one_error(
-        cli("count", "--features", folder), str(folder), "not a regular file"
-    )
+    assert_one_error(cli("count", "--features", folder), str(folder), "not a regular file")
     pickled = tmp_path / "objects.npy"
     np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    assert_one_error(
-        cli("count", "--features", pickled), str(pickled), "not a features file"
-    )
+    assert_one_error(cli("count", "--features", pickled), str(pickled), "not a features file")
 
 
 def test_dataset_error_is_a_dataset_error(folder_root: Path) -> None:

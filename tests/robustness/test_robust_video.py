@@ -40,9 +40,7 @@ def csv_rows(path: Path) -> list[dict]:
 
 
 # -- point 3: --counts is not emptied before the source opened --------------------------------
-def test_missing_video_keeps_the_counts_file(
-    cli, tmp_path: Path, old_counts: Path
-) -> None:
+def test_missing_video_keeps_the_counts_file(cli, tmp_path: Path, old_counts: Path) -> None:
     before = snapshot(old_counts)
     assert_one_error(
         cli("video", tmp_path / "none.avi", "--counts", old_counts),
@@ -52,9 +50,7 @@ def test_missing_video_keeps_the_counts_file(
     assert_unchanged(before)
 
 
-def test_corrupt_video_keeps_the_counts_file(
-    cli, tmp_path: Path, old_counts: Path
-) -> None:
+def test_corrupt_video_keeps_the_counts_file(cli, tmp_path: Path, old_counts: Path) -> None:
     corrupt = tmp_path / "corrupt.avi"
     corrupt.write_bytes(b"RIFF" + bytes(range(256)) * 8)
     before = snapshot(old_counts)
@@ -72,14 +68,10 @@ def test_missing_webcam_keeps_the_counts_file(cli, old_counts: Path) -> None:
     assert_unchanged(before)
 
 
-def test_existing_annotated_video_kept_when_the_source_fails(
-    cli, tmp_path: Path
-) -> None:
+def test_existing_annotated_video_kept_when_the_source_fails(cli, tmp_path: Path) -> None:
     old_video = make_video(tmp_path / "old.avi", n_frames=3)
     before = snapshot(old_video)
-    assert_one_error(
-        cli("video", tmp_path / "none.avi", "--annotated", old_video), "none.avi"
-    )
+    assert_one_error(cli("video", tmp_path / "none.avi", "--annotated", old_video), "none.avi")
     assert_unchanged(before)
 
 
@@ -88,45 +80,33 @@ def test_http_url_of_a_file_ends_at_its_end(cli, tmp_path: Path, http_folder) ->
     folder, base = http_folder
     make_video(folder / "clip.avi", n_frames=12)
     out = tmp_path / "c.csv"
-    result = cli(
-        "video", f"{base}/clip.avi", "--counts", out, "--quiet", "--retries", "3"
-    )
+    result = cli("video", f"{base}/clip.avi", "--counts", out, "--quiet", "--retries", "3")
     assert result.exit_code == 0, result.output
     assert "reconnecting" not in result.stderr
     assert [int(row["frame"]) for row in csv_rows(out)] == list(range(12))
 
 
-def test_unreachable_url_retries_within_the_budget_then_one_line(
-    cli, http_folder
-) -> None:
+def test_unreachable_url_retries_within_the_budget_then_one_line(cli, http_folder) -> None:
     _, base = http_folder
     started = time.monotonic()
     result = cli("video", f"{base}/missing.avi", "--retries", "2")
     assert_one_error(result, f"{base}/missing.avi", "after 2 reconnection attempts")
-    assert (
-        result.stderr.count("reconnecting") == 2
-    )  # the first connection is retried too
+    assert result.stderr.count("reconnecting") == 2  # the first connection is retried too
     assert time.monotonic() - started < 30
 
 
 def test_live_stream_retry_budget_is_not_reset_by_a_reconnect(tmp_path: Path) -> None:
     clip = make_video(tmp_path / "clip.avi", n_frames=5)
     # Declared live: each end of the file is a "drop"; two retries in all, then lost.
-    reader = FrameReader(
-        VideoSource(str(clip), "url", live=True), max_retries=2, backoff=0.01
-    )
+    reader = FrameReader(VideoSource(str(clip), "url", live=True), max_retries=2, backoff=0.01)
     frames = []
     with reader, pytest.raises(StreamError, match="2 reconnection attempts failed"):
         for batch in reader.batches(4):
             frames += [frame.index for frame in batch]
-    assert (
-        frames == list(range(15)) and reader.retries_used == 2
-    )  # read 3 times, numbered on
+    assert frames == list(range(15)) and reader.retries_used == 2  # read 3 times, numbered on
 
 
-def test_url_finiteness_is_decided_by_the_frame_count(
-    tmp_path: Path, http_folder
-) -> None:
+def test_url_finiteness_is_decided_by_the_frame_count(tmp_path: Path, http_folder) -> None:
     folder, base = http_folder
     make_video(folder / "clip.avi", n_frames=4)
     with FrameReader(VideoSource.parse(f"{base}/clip.avi")) as reader:
@@ -153,17 +133,11 @@ def test_full_disk_during_counts_leaves_whole_rows(tmp_path: Path) -> None:
         "4",
         preamble=file_size_limit(300),
     )
-    assert_process_one_error(
-        process, str(out), "cannot write (File too large)", "rows kept"
-    )
+    assert_process_one_error(process, str(out), "cannot write (File too large)", "rows kept")
     data = out.read_bytes()
-    assert 0 < len(data) <= 300 and data.endswith(
-        b"\r\n"
-    )  # cut back to the last whole row
+    assert 0 < len(data) <= 300 and data.endswith(b"\r\n")  # cut back to the last whole row
     rows = csv_rows(out)
-    assert rows and all(
-        None not in row and None not in row.values() and row["high"] for row in rows
-    )
+    assert rows and all(None not in row and None not in row.values() and row["high"] for row in rows)
     assert [int(row["frame"]) for row in rows] == list(range(len(rows)))
 
 
@@ -190,28 +164,18 @@ def truncated_video(tmp_path: Path) -> Path:
     return clip
 
 
-def test_truncated_video_is_a_warning_with_the_frame_and_exit_1(
-    cli, tmp_path: Path, truncated_video: Path
-) -> None:
+def test_truncated_video_is_a_warning_with_the_frame_and_exit_1(cli, tmp_path: Path, truncated_video: Path) -> None:
     out = tmp_path / "c.csv"
     result = cli("video", truncated_video, "--counts", out, "--quiet", "--stride", "10")
     line = assert_one_error(result, "long.avi", "could not be decoded")
     assert "--ignore-errors" in line
     warnings = [w for w in result.stderr.splitlines() if w.startswith("warning:")]
-    assert (
-        len(warnings) == 1
-        and "of 200" in warnings[0]
-        and "damaged or truncated" in warnings[0]
-    )
+    assert len(warnings) == 1 and "of 200" in warnings[0] and "damaged or truncated" in warnings[0]
     rows = csv_rows(out)
-    assert (
-        5 <= len(rows) < 20
-    )  # what could be read (every 10th frame) was counted and kept
+    assert 5 <= len(rows) < 20  # what could be read (every 10th frame) was counted and kept
 
 
-def test_truncated_video_with_ignore_errors_exits_0(
-    cli, tmp_path: Path, truncated_video: Path
-) -> None:
+def test_truncated_video_with_ignore_errors_exits_0(cli, tmp_path: Path, truncated_video: Path) -> None:
     result = cli(
         "video",
         truncated_video,
@@ -230,43 +194,26 @@ def test_undecodable_frame_in_the_middle_is_reported(tmp_path: Path) -> None:
     clip = make_video(tmp_path / "clip.avi", n_frames=30)
     data = bytearray(clip.read_bytes())
     # Wipe the JPEG start marker of one frame in the middle: the container still holds it.
-    starts = [
-        i for i in range(len(data) - 1) if data[i] == 0xFF and data[i + 1] == 0xD8
-    ]
+    starts = [i for i in range(len(data) - 1) if data[i] == 0xFF and data[i + 1] == 0xD8]
     target = starts[15]
     data[target : target + 600] = bytes(600)
     clip.write_bytes(bytes(data))
     problems = []
-    with FrameReader(
-        VideoSource.parse(str(clip)), skip_bad_frames=True, on_problem=problems.append
-    ) as reader:
+    with FrameReader(VideoSource.parse(str(clip)), skip_bad_frames=True, on_problem=problems.append) as reader:
         frames = [frame.index for batch in reader.batches(8) for frame in batch]
-    assert [p.frame for p in problems] == [
-        15
-    ] and "frame 15 of 30 cannot be decoded" in problems[0].message
+    assert [p.frame for p in problems] == [15] and "frame 15 of 30 cannot be decoded" in problems[0].message
     assert frames == [k for k in range(30) if k != 15]
     # Without skipping, reading stops there and says so.
-    with FrameReader(
-        VideoSource.parse(str(clip)), on_problem=problems.append
-    ) as reader:
+    with FrameReader(VideoSource.parse(str(clip)), on_problem=problems.append) as reader:
         frames = [frame.index for batch in reader.batches(8) for frame in batch]
-    assert (
-        frames == list(range(15))
-        and "cannot read past frame 15 of 30" in problems[-1].message
-    )
+    assert frames == list(range(15)) and "cannot read past frame 15 of 30" in problems[-1].message
 
 
 def test_truncated_file_read_directly(truncated_video: Path) -> None:
     problems = []
-    with FrameReader(
-        VideoSource.parse(str(truncated_video)), stride=10, on_problem=problems.append
-    ) as reader:
+    with FrameReader(VideoSource.parse(str(truncated_video)), stride=10, on_problem=problems.append) as reader:
         frames = [frame.index for batch in reader.batches(8) for frame in batch]
-    assert (
-        len(problems) == 1
-        and problems[0].frame > frames[-1]
-        and "of 200" in problems[0].message
-    )
+    assert len(problems) == 1 and problems[0].frame > frames[-1] and "of 200" in problems[0].message
 
 
 # -- point 14: SIGTERM closes the annotated video like Ctrl-C ----------------------------------------
@@ -310,9 +257,7 @@ def test_sigterm_leaves_a_playable_video(tmp_path: Path, suffix: str) -> None:
         decoded += 1
     capture.release()
     assert 6 <= decoded < 600
-    assert [
-        p.name for p in tmp_path.iterdir() if p.name.startswith(".")
-    ] == []  # temporary renamed
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # temporary renamed
 
 
 def test_model_used_by_video_is_the_shipped_one() -> None:
