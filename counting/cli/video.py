@@ -114,14 +114,15 @@ def video(
     def show(record: dict) -> None:
         if quiet:
             return
-        value = record.get("smoothed", record.get("count"))
-        text = (
-            f"frame {record['frame']:>6}  t={record['time_s']:8.2f}s  count {value:6.1f}"
-            if value is not None
-            else f"frame {record['frame']}"
-        )
-        if "low" in record:
-            text += f"  [{record['low']:.1f}, {record['high']:.1f}]"
+        value = record.get("count")
+        if value is None:  # multi-class models: one column per class
+            console.print(f"frame {record['frame']}")
+            return
+        text = f"frame {record['frame']:>6}  t={record['time_s']:8.2f}s  count {value:6.1f}"
+        if "low" in record:  # the interval belongs to the frame's own count, so it sits beside it
+            text += f" [{record['low']:.1f}, {record['high']:.1f}]"
+        if "smoothed" in record:
+            text += f"  smoothed {record['smoothed']:6.1f}"
         console.print(text)
 
     def retrying(attempt: int, delay: float) -> None:

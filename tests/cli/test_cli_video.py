@@ -46,6 +46,13 @@ def test_video_file_to_csv_with_annotated_output(trained, runner, short_video: P
     expected = [counts[max(0, k - 2) : k + 1].mean() for k in range(12)]
     assert np.allclose(smoothed, expected, atol=2e-3)
     assert all(float(r["low"]) <= float(r["count"]) <= float(r["high"]) for r in rows)
+    # the console line shows each frame's own count beside its own interval, then the smoothed one
+    last = rows[-1]
+    line = next(text for text in result.output.splitlines() if text.startswith("frame     11"))
+    assert (
+        f"count {float(last['count']):6.1f} [{float(last['low']):.1f}, {float(last['high']):.1f}]"
+        f"  smoothed {float(last['smoothed']):6.1f}"
+    ) in line
     capture = cv2.VideoCapture(str(annotated))
     assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 12
     ok, first = capture.read()
