@@ -168,7 +168,8 @@ def count(
     outputs = [output for output in (csv, json_path) if output is not None]
     for output in outputs:
         check_writable(output)  # before any work: a bad output path must not waste it
-        check_not_an_input(output, [item for item in (model, features, *(paths or [])) if item is not None])
+        # the images are checked once expanded (below): globs and folders name them only then
+        check_not_an_input(output, [item for item in (model, features) if item is not None])
     counting_model = load_model_option(model)
     problems: list[str] = []
     if features is not None:
