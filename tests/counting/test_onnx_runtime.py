@@ -298,3 +298,33 @@ def test_threads_follow_the_setting(monkeypatch) -> None:
         configure_runtime(None)
     with pytest.raises(ValueError, match="threads must be 1 to"):
         configure_runtime(None, 0)
+
+
+def test_batches_split_over_threads_give_the_same_maps_bit_for_bit(export_dir: Path, mall_root: Path) -> None:
+    two = get_backbone("efficientnet-lite0", runtime="onnxruntime", export_dir=export_dir, threads=2)
+    one = get_backbone("efficientnet-lite0", runtime="onnxruntime", export_dir=export_dir, threads=1)
+    prep = Preprocessing(input_size=160)
+    frames = sorted((mall_root / "frames").glob("seq_*.jpg"))[:5]
+    batch = np.stack([two.prepare(load_image(path), prep).numpy() for path in frames])
+    split = two._onnx[("final",)]
+    assert split.parallel is not None and one._onnx[("final",)].parallel is None
+    calls: list[int] = []
+    original = split.parallel.run
+    split.parallel = _CountingSession(original, calls)
+    maps = two.feature_maps(batch, ["block10", "final"])
+    split_final = split.run(batch)[0]
+    assert calls == [3, 2]  # the 5 frames ran as two parts, one per thread
+    assert np.array_equal(split_final, one._onnx[("final",)].run(batch)[0])
+    np.testing.assert_array_equal(maps["block10"], one.feature_maps(batch, ["block10"])["block10"])
+    # A single image has nothing to split: it runs on the multi-threaded session.
+    calls.clear()
+    assert np.array_equal(split.run(batch[:1])[0], split_final[:1]) and calls == []
+
+
+class _CountingSession:
+    def __init__(self, run, calls: list[int]) -> None:
+        self._run, self._calls = run, calls
+
+    def run(self, names, feeds):
+        self._calls.append(len(next(iter(feeds.values()))))
+        return self._run(names, feeds)
