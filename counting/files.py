@@ -98,7 +98,7 @@ def check_writable_folder(path: str | os.PathLike[str]) -> Path:
     return folder
 
 
-def _new_file_mode(target: Path) -> int:
+def new_file_mode(target: Path) -> int:
     """The mode an ordinary ``open(target, "w")`` would give: the old file's, else 0o666 - umask."""
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
@@ -132,7 +132,7 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        os.chmod(temporary, _new_file_mode(target))
+        os.chmod(temporary, new_file_mode(target))
         os.replace(temporary, target)
     except BaseException as error:
         temporary.unlink(missing_ok=True)

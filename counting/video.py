@@ -597,6 +597,9 @@ def _temporary_beside(target: Path) -> Path:
 
 def _finish_video(temporary: Path, target: Path, keep: bool) -> None:
     if keep and temporary.exists() and temporary.stat().st_size > 0:
+        from counting.files import new_file_mode
+
+        os.chmod(temporary, new_file_mode(target))  # mkstemp's 0600 would hide the video from others
         os.replace(temporary, target)
     else:
         temporary.unlink(missing_ok=True)

@@ -40,6 +40,7 @@ from torch import nn
 
 from counting.backbones.runtime import default_threads
 from counting.errors import BackboneError
+from counting.files import new_file_mode
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -377,6 +378,7 @@ def _atomic_write(target: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(temporary, new_file_mode(target))  # mkstemp's 0600 would hide a shared cache's files
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 from pathlib import Path
 
@@ -55,6 +56,9 @@ def test_video_file_to_csv_with_annotated_output(trained, runner, short_video: P
     ) in line
     capture = cv2.VideoCapture(str(annotated))
     assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 12
+    umask = os.umask(0)
+    os.umask(umask)
+    assert annotated.stat().st_mode & 0o777 == 0o666 & ~umask  # like any new file, not mkstemp's 0600
     ok, first = capture.read()
     capture.release()
     original = cv2.VideoCapture(str(short_video)).read()[1]

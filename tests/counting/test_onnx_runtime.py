@@ -328,3 +328,19 @@ class _CountingSession:
     def run(self, names, feeds):
         self._calls.append(len(next(iter(feeds.values()))))
         return self._run(names, feeds)
+
+
+def test_exported_files_follow_the_umask_like_any_new_file(
+    onnx_net: Backbone, tmp_path: Path, cheap_exports: list[int]
+) -> None:
+    import os
+
+    previous = os.umask(0o022)
+    try:
+        onnx_export.load_or_export(onnx_net, ("final",), tmp_path, threads=1)
+    finally:
+        os.umask(previous)
+    exported = next(tmp_path.glob("*.onnx"))
+    # readable by the other users of a shared cache (mkstemp alone gives 0600)
+    assert (exported.stat().st_mode & 0o777) == 0o644
+    assert (exported.with_suffix(".json").stat().st_mode & 0o777) == 0o644
