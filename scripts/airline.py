@@ -92,6 +92,7 @@ def fit_agp(args: argparse.Namespace, X: np.ndarray, y: np.ndarray):
         learning_rate=args.learning_rate,
         mean=args.mean,
         validation_fraction=args.validation,
+        validation_loss=args.validation_loss,
         random_state=args.seed,
         verbose=args.verbose,
     )
@@ -192,6 +193,9 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=None, help="AGP learning rate (default: its own)")
     parser.add_argument("--batch-size", type=int, default=1024, help="AGP (and SVGP, at least 1024) minibatch")
     parser.add_argument("--mean", default="linear", help="AGP mean function (zero, constant, linear)")
+    parser.add_argument(
+        "--validation-loss", choices=("mse", "huber"), default="mse", help="AGP statistic picking the best epoch"
+    )
     parser.add_argument("--validation", type=float, default=0.1, help="AGP validation_fraction")
     parser.add_argument(
         "--inputs",

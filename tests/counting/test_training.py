@@ -150,6 +150,20 @@ def test_pyramid_model_is_saved_and_counts_images(mall_small, session_cache_dir:
     from_images = loaded.count_images([load_image(path) for path in test.paths[:4]])
     np.testing.assert_allclose(from_files, from_images, rtol=1e-3, atol=1e-3)
     assert np.abs(from_files - np.asarray(test.counts[:4])).mean() < 10
+    # `count --features` takes the documented (n, 1 + cells, D) array: the frame, then its cells
+    from counting.backbones import Preprocessing, get_backbone
+    from counting.layouts import extract_views, stack_views
+    from counting.model import FeatureDimensionError
+
+    frame, cells = extract_views(
+        test.paths[:4], get_backbone(loaded.backbone), Preprocessing(112, mall_small.roi_mask), "pyramid", (2, 2), cache
+    )
+    stacked = stack_views(frame, cells)
+    np.testing.assert_allclose(loaded.predict_features(stacked), from_files, rtol=1e-6, atol=1e-6)
+    with pytest.raises(
+        FeatureDimensionError, match=r"takes 5 \(shape \(n, 5, 1000\): the whole frame, then its cells\)"
+    ):
+        loaded.predict_features(cells)  # the cells alone (`counting features --grid 2x2`)
 
 
 def test_cv_folds_deal_runs_of_frames_in_turn() -> None:
