@@ -64,3 +64,18 @@ def test_no_weight_left_to_fit_on_is_one_clear_error() -> None:
         AGPRegressor(n_centers=3).fit(X, X[:, 0], sample_weight=np.zeros(30))
     with pytest.raises(ValueError, match="sample_weight"):
         AGPRegressor(n_centers=3).fit(X, X[:, 0], sample_weight=-np.ones(30))
+
+
+def test_huber_validation_loss_is_twice_hubers_loss_with_a_mad_scale() -> None:
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-2, 2, (300, 2))
+    y = X[:, 0] ** 2 + 0.1 * rng.standard_t(1.5, size=300)  # heavy tails, as flight delays
+    model = AGPRegressor(n_centers=10, max_epochs=0, validation_fraction=100, validation_loss="huber", random_state=0)
+    model.fit(X, y)
+    rows = model.validation_indices_
+    residual = model.predict(X[rows]) - y[rows]  # the grid start: the model kept at max_epochs=0
+    delta = 1.345 * 1.4826 * np.median(np.abs(residual - np.median(residual)))
+    size = np.abs(residual)
+    expected = np.mean(np.where(size <= delta, size**2, 2 * delta * size - delta**2))
+    assert model.history_["val_loss"][0] == pytest.approx(expected, rel=1e-9)
+    assert expected < np.mean(residual**2) / 2  # the outliers weigh linearly, not squared
