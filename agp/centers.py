@@ -37,12 +37,15 @@ def _cluster_sums(labels: np.ndarray, n_clusters: int, values: np.ndarray) -> np
     return np.stack([np.bincount(labels, weights=column, minlength=n_clusters) for column in values.T], axis=1)
 
 
-def _member_means(labels: np.ndarray, n_clusters: int, y: np.ndarray, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-cluster mean of X and y; empty clusters are dropped."""
-    counts = np.bincount(labels, minlength=n_clusters).astype(float)
+def _member_means(
+    labels: np.ndarray, n_clusters: int, y: np.ndarray, X: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-cluster (weighted) mean of X and y; clusters without weight are dropped."""
+    w = np.ones(len(labels)) if weights is None else weights
+    counts = np.bincount(labels, weights=w, minlength=n_clusters)
     keep = counts > 0
-    means_x = _cluster_sums(labels, n_clusters, X)[keep] / counts[keep, None]
-    return means_x, _cluster_sums(labels, n_clusters, y)[keep] / counts[keep, None]
+    means_x = _cluster_sums(labels, n_clusters, X * w[:, None])[keep] / counts[keep, None]
+    return means_x, _cluster_sums(labels, n_clusters, y * w[:, None])[keep] / counts[keep, None]
 
 
 def nearest_center(X: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -55,8 +58,20 @@ def nearest_center(X: np.ndarray, points: np.ndarray) -> np.ndarray:
     )
 
 
-def select_centers(X: np.ndarray, y: np.ndarray, n_centers: int, method: str, rng: np.random.Generator) -> Centers:
-    """Pick ``n_centers`` centers from standardised rows ``X`` with (n, K) targets ``y``."""
+def select_centers(
+    X: np.ndarray,
+    y: np.ndarray,
+    n_centers: int,
+    method: str,
+    rng: np.random.Generator,
+    weights: np.ndarray | None = None,
+) -> Centers:
+    """Pick ``n_centers`` centers from standardised rows ``X`` with (n, K) targets ``y``.
+
+    ``weights`` (n,) count each row that many times in k-means, in the members' mean targets
+    and in the draw of ``sampling`` (``None``: all 1); spectral clustering and the GMM fit
+    ignore them (their members' mean targets use them).
+    """
     seed = int(rng.integers(2**31 - 1))
     empty = np.zeros(0, dtype=int)
     if method == "kmeans":
@@ -64,31 +79,41 @@ def select_centers(X: np.ndarray, y: np.ndarray, n_centers: int, method: str, rn
             # Fewer distinct points than clusters gives duplicate centers; the SVD solve copes.
             warnings.simplefilter("ignore", ConvergenceWarning)
             if len(X) > MINIBATCH_KMEANS_ROWS:
-                kmeans = MiniBatchKMeans(n_clusters=n_centers, batch_size=4096, n_init=3, random_state=seed).fit(X)
+                kmeans = MiniBatchKMeans(n_clusters=n_centers, batch_size=4096, n_init=3, random_state=seed)
             else:
-                kmeans = KMeans(n_clusters=n_centers, n_init=1, random_state=seed).fit(X)
+                kmeans = KMeans(n_clusters=n_centers, n_init=1, random_state=seed)
+            kmeans.fit(X, sample_weight=weights)
         points = kmeans.cluster_centers_
-        onehot_targets = _member_means(np.asarray(kmeans.labels_), n_centers, y, X)[1]
+        onehot_targets = _member_means(np.asarray(kmeans.labels_), n_centers, y, X, weights)[1]
         if len(onehot_targets) < n_centers:  # an empty cluster: give it its nearest member's target
             targets = _nearest_targets(points, X, y)
         else:
             targets = onehot_targets
         return Centers(points, targets, empty)
     if method == "sampling":
-        rows = np.sort(rng.choice(len(X), size=n_centers, replace=False))
+        draw = None
+        if weights is not None and np.count_nonzero(weights) >= n_centers:
+            draw = weights / weights.sum()
+        rows = np.sort(rng.choice(len(X), size=n_centers, replace=False, p=draw))
         return Centers(X[rows].copy(), y[rows].copy(), rows)
     if method == "spectral":
         labels = SpectralClustering(
             n_clusters=n_centers, affinity="nearest_neighbors", n_neighbors=min(10, len(X) - 1), random_state=seed
         ).fit_predict(X)
-        points, targets = _member_means(labels, n_centers, y, X)
+        points, targets = _member_means(labels, n_centers, y, X, weights)
+        if weights is not None and len(points) < len(np.unique(labels)):
+            # a cluster of weight-0 rows only: keep its centroid, with its nearest row's target
+            points = _member_means(labels, n_centers, y, X)[0]
+            targets = _nearest_targets(points, X, y)
         return Centers(points, targets, empty)
     if method == "gmm":
         gmm = GaussianMixture(n_components=n_centers, covariance_type="diag", random_state=seed).fit(X)
         # Responsibility-weighted means: no component is ever left without a target.
         resp = gmm.predict_proba(X)
-        weights = resp.sum(axis=0)
-        return Centers(gmm.means_.copy(), (resp.T @ y) / np.maximum(weights, 1e-12)[:, None], empty)
+        if weights is not None:
+            resp = resp * weights[:, None]
+        mass = resp.sum(axis=0)
+        return Centers(gmm.means_.copy(), (resp.T @ y) / np.maximum(mass, 1e-12)[:, None], empty)
     raise ValueError(f"unknown center_method {method!r}; choose one of {', '.join(CENTER_METHODS)}")
 
 
@@ -105,16 +130,23 @@ def _nearest_targets(points: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.nda
     return y[best_row]
 
 
-def explicit_centers(points: np.ndarray, X: np.ndarray, y: np.ndarray, targets: np.ndarray | None = None) -> Centers:
-    """Centers given by the caller; without targets each gets the mean target of its Voronoi cell
-    (the rows nearest to it), the same rule as k-means.  A center with no member takes its
-    nearest row's target."""
+def explicit_centers(
+    points: np.ndarray,
+    X: np.ndarray,
+    y: np.ndarray,
+    targets: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
+) -> Centers:
+    """Centers given by the caller; without targets each gets the (weighted) mean target of its
+    Voronoi cell (the rows nearest to it), the same rule as k-means.  A center with no member
+    (or members of weight 0 only) takes its nearest row's target."""
     empty = np.zeros(0, dtype=int)
     if targets is not None:
         return Centers(points, targets, empty)
     labels = nearest_center(X, points)
-    counts = np.bincount(labels, minlength=len(points)).astype(float)
-    means = _cluster_sums(labels, len(points), y) / np.maximum(counts, 1.0)[:, None]
+    w = np.ones(len(X)) if weights is None else weights
+    counts = np.bincount(labels, weights=w, minlength=len(points))
+    means = _cluster_sums(labels, len(points), y * w[:, None]) / np.where(counts > 0, counts, 1.0)[:, None]
     if np.all(counts > 0):
         return Centers(points, means, empty)
     nearest = _nearest_targets(points, X, y)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, ClassVar
@@ -14,7 +14,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
 from agp import persistence
@@ -109,6 +109,12 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         between 20 and 10 000 rows (and 0 below 40 samples); an int is an exact number of
         rows (as in scikit-learn's ``HistGradientBoostingRegressor``).  ``None`` or 0: no
         validation, the training rows decide instead.
+    validation_loss : {"mse", "huber"}, default="mse"
+        Statistic of the validation rows that picks the best epoch.  ``mse`` the mean squared
+        error.  ``huber`` twice Huber's loss (r² within δ, 2δ|r| - δ² beyond), with δ = 1.345 ×
+        1.4826 × the median absolute deviation of the grid start's validation residuals, fixed
+        for the whole fit: on heavy-tailed targets (flight delays) a few outlying validation
+        rows would otherwise decide which epoch is kept.  ``history_["val_loss"]`` holds it.
     random_state : int, RandomState instance or None, default=None
         Seeds the split, the centers and the minibatch order.
     verbose : bool, default=False
@@ -144,8 +150,9 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
     mean_penalty_ : float or None
         The ridge penalty GCV chose for ``mean="linear"``.
     history_ : dict
-        ``{"train_loss": [...], "val_loss": [...]}``, MSE per epoch, entry 0 = grid start.  The
-        training loss is taken on at most 10 000 training rows.
+        ``{"train_loss": [...], "val_loss": [...]}``, MSE per epoch (the validation loss: the
+        ``validation_loss`` statistic), entry 0 = grid start.  The training loss is taken on at
+        most 10 000 training rows.
     best_epoch_ : int
         The epoch whose parameters were kept.
     validation_indices_ : ndarray of int
@@ -190,6 +197,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
             Interval(Integral, 0, None, closed="left"),
             None,
         ],
+        "validation_loss": [StrOptions({"mse", "huber"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "callback": [callable, None],
@@ -216,6 +224,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         lengthscale_grid: tuple[float, ...] | None = None,
         mean: str = "linear",
         validation_fraction: float | None = 0.1,
+        validation_loss: str = "mse",
         random_state: int | np.random.RandomState | None = None,
         verbose: bool = False,
         callback: Callable[[int, float, float], bool | None] | None = None,
@@ -238,6 +247,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         self.lengthscale_grid = lengthscale_grid
         self.mean = mean
         self.validation_fraction = validation_fraction
+        self.validation_loss = validation_loss
         self.random_state = random_state
         self.verbose = verbose
         self.callback = callback
@@ -303,7 +313,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: ArrayLike, y: ArrayLike) -> AGPRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> AGPRegressor:
         """Select centers, grid-search the center-GP, then train the per-center kernels.
 
         Parameters
@@ -314,6 +324,12 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
             (n_samples, n_centers) matrix, so millions of rows fit in bounded memory.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Training targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row's squared error everywhere the fit measures one:
+            the standardisation statistics, the mean function, k-means (and the centers' mean
+            targets), the grid search, the training loss and the validation loss that picks
+            the best epoch.  ``None``: every row weighs 1.  The validation rows are still drawn
+            at random, so a weight of 2 is not the same fit as the row given twice.
 
         Returns
         -------
@@ -332,13 +348,19 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         # Every product in a fit is small (at most a block of rows by D by N); BLAS/OpenMP threads
         # cost far more than they save there (measured 60x slower per step on a busy 2-core machine).
         with threadpool_limits(limits=1):
-            return self._fit(X, y)
+            return self._fit(X, y, sample_weight)
 
-    def _fit(self, X: Any, y: Any) -> AGPRegressor:
+    def _fit(self, X: Any, y: Any, sample_weight: Any) -> AGPRegressor:
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=np.float64)
         n_samples = len(X)
         if n_samples < 2:
             raise ValueError(f"AGPRegressor needs at least 2 samples, got n_samples={n_samples}")
+        # None stays None: the unweighted fit keeps its exact arithmetic (and its results).
+        weights = (
+            None
+            if sample_weight is None
+            else _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        )
         self._check_grids()
         self._y_ndim = y.ndim
         Y = y.reshape(n_samples, -1).astype(np.float64)
@@ -349,15 +371,19 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         val_rows, fit_rows = np.sort(order[:n_val]), np.sort(order[n_val:])
         self.validation_indices_ = val_rows
 
+        fit_weights = None if weights is None else weights[fit_rows]
+        if fit_weights is not None and not np.sum(fit_weights) > 0:
+            raise ValueError("sample_weight: every row left to fit on (outside the validation rows) has weight 0")
+
         # Standardise with statistics of the non-validation rows (paper, Section 5.1).
-        self.x_mean_, scale = _column_mean_std(X, fit_rows)
+        self.x_mean_, scale = _column_mean_std(X, fit_rows, fit_weights)
         self.x_scale_ = np.where(scale > 1e-12 * np.maximum(1.0, np.abs(self.x_mean_)), scale, 1.0)
         Xs = _standardised(X, self.x_mean_, self.x_scale_)
-        mean = fit_mean(self.mean, Xs[fit_rows] if self.mean == "linear" else Xs[:0], Y[fit_rows])
+        mean = fit_mean(self.mean, Xs[fit_rows] if self.mean == "linear" else Xs[:0], Y[fit_rows], fit_weights)
         self.y_mean_, self.mean_coef_, self.mean_penalty_ = mean.intercept, mean.coef, mean.penalty
         Yc = Y - mean(Xs)
 
-        centers = self._select_centers(Xs, Yc, fit_rows, rng)
+        centers = self._select_centers(Xs, Yc, fit_rows, rng, fit_weights)
         train_rows = np.setdiff1d(fit_rows, fit_rows[centers.sample_rows]) if len(centers.sample_rows) else fit_rows
         eval_rows = _subsample(val_rows if n_val > 0 else train_rows, GRID_ROWS, rng)
 
@@ -370,7 +396,15 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         else:
             lengthscales = np.asarray(self.lengthscale_grid, dtype=float)
         noises = np.asarray([self.noise] if self.noise is not None else self.noise_grid, dtype=float)
-        grid = grid_search(sq_centers, centers.targets, sq_eval, Yc[eval_rows], lengthscales, noises)
+        grid = grid_search(
+            sq_centers,
+            centers.targets,
+            sq_eval,
+            Yc[eval_rows],
+            lengthscales,
+            noises,
+            None if weights is None else weights[eval_rows],
+        )
         self.lengthscale_, self.noise_ = grid.lengthscale, grid.noise
 
         kernel = self._make_kernel()
@@ -378,7 +412,9 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
             kernel, centers.points, kernel.prepare(centers.points, centers.points), centers.targets, grid.noise
         )
         params = kernel.initial_params(grid.lengthscale, centers.points, rng)
-        self._kernel_params, self.alpha_ = self._train(kernel, system, params, Xs, Yc, train_rows, val_rows, rng)
+        self._kernel_params, self.alpha_ = self._train(
+            kernel, system, params, Xs, Yc, train_rows, val_rows, rng, weights
+        )
 
         if self.centers is not None:
             self.centers_ = np.array(self.centers, dtype=float)
@@ -402,11 +438,16 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
             setattr(self, name, value)
 
     def _select_centers(
-        self, Xs: np.ndarray, Yc: np.ndarray, fit_rows: np.ndarray, rng: np.random.Generator
+        self,
+        Xs: np.ndarray,
+        Yc: np.ndarray,
+        fit_rows: np.ndarray,
+        rng: np.random.Generator,
+        weights: np.ndarray | None,
     ) -> Centers:
         if self.centers is None:
             n_centers = self._center_count(len(fit_rows))
-            return select_centers(Xs[fit_rows], Yc[fit_rows], n_centers, self.center_method, rng)
+            return select_centers(Xs[fit_rows], Yc[fit_rows], n_centers, self.center_method, rng, weights)
         points = np.asarray(self.centers, dtype=float)
         if points.ndim != 2 or points.shape[1] != self.n_features_in_ or not np.all(np.isfinite(points)):
             raise ValueError(
@@ -423,7 +464,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
                 )
             targets = targets.reshape(len(points), Yc.shape[1])
             targets = targets - self._mean_at(points)
-        return explicit_centers(points, Xs[fit_rows], Yc[fit_rows], targets)
+        return explicit_centers(points, Xs[fit_rows], Yc[fit_rows], targets, weights)
 
     def _train(
         self,
@@ -435,6 +476,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         train_rows: np.ndarray,
         val_rows: np.ndarray,
         rng: np.random.Generator,
+        weights: np.ndarray | None = None,
     ) -> tuple[Params, np.ndarray]:
         """Minibatch training (rows prepared batch by batch: streaming, no n × N matrix kept).
 
@@ -442,12 +484,27 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         """
         loss_rows = _subsample(train_rows, LOSS_ROWS, rng)
 
-        def mse(rows: np.ndarray, alpha: np.ndarray) -> float:
+        huber_delta: float | None = None  # set from the grid start's validation residuals
+
+        def mse(rows: np.ndarray, alpha: np.ndarray, huber_delta: float | None = None) -> float:
+            """(Weighted) mean squared error, or twice the Huber loss with ``huber_delta``."""
             total = 0.0
-            for block in _blocks(rows):
+            row_weights = None if weights is None else weights[rows]
+            if row_weights is not None and not np.sum(row_weights) > 0:
+                row_weights = None  # only weight-0 rows: their plain MSE still ranks the epochs
+            for first in range(0, len(rows), PREDICT_BLOCK_ROWS):
+                block = rows[first : first + PREDICT_BLOCK_ROWS]
                 prediction = system.predict(params, kernel.prepare(Xs[block], system.centers), alpha)
-                total += float(np.sum((prediction - Yc[block]) ** 2))
-            return total / (len(rows) * Yc.shape[1])
+                squares = (prediction - Yc[block]) ** 2
+                if huber_delta is not None:
+                    # quadratic within δ, linear beyond: one delayed flight cannot pick the epoch
+                    size = np.sqrt(squares)
+                    squares = np.where(size <= huber_delta, squares, 2.0 * huber_delta * size - huber_delta**2)
+                if row_weights is not None:
+                    squares *= row_weights[first : first + PREDICT_BLOCK_ROWS, None]
+                total += float(np.sum(squares))
+            norm = len(rows) if row_weights is None else float(np.sum(row_weights))
+            return total / (norm * Yc.shape[1])
 
         self.history_: dict[str, list[float]] = {"train_loss": [], "val_loss": []}
         start = {name: value.copy() for name, value in params.items()}
@@ -465,7 +522,9 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
                     for first in range(0, n_train, batch_size):
                         batch = order[first : first + batch_size]
                         prepared = kernel.prepare(Xs[batch], system.centers)
-                        _, grads = loss_and_gradient(system, params, prepared, Yc[batch], self.reg)
+                        _, grads = loss_and_gradient(
+                            system, params, prepared, Yc[batch], self.reg, None if weights is None else weights[batch]
+                        )
                         step += 1
                         optimizer.step(params, grads, warmup_factor(step, warmup))
                         kernel.project(params)
@@ -480,7 +539,11 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
                 )
                 break
             train_loss = mse(loss_rows, alpha)
-            val_loss = mse(val_rows, alpha) if len(val_rows) else train_loss
+            if epoch == 0 and self.validation_loss == "huber" and len(val_rows):
+                huber_delta = _huber_delta(
+                    system.predict(params, kernel.prepare(Xs[val_rows], system.centers), alpha) - Yc[val_rows]
+                )
+            val_loss = mse(val_rows, alpha, huber_delta) if len(val_rows) else train_loss
             if not np.isfinite(val_loss):
                 break  # diverged (e.g. too large an SGD learning rate); keep the best so far
             self.history_["train_loss"].append(train_loss)
@@ -700,26 +763,36 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         return model
 
 
+def _huber_delta(residuals: np.ndarray) -> float:
+    """Huber's δ = 1.345 σ̂ (95 % efficiency at the normal), σ̂ = 1.4826 · MAD of the residuals."""
+    spread = 1.4826 * float(np.median(np.abs(residuals - np.median(residuals))))
+    return 1.345 * spread if spread > 0 else np.inf
+
+
 def _subsample(rows: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
     """``rows`` itself when it has at most ``limit`` entries, else a sorted random subset."""
     return rows if len(rows) <= limit else np.sort(rng.choice(rows, size=limit, replace=False))
 
 
-def _blocks(rows: np.ndarray) -> Iterator[np.ndarray]:
-    for first in range(0, len(rows), PREDICT_BLOCK_ROWS):
-        yield rows[first : first + PREDICT_BLOCK_ROWS]
-
-
-def _column_mean_std(X: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std of ``X[rows]`` per column, two passes over row blocks (no copy of X[rows])."""
-    total = np.zeros(X.shape[1])
-    for first in range(0, len(rows), STATS_BLOCK_ROWS):
-        total += X[rows[first : first + STATS_BLOCK_ROWS]].sum(axis=0)
-    mean = total / len(rows)
-    squares = np.zeros(X.shape[1])
-    for first in range(0, len(rows), STATS_BLOCK_ROWS):
-        squares += ((X[rows[first : first + STATS_BLOCK_ROWS]] - mean) ** 2).sum(axis=0)
-    return mean, np.sqrt(squares / len(rows))
+def _column_mean_std(
+    X: np.ndarray, rows: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Weighted) mean and std of ``X[rows]`` per column, two passes over row blocks (no copy of
+    X[rows]); ``weights`` are the weights of ``rows``."""
+    blocks = [slice(first, first + STATS_BLOCK_ROWS) for first in range(0, len(rows), STATS_BLOCK_ROWS)]
+    if weights is None:
+        total = np.zeros(X.shape[1])
+        for block in blocks:
+            total += X[rows[block]].sum(axis=0)
+        mean = total / len(rows)
+        squares = np.zeros(X.shape[1])
+        for block in blocks:
+            squares += ((X[rows[block]] - mean) ** 2).sum(axis=0)
+        return mean, np.sqrt(squares / len(rows))
+    mass = float(np.sum(weights))
+    mean = sum((weights[block] @ X[rows[block]] for block in blocks), np.zeros(X.shape[1])) / mass
+    variance = sum((weights[block] @ (X[rows[block]] - mean) ** 2 for block in blocks), np.zeros(X.shape[1])) / mass
+    return mean, np.sqrt(variance)
 
 
 def _standardised(X: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:

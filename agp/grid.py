@@ -46,13 +46,16 @@ def grid_search(
     eval_targets: np.ndarray,
     lengthscales: np.ndarray,
     noises: np.ndarray,
+    eval_weights: np.ndarray | None = None,
 ) -> GridResult:
     """Pick the (l, σ²) with the lowest MSE of the center-GP on the evaluation rows.
 
     ``sq_dist_centers`` is (N, N) between centers, ``sq_dist_eval`` (m, N) from the evaluation
-    rows to the centers; targets are (N, K) and (m, K).
+    rows to the centers; targets are (N, K) and (m, K); ``eval_weights`` (m,) weigh the rows'
+    squared errors (``None``: all 1).
     """
     n = len(sq_dist_centers)
+    row_weights = _normalised(eval_weights, len(sq_dist_eval))
     scores = np.full((len(lengthscales), len(noises)), np.inf)
     for index, lengthscale in enumerate(lengthscales):
         inv_two_l2 = 0.5 / lengthscale**2
@@ -62,7 +65,14 @@ def grid_search(
         except np.linalg.LinAlgError:
             continue  # this lengthscale cannot be solved at all: it is not a candidate
         predictions = np.exp(-sq_dist_eval * inv_two_l2)[None] @ alpha  # (S, m, K)
-        scores[index] = ((predictions - eval_targets) ** 2).mean(axis=(-2, -1))
+        scores[index] = ((predictions - eval_targets) ** 2).mean(axis=-1) @ row_weights
     scores = np.where(np.isfinite(scores), scores, np.inf)
     best_l, best_s = np.unravel_index(int(np.argmin(scores)), scores.shape)
     return GridResult(float(lengthscales[best_l]), float(noises[best_s]), scores, lengthscales, noises)
+
+
+def _normalised(weights: np.ndarray | None, n: int) -> np.ndarray:
+    """Row weights summing to 1 (uniform when none are given or all are 0)."""
+    if weights is None or not np.sum(weights) > 0:
+        return np.full(n, 1.0 / max(n, 1))
+    return np.asarray(weights, dtype=float) / np.sum(weights)

@@ -44,14 +44,15 @@ class MeanFunction:
         return Xs @ self.coef + self.intercept
 
 
-def fit_mean(kind: str, Xs: np.ndarray, Y: np.ndarray) -> MeanFunction:
-    """The mean function of ``kind`` fitted on standardised rows ``Xs`` (n, D) with targets ``Y`` (n, K)."""
+def fit_mean(kind: str, Xs: np.ndarray, Y: np.ndarray, weights: np.ndarray | None = None) -> MeanFunction:
+    """The mean function of ``kind`` fitted on standardised rows ``Xs`` (n, D) with targets ``Y`` (n, K),
+    each row counted with its weight (``None``: all 1)."""
     if kind == "zero":
         return MeanFunction(np.zeros(Y.shape[1]), np.zeros((Xs.shape[1], Y.shape[1])), None)
     if kind == "constant":
-        return MeanFunction(Y.mean(axis=0), np.zeros((Xs.shape[1], Y.shape[1])), None)
+        return MeanFunction(np.average(Y, axis=0, weights=weights), np.zeros((Xs.shape[1], Y.shape[1])), None)
     if kind == "linear":
-        ridge = RidgeCV(alphas=RIDGE_ALPHAS, fit_intercept=True).fit(Xs, Y)
+        ridge = RidgeCV(alphas=RIDGE_ALPHAS, fit_intercept=True).fit(Xs, Y, sample_weight=weights)
         return MeanFunction(
             np.atleast_1d(ridge.intercept_).astype(float),
             np.asarray(ridge.coef_, dtype=float).reshape(Y.shape[1], Xs.shape[1]).T.copy(),

@@ -50,18 +50,25 @@ class CenterSystem:
 
 
 def loss_and_gradient(
-    system: CenterSystem, params: Params, prepared_batch: Prepared, y_batch: np.ndarray, reg: float
+    system: CenterSystem,
+    params: Params,
+    prepared_batch: Prepared,
+    y_batch: np.ndarray,
+    reg: float,
+    weights: np.ndarray | None = None,
 ) -> tuple[float, Params]:
-    """Σ_n Σ_k (f_k(x_n) - y_nk)² + reg · R(θ) on one batch, and its gradient."""
+    """Σ_n w_n Σ_k (f_k(x_n) - y_nk)² + reg · R(θ) on one batch, and its gradient (``weights``
+    (B,) the rows' w_n, ``None``: all 1)."""
     kernel, centers = system.kernel, system.centers
     phi = kernel.features(params, prepared_batch, centers)  # (B, N)
     gram, solver = system.factor(params)
     alpha = solver.solve(system.targets)  # (N, K)
     residual = phi @ alpha - y_batch  # (B, K)
+    weighted = residual if weights is None else residual * weights[:, None]
     reg_value, reg_grads = kernel.regularisation(params)
-    loss = float(np.sum(residual * residual)) + reg * reg_value
+    loss = float(np.sum(weighted * residual)) + reg * reg_value
 
-    two_residual = 2.0 * residual
+    two_residual = 2.0 * weighted
     d_phi = two_residual @ alpha.T  # (B, N)
     beta = solver.solve_transposed(phi.T @ two_residual)  # (N, K)
     d_gram = -beta @ alpha.T  # (N, N)

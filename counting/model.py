@@ -256,9 +256,12 @@ class CountingModel:
                 f"{grid_text} grid of tiles (extract them with --grid)"
             )
         if array.shape[1] != self.views_per_image:
+            wanted = str(self.views_per_image)
+            if self.layout == "pyramid":  # say what the 1 + cells views are and in which order
+                wanted += f" (shape (n, {self.views_per_image}, {self.feature_dim}): the whole frame, then its cells)"
             raise FeatureDimensionError(
                 f"{source}: features have {array.shape[1]} descriptors per image but {self.name} "
-                f"({self.layout} layout on a {grid_text} grid) takes {self.views_per_image}"
+                f"({self.layout} layout on a {grid_text} grid) takes {wanted}"
             )
         return array
 

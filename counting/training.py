@@ -17,7 +17,7 @@ import numpy as np
 
 from counting import defaults
 from counting.errors import CountingError, DatasetError
-from counting.layouts import check_layout, extract_views, model_features, training_rows
+from counting.layouts import check_layout, extract_views, model_features, training_rows, training_weights
 from counting.model import CountingModel
 
 # auto = cv: every train image calibrates the interval (out of fold), the model is fitted on all.
@@ -168,11 +168,16 @@ def cv_folds(
 
 
 def _fit_regressor(
-    config: TrainingConfig, X: np.ndarray, y: np.ndarray, root: Any, log: Callable[[str], None] | None
+    config: TrainingConfig,
+    X: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray | None,
+    root: Any,
+    log: Callable[[str], None] | None,
 ) -> Any:
     regressor = make_regressor(config, len(X), log)
     try:
-        regressor.fit(X, y)
+        regressor.fit(X, y, sample_weight=weights)
     except ValueError as error:
         # agp reports bad settings for the data (more centres than rows, ...) as ValueError.
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -238,14 +243,15 @@ def train_model(
     counts = np.asarray(train.counts, dtype=float)
     indices = np.array([sample.index for sample in samples])
 
-    def rows(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return training_rows(
+    def rows(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        X, y = training_rows(
             layout,
             None if frame is None else frame[positions],
             None if cells is None else cells[positions],
             counts[positions],
             None if tile_targets is None else tile_targets[positions],
         )
+        return X, y, training_weights(layout, len(positions), 0 if cells is None else cells.shape[1])
 
     mode = config.calibration
     if mode == "auto":
@@ -258,14 +264,14 @@ def train_model(
         fit, held = calibration_split(indices, mode, config.calibration_fraction, config.min_calibration, config.seed)
         folds = []
 
-    X, y = rows(fit)
+    X, y, weights = rows(fit)
     if log is not None:
         grid_text = "" if config.grid is None else f", {config.grid[0]}x{config.grid[1]} grid"
         log(
             f"fitting {config.kernel} AGP with {config.n_centers} centres on {len(X)} rows "
             f"({len(fit)} images, {layout} layout{grid_text})"
         )
-    regressor = _fit_regressor(config, X, y, dataset.root, log)
+    regressor = _fit_regressor(config, X, y, weights, dataset.root, log)
 
     model = CountingModel(
         regressor=regressor,

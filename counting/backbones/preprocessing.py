@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from counting.imaging import to_rgb
 
 __all__ = [
     "MAX_ASPECT_RATIO",
+    "MIN_SOURCE_SIDE",
     "MAX_INPUT_PIXELS",
     "MAX_INPUT_SIZE",
     "MAX_LONG_SIDE",
@@ -39,6 +41,9 @@ MAX_INPUT_SIZE = 2048
 MAX_INPUT_PIXELS = 2048 * 2048
 MAX_LONG_SIDE = 8192
 MAX_ASPECT_RATIO = 20.0
+# A picture whose short side is below this is counted, with a warning: blown up to the input
+# size it holds too few pixels for a count to mean much (a 1x1 image is one colour).
+MIN_SOURCE_SIDE = 32
 
 ImageLike = Image.Image | np.ndarray
 
@@ -131,6 +136,13 @@ class Preprocessing:
             raise ImageError(
                 f"{source}: image is {width}x{height}, aspect ratio {aspect:.0f}:1 is above the "
                 f"limit of {MAX_ASPECT_RATIO:.0f}:1"
+            )
+        if min(width, height) < MIN_SOURCE_SIDE:
+            warnings.warn(
+                f"{source}: image is only {width}x{height} pixels; its count means little "
+                f"(short side below {MIN_SOURCE_SIDE})",
+                UserWarning,
+                stacklevel=2,
             )
         new_width, new_height = self.target_size(width, height)
         if max(new_width, new_height) > MAX_LONG_SIDE or new_width * new_height > MAX_INPUT_PIXELS:

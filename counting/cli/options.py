@@ -40,9 +40,12 @@ def parse_input_size(text: str | int | None) -> int | None:
 
 
 def parse_grid_option(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
-    """``3x4`` -> (3, 4); ``none`` -> None (whole frame)."""
+    """``3x4`` -> (3, 4); ``none`` -> None (whole frame).  A bare number (``--grid 2``) is refused:
+    it could mean 2x2 or 2 cells, and a grid is always given as ROWSxCOLS on the command line."""
     from counting.tiles import parse_grid
 
+    if isinstance(text, str) and text.strip().isdigit():
+        raise typer.BadParameter(f"{text!r}: expected ROWSxCOLS, e.g. {text.strip()}x{text.strip()}, or 'none'")
     try:
         return parse_grid(text)
     except CountingError as error:

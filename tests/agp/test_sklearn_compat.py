@@ -11,13 +11,18 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from agp import AGPRegressor
 
+# The one check the estimator is known not to meet, as scikit-learn's own stochastic
+# estimators (SGDRegressor, MLPRegressor, ...) do not: a weight of 2 is not the same fit as the row
+# given twice, because the random validation rows, k-means and the minibatches see the rows, not
+# their weights (see ``AGPRegressor.fit``).
+EXPECTED_FAILED_CHECKS = {
+    "check_sample_weight_equivalence_on_dense_data": "random validation rows and minibatches draw rows, not weights",
+}
+
 
 def _failures(estimator: AGPRegressor) -> list[str]:
-    return [
-        f"{result['check_name']}: {result['exception']!r}"
-        for result in check_estimator(estimator, on_fail=None)
-        if result["status"] == "failed"
-    ]
+    results = check_estimator(estimator, on_fail=None, expected_failed_checks=EXPECTED_FAILED_CHECKS)
+    return [f"{result['check_name']}: {result['exception']!r}" for result in results if result["status"] == "failed"]
 
 
 @pytest.mark.filterwarnings("ignore:n_centers=25 is more than")

@@ -127,3 +127,14 @@ def test_more_centres_than_rows_are_clamped_to_the_rows(
 
     centres = AGPRegressor.load(tmp_path / "m.npz").centers_
     assert 1 < len(centres) < 100
+
+
+def test_a_bare_grid_number_is_refused_not_read_as_a_square(runner, tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["train", "-d", "mall", "-r", str(tmp_path), "--grid", "2", "-o", str(tmp_path / "m.npz")],
+    )
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "Traceback" not in result.output  # a usage error
+    assert "'--grid'" in lines[0] and "'2'" in lines[0] and "ROWSxCOLS" in lines[0] and "2x2" in lines[0]
+    assert not (tmp_path / "m.npz").exists()

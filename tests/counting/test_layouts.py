@@ -15,6 +15,7 @@ from counting.layouts import (
     split_views,
     stack_views,
     training_rows,
+    training_weights,
 )
 
 N, CELLS, DIM = 6, 4, 3
@@ -38,6 +39,20 @@ def test_whole_frame_rows_target_count_over_cells(views) -> None:
     # the tile rows are the cells in row-major order with their own dot counts
     np.testing.assert_array_equal(X[:CELLS], cells[0])
     np.testing.assert_array_equal(y[: N * CELLS], cell_counts.ravel())
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_only_the_frame_rows_of_tiles_plus_frame_weigh_less(layout: str, views) -> None:
+    frame, cells, counts, cell_counts = views
+    X, _ = training_rows(layout, frame, cells, counts, cell_counts)
+    weights = training_weights(layout, N, CELLS)
+    if layout != "tiles+frame":
+        assert weights is None
+        return
+    # a row per tile at weight 1, then a frame row per frame (the average cell) at 1 / cells
+    assert weights.shape == (len(X),)
+    np.testing.assert_array_equal(weights[: N * CELLS], 1.0)
+    np.testing.assert_allclose(weights[N * CELLS :], 1.0 / CELLS)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

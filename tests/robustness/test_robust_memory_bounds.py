@@ -138,3 +138,24 @@ def test_model_roi_mask_of_100000_squared_is_refused_before_decoding(cli, mutate
 def test_preprocessing_refuses_a_huge_input_size() -> None:
     with pytest.raises(ValueError, match="at most 2048"):
         Preprocessing(input_size=100_000)
+
+
+def test_a_one_pixel_image_is_counted_with_one_warning_line(cli, tmp_path: Path) -> None:
+    dot = tmp_path / "dot.png"
+    Image.new("RGB", (1, 1), (120, 50, 30)).save(dot)
+    out = tmp_path / "counts.csv"
+    result = cli("count", dot, "--csv", out)
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "dot.png" in warnings[0] and "1x1 pixels" in warnings[0]
+    assert len(out.read_text().splitlines()) == 2  # still counted: header and its row
+
+
+def test_an_ordinary_photo_gives_no_small_image_warning() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Preprocessing(input_size=224).checked_target_size(640, 480) == (299, 224)
+    with pytest.warns(UserWarning, match="only 31x40 pixels"):
+        Preprocessing(input_size=224).checked_target_size(31, 40, source="x.png")
