@@ -48,6 +48,7 @@ MAP_KINDS = ("sum", "mean")
 MAX_LEVEL = 8  # cells per side of the finest pyramid level
 # Rows (and columns) of the compact perspective map kept in a model file: the map is smooth.
 COMPACT_SIDE = 96
+PROFILE_ROWS = 2048
 
 
 class DescriptorError(CountingError, ValueError):
@@ -132,14 +133,16 @@ def compact_map(values: np.ndarray, side: int = COMPACT_SIDE) -> dict[str, Any]:
     """A smooth ``(H, W)`` weight map as a small JSON-ready dict (area-averaged to ``side``).
 
     A map constant along its rows (Mall's ``pMapN`` depends on the image row only) keeps one
-    column. :func:`expand_map` gives the map back at its full size.
+    column, at full height. :func:`expand_map` gives the map back at its full size.
     """
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 2 or array.size == 0 or not np.isfinite(array).all():
         raise DescriptorError(f"perspective map: expected a finite 2-D array, got shape {array.shape}")
     height, width = array.shape
-    columns = 1 if np.allclose(array, array[:, :1], rtol=1e-6, atol=0) else min(width, side)
-    rows = min(height, side)
+    one_column = np.allclose(array, array[:, :1], rtol=1e-6, atol=0)
+    columns = 1 if one_column else min(width, side)
+    # A one-column map is small even at full height (Mall: 480 numbers): kept exactly.
+    rows = min(height, PROFILE_ROWS if one_column else side)
     small = (
         cv2.resize(array, (columns, rows), interpolation=cv2.INTER_AREA) if (rows, columns) != array.shape else array
     )
