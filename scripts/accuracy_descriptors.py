@@ -38,7 +38,7 @@ from counting.datasets import load_dataset
 from counting.descriptors import Descriptor, DescriptorSpec
 from counting.features import FeatureCache, extract_descriptor_sets
 from counting.features.cache import default_cache_dir
-from counting.peers.regression import build_ridge
+from counting.peers.regression import build_exact_gp, build_ridge
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SETTINGS = {
@@ -46,12 +46,15 @@ SETTINGS = {
         "root": "mall-train",
         "split": "train=1-600,test=601-800",
         "sizes": [224, 320, None],
+        "levels": (1, 2),
         "validation": "block",  # 4 contiguous blocks of 150 frames
     },
     "shanghaitech": {
         "root": "shanghaitech-B-train",
         "split": "random:0.25:0",
-        "sizes": [224, 320, 480],
+        # Dense crowds of small heads: larger inputs and a finer pyramid (4x4 cells) as well.
+        "sizes": [320, 480, None],
+        "levels": (1, 2, 4),
         "validation": "random",
     },
 }
@@ -68,12 +71,12 @@ LAYER_SETS = [
     ("block10", "final"),
     ("block4", "block7", "block10", "block14"),
 ]
-LEVELS = [(1,), (1, 2)]
 REGRESSORS = {
     "ridge": lambda seed: build_ridge(seed=seed),
     "agp-univariate-25": lambda seed: AGPRegressor(n_centers=25, kernel="univariate", random_state=seed),
     "agp-univariate-50": lambda seed: AGPRegressor(n_centers=50, kernel="univariate", random_state=seed),
     "agp-diagonal-25": lambda seed: AGPRegressor(n_centers=25, kernel="diagonal", random_state=seed),
+    "exact-gp": lambda seed: build_exact_gp(seed=seed),
 }
 
 
@@ -86,20 +89,20 @@ def spec_of(layers: tuple[str, ...], perspective: bool, levels: tuple[int, ...],
 
 
 class Features:
-    """Per input size: every layer's sums (levels 1+2, with and without perspective), one pass."""
+    """Per input size: every layer's sums (all pyramid levels, with and without perspective), one pass."""
 
-    def __init__(self, dataset, cache: FeatureCache | None, runtime_note: list[str]):
+    def __init__(self, dataset, cache: FeatureCache | None, levels: tuple[int, ...]):
         self.dataset = dataset
         self.cache = cache
         self.backbone = get_backbone("efficientnet-lite0")
         self.blocks: dict[tuple, np.ndarray] = {}
         self.speed: dict[str, float] = {}
-        self.runtime_note = runtime_note
+        self.levels = levels
 
     def load(self, size: int | None) -> None:
         perspectives = [False, True] if self.dataset.perspective_map is not None else [False]
         descriptors = [
-            Descriptor.build(spec_of((layer,), persp, (1, 2)), self.dataset.perspective_map)
+            Descriptor.build(spec_of((layer,), persp, self.levels), self.dataset.perspective_map)
             for persp in perspectives
             for layer in LAYERS
         ]
@@ -119,8 +122,9 @@ class Features:
         parts = []
         for layer in layers:
             block = self.blocks[(size, layer, perspective)]
-            channels = block.shape[1] // 5  # levels 1 (1 cell) + 2 (4 cells)
-            parts.append(block[:, :channels] if levels == (1,) else block)
+            # Levels are nested prefixes of the extracted ones: (1,), (1, 2), (1, 2, 4).
+            channels = block.shape[1] // sum(level * level for level in self.levels)
+            parts.append(block[:, : channels * sum(level * level for level in levels)])
         return np.concatenate(parts, axis=1).astype(float)
 
 
@@ -189,7 +193,9 @@ def main() -> None:
         f"{args.dataset}: {len(train)} train in {len(folds)} validation folds "
         f"({settings['validation']}), {len(test)} test ({settings['split']})"
     )
-    features = Features(dataset, FeatureCache(default_cache_dir()), [])
+    extracted = settings["levels"]
+    level_choices = [extracted[: k + 1] for k in range(len(extracted))]
+    features = Features(dataset, FeatureCache(default_cache_dir()), extracted)
     for size in sizes:
         features.load(size)
     for size, speed in features.speed.items():
@@ -201,7 +207,7 @@ def main() -> None:
     # Stage 1: descriptors, by ridge on validation.
     perspectives = [False, True] if dataset.perspective_map is not None else [False]
     stage1 = []
-    for size, layers, persp, levels in itertools.product(sizes, LAYER_SETS, perspectives, LEVELS):
+    for size, layers, persp, levels in itertools.product(sizes, LAYER_SETS, perspectives, level_choices):
         X = features.matrix(size, layers, persp, levels)
         mae, mse, last = cross_validate("ridge", X, counts, folds, train, args.seed)
         spec = spec_of(layers, persp, levels)
