@@ -402,16 +402,20 @@ class CountingModel:
         """Counts for prepared inputs of one shape: one forward pass for the batch."""
         backbone = self.get_backbone(weights)
         batch = list(tensors)  # stacked by the backbone, in the layout its runtime takes
-        if self.descriptor is not None:
-            # Sums of feature maps (or pooled features): one pass, no class scores.
+        if self.uses_maps:
+            # Sums of feature maps: one pass, no class scores.
             features = np.asarray(self.descriptor.compute(backbone, batch, self.preprocessing().roi_mask))
-        elif self.grid is None:
-            features = np.asarray(backbone.forward(batch))
+            return self.predict_features(features, source="frames")
+        pooled = self.descriptor is not None and self.descriptor.pooled
+        whole = backbone.forward_pooled if pooled else backbone.forward
+        if self.grid is None:
+            features = np.asarray(whole(batch))
         else:
-            features = np.asarray(backbone.forward_grid(batch, grid=self.grid))
+            cells = backbone.forward_grid_pooled if pooled else backbone.forward_grid
+            features = np.asarray(cells(batch, grid=self.grid))
             if self.layout == "pyramid":
                 # Two trunk passes; a pyramid model is a study option, not the video default.
-                features = stack_views(np.asarray(backbone.forward(batch)), features)
+                features = stack_views(np.asarray(whole(batch)), features)
         return self.predict_features(features, source="frames")
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:

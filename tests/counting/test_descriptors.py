@@ -239,3 +239,19 @@ def test_compare_runs_the_methods_on_each_descriptor(mall_root: Path, session_ca
     assert "sum:block10,perspective" in result.output and "published" in result.output
     published = CliRunner().invoke(app, [*arguments[:-4], "--descriptor", "sum:block10,tilted"])
     assert published.exit_code != 0 and "unknown option 'tilted'" in published.output
+
+
+def test_pooled_pyramid_model_counts_the_same_from_files_and_frames(mall_small, tmp_path: Path) -> None:
+    from counting.imaging import load_image
+    from counting.model import CountingModel
+    from counting.training import TrainingConfig, train_model
+
+    config = TrainingConfig(
+        input_size=96, descriptor="pooled", grid=(2, 2), layout="pyramid", n_centers=5, calibration="none", max_epochs=3
+    )
+    model = CountingModel.load(train_model(mall_small, config).save(tmp_path / "pooled.npz"))
+    assert model.descriptor.text == "pooled" and model.feature_dim == 1280
+    test = mall_small.subset("test")
+    counted = model.count_paths(test.paths)
+    assert counted.ok.all()
+    assert np.allclose(model.count_images([load_image(p) for p in test.paths]), counted.counts, atol=1e-6)
