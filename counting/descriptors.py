@@ -39,6 +39,7 @@ __all__ = [
     "DescriptorSpec",
     "compact_map",
     "expand_map",
+    "as_descriptor",
     "parse_descriptor",
     "region_sums",
 ]
@@ -293,18 +294,16 @@ class Descriptor:
         cached = self._weights.get(key)
         if cached is not None and cached[0] is roi_mask:
             return cached[1]
-        if True:
-            weight = np.ones((height, width), np.float32)
-            if roi_mask is not None:
-                fraction = cv2.resize(np.asarray(roi_mask, np.float32), (width, height), interpolation=cv2.INTER_AREA)
-                weight *= fraction
-            perspective = self.perspective_full()
-            if perspective is not None:
-                weight *= cv2.resize(perspective, (width, height), interpolation=cv2.INTER_AREA)
-            if len(self._weights) > 32:  # many image sizes: keep the memory bounded
-                self._weights.clear()
-            # The mask itself is kept beside its weight: an id is only unique while it lives.
-            self._weights[key] = (roi_mask, weight)
+        weight = np.ones((height, width), np.float32)
+        if roi_mask is not None:
+            weight *= cv2.resize(np.asarray(roi_mask, np.float32), (width, height), interpolation=cv2.INTER_AREA)
+        perspective = self.perspective_full()
+        if perspective is not None:
+            weight *= cv2.resize(perspective, (width, height), interpolation=cv2.INTER_AREA)
+        if len(self._weights) > 32:  # many image sizes: keep the memory bounded
+            self._weights.clear()
+        # The mask itself is kept beside its weight: an id is only unique while it lives.
+        self._weights[key] = (roi_mask, weight)
         return weight
 
     def from_maps(self, maps: dict[str, np.ndarray], roi_mask: np.ndarray | None) -> np.ndarray:
