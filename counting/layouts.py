@@ -132,6 +132,7 @@ def extract_views(
     batch_size: int = 16,
     progress: bool = False,
     extract: Any = None,
+    descriptor: Any = None,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``(frame, cells)`` descriptors the layout needs (the other is None), cached; an unreadable
     image stops with its one-line ImageError. ``extract`` replaces ``extract_features`` (same
@@ -139,6 +140,8 @@ def extract_views(
     from counting.features import extract_features
 
     extractor = extract if extract is not None else extract_features
+    # A descriptor (counting.descriptors) is passed only when given: any extractor takes the classic call.
+    kind = {} if descriptor is None else {"descriptor": descriptor}
 
     def view(view_grid: tuple[int, int] | None) -> np.ndarray:
         return extractor(
@@ -150,6 +153,7 @@ def extract_views(
             batch_size=batch_size,
             progress=progress,
             on_error="raise",
+            **kind,
         ).features
 
     frame = view(None) if needs_frame(layout) else None

@@ -20,7 +20,9 @@ from counting.layouts import LAYOUTS, frame_counts, predict_rows, split_views, s
 from counting.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"
-FORMAT_VERSION = 1
+# Version 2 adds the descriptor record (feature-map sums); class-score models are still written
+# as version 1, byte for byte as before, so older readers keep reading them.
+FORMAT_VERSION = 2
 
 
 class FeatureDimensionError(CountingError, ValueError):
@@ -84,6 +86,8 @@ class CountingModel:
     validation_metrics: dict = field(default_factory=dict)
     test_metrics: dict = field(default_factory=dict)
     path: Path | None = None
+    # What an image becomes before the regressor (counting.descriptors); None: class scores.
+    descriptor: Any = None
     _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -91,6 +95,15 @@ class CountingModel:
             self.layout = "frame" if self.grid is None else "tiles"
         if self.layout not in LAYOUTS or (self.layout != "frame") != (self.grid is not None):
             raise ModelFileError(f"layout {self.layout!r} does not fit grid {self.grid!r}")
+        if self.descriptor is not None and self.descriptor.spec.kind == "scores":
+            self.descriptor = None  # class scores are what a model without a descriptor record uses
+        if self.uses_maps and self.grid is not None:
+            raise ModelFileError(f"descriptor {self.descriptor.text!r} does not take a grid (it has levels=...)")
+
+    @property
+    def uses_maps(self) -> bool:
+        """Descriptors are feature-map sums (one pass, no class scores)."""
+        return self.descriptor is not None and self.descriptor.uses_maps
 
     # ------------------------------------------------------------------ file format
     @property
@@ -120,9 +133,9 @@ class CountingModel:
 
     def metadata(self) -> dict:
         """JSON-ready metadata stored in the model file."""
-        return {
+        record = {
             "kind": MODEL_KIND,
-            "format_version": FORMAT_VERSION,
+            "format_version": 1 if self.descriptor is None else FORMAT_VERSION,
             "counting_version": __version__,
             "backbone": {
                 "name": self.backbone,
@@ -144,6 +157,9 @@ class CountingModel:
             "validation_metrics": self.validation_metrics,
             "test_metrics": self.test_metrics,
         }
+        if self.descriptor is not None:
+            record["descriptor"] = self.descriptor.to_dict()
+        return record
 
     def save(self, path: str | Path) -> Path:
         """Write the model as one ``.npz`` file (no pickle), atomically.
@@ -202,6 +218,12 @@ class CountingModel:
             mask_code = preprocessing.get("roi_mask")
             interval = metadata.get("interval")
             grid = metadata.get("grid")
+            descriptor_record = metadata.get("descriptor")
+            descriptor = None
+            if descriptor_record is not None:
+                from counting.descriptors import Descriptor
+
+                descriptor = Descriptor.from_dict(descriptor_record)
             model = cls(
                 regressor=regressor,
                 backbone=metadata["backbone"]["name"],
@@ -219,6 +241,7 @@ class CountingModel:
                 validation_metrics=metadata.get("validation_metrics") or {},
                 test_metrics=metadata.get("test_metrics") or {},
                 path=source,
+                descriptor=descriptor,
             )
         except ModelFileError as error:
             raise ModelFileError(f"{source}: {error}") from None
@@ -340,6 +363,9 @@ class CountingModel:
 
         extractor = extract if extract is not None else extract_features
 
+        # Only non-default descriptors are passed on: any extractor takes the classic call.
+        kind = {} if self.descriptor is None else {"descriptor": self.descriptor}
+
         def views(grid: tuple[int, int] | None) -> Any:
             return extractor(
                 list(paths),
@@ -350,6 +376,7 @@ class CountingModel:
                 batch_size=batch_size,
                 progress=progress,
                 on_error="skip",
+                **kind,
             )
 
         feature_set = views(self.grid)
@@ -378,13 +405,20 @@ class CountingModel:
         """Counts for prepared inputs of one shape: one forward pass for the batch."""
         backbone = self.get_backbone(weights)
         batch = list(tensors)  # stacked by the backbone, in the layout its runtime takes
+        if self.uses_maps:
+            # Sums of feature maps: one pass, no class scores.
+            features = np.asarray(self.descriptor.compute(backbone, batch, self.preprocessing().roi_mask))
+            return self.predict_features(features, source="frames")
+        pooled = self.descriptor is not None and self.descriptor.pooled
+        whole = backbone.forward_pooled if pooled else backbone.forward
         if self.grid is None:
-            features = np.asarray(backbone.forward(batch))
+            features = np.asarray(whole(batch))
         else:
-            features = np.asarray(backbone.forward_grid(batch, grid=self.grid))
+            cells = backbone.forward_grid_pooled if pooled else backbone.forward_grid
+            features = np.asarray(cells(batch, grid=self.grid))
             if self.layout == "pyramid":
                 # Two trunk passes; a pyramid model is a study option, not the video default.
-                features = stack_views(np.asarray(backbone.forward(batch)), features)
+                features = stack_views(np.asarray(whole(batch)), features)
         return self.predict_features(features, source="frames")
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
@@ -406,6 +440,7 @@ class CountingModel:
             "dataset": self.dataset.get("name"),
             "split": self.dataset.get("split"),
             "interval": None if self.interval is None else self.interval.level,
+            "descriptor": "scores" if self.descriptor is None else self.descriptor.text,
         }
 
 

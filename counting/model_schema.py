@@ -215,6 +215,9 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
             _number(interval["lower_bound"], "interval.lower_bound")
         if "n_calibration" in interval:
             _integer(interval["n_calibration"], "interval.n_calibration", 0, 1 << 40)
+    descriptor = metadata.get("descriptor")
+    if descriptor is not None:
+        _check_descriptor(_mapping(descriptor, "descriptor"))
     for section in (
         "dataset",
         "training",
@@ -223,6 +226,26 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
         "test_metrics",
     ):
         _mapping(metadata.get(section), section)
+
+
+def _check_descriptor(descriptor: Mapping[str, Any]) -> None:
+    """The descriptor record (feature-map sums): its spec, and a perspective map of bounded size."""
+    if not isinstance(descriptor.get("spec"), str):
+        raise _Problem("descriptor.spec", "expected a descriptor spec string")
+    code = descriptor.get("perspective_map")
+    if code is None:
+        return
+    code = _mapping(code, "descriptor.perspective_map")
+    shape = code.get("shape")
+    if not isinstance(shape, list) or len(shape) != 2:
+        raise _Problem("descriptor.perspective_map.shape", f"expected [height, width], found {shape!r:.60}")
+    height = _integer(shape[0], "descriptor.perspective_map height", 1, MAX_SOURCE_PIXELS)
+    width = _integer(shape[1], "descriptor.perspective_map width", 1, MAX_SOURCE_PIXELS)
+    if height * width > MAX_SOURCE_PIXELS:
+        raise _Problem("descriptor.perspective_map.shape", f"{width}x{height} is larger than the largest image read")
+    values = code.get("values")
+    if not isinstance(values, list) or not values or len(values) > height:
+        raise _Problem("descriptor.perspective_map.values", "expected a list of rows")
 
 
 def _check_mask_code(code: Any) -> None:

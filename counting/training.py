@@ -55,6 +55,8 @@ class TrainingConfig:
     min_calibration: int = defaults.MIN_CALIBRATION
     seed: int = defaults.SEED
     batch_size: int = defaults.BATCH_SIZE
+    # counting.descriptors spec: "scores" (class scores), "pooled", "sum:block10+final,perspective", ...
+    descriptor: str = "scores"
 
     def resolved_layout(self) -> str:
         """The layout these settings train (checked against the grid)."""
@@ -226,7 +228,15 @@ def train_model(
             )
         tile_targets = dot_tile_counts(samples, config.grid, roi_mask, dataset.name)
 
+    from counting.descriptors import Descriptor
+
+    descriptor = Descriptor.build(
+        config.descriptor, getattr(dataset, "perspective_map", None), source=str(dataset.root)
+    )
+    if descriptor.uses_maps and layout != "frame":
+        raise TrainingError(f"descriptor {descriptor.text!r}: per-cell sums come from its levels=..., not a --grid")
     backbone = get_backbone(config.backbone, weights=config.weights)
+    descriptor.check(backbone)
     preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
     frame, cells = extract_views(
         [sample.path for sample in samples],
@@ -238,6 +248,7 @@ def train_model(
         batch_size=config.batch_size,
         progress=progress,
         extract=extract,
+        descriptor=None if descriptor.spec.kind == "scores" else descriptor,
     )
     features = model_features(layout, frame, cells)
     counts = np.asarray(train.counts, dtype=float)
@@ -300,6 +311,7 @@ def train_model(
             "best_epoch": _best_epoch(regressor),
         },
         history=_json_history(regressor),
+        descriptor=None if descriptor.spec.kind == "scores" else descriptor,
     )
     if not len(held):
         return model
@@ -314,6 +326,7 @@ def train_model(
                 grid=config.grid,
                 layout=layout,
                 class_names=model.class_names,
+                descriptor=model.descriptor,
             )
             predicted[fold] = fold_model.predict_features(features[fold])
         where = f"out-of-fold predictions of {len(held)} train images ({len(folds)} folds"

@@ -16,6 +16,7 @@ from counting.cli.options import (
     CacheDirOption,
     CentersOption,
     DatasetOption,
+    DescriptorsOption,
     GridOption,
     InputSizeOption,
     NoCacheOption,
@@ -88,6 +89,7 @@ def compare(
     input_size: InputSizeOption = INPUT_SIZE_DEFAULT,
     grid: GridOption = "3x3",
     roi: RoiOption = True,
+    descriptor: DescriptorsOption = None,
     methods: Annotated[
         str,
         typer.Option(help=f"Comma-separated methods on whole frames ({', '.join([*FEATURE_PEERS, *IMAGE_PEERS])})."),
@@ -134,6 +136,7 @@ def compare(
         grid=grid,
         use_roi=roi,
         cache=feature_cache(cache_dir, not no_cache),
+        descriptors=descriptor or (),
     )
     if data.train_counts.ndim != 1:
         raise CountingError(f"{root}: compare works on single counts; {dataset} has per-class counts")

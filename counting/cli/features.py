@@ -19,6 +19,7 @@ from counting.cli.options import (
     BatchSizeOption,
     CacheDirOption,
     ClusterOption,
+    DescriptorOption,
     GridOption,
     InputSizeOption,
     NoCacheOption,
@@ -28,6 +29,7 @@ from counting.cli.options import (
     WeightsOption,
     out_option,
 )
+from counting.descriptors import Descriptor
 from counting.distributed.session import extraction_on
 from counting.errors import CountingError
 from counting.features import FeatureSet, extract_features
@@ -44,7 +46,10 @@ def features(
     weights: WeightsOption = None,
     input_size: InputSizeOption = INPUT_SIZE_DEFAULT,
     grid: GridOption = GRID_DEFAULT,
-    pooled: Annotated[bool, typer.Option("--pooled", help="Pooled trunk features instead of class scores.")] = False,
+    pooled: Annotated[
+        bool, typer.Option("--pooled", help="Pooled trunk features instead of class scores (= --descriptor pooled).")
+    ] = False,
+    descriptor: DescriptorOption = "scores",
     batch_size: BatchSizeOption = defaults.BATCH_SIZE,
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
@@ -81,6 +86,7 @@ def features(
         progress=progress,
         on_error="skip" if skip_bad else "raise",
         pooled=pooled,
+        descriptor=None if descriptor == "scores" else Descriptor.build(descriptor, source="features"),
         console=error_console,
     )
     for message in result.errors.values():

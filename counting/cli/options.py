@@ -166,6 +166,49 @@ GridOption = Annotated[
     ),
 ]
 GRID_DEFAULT = _grid_text(defaults.GRID)
+
+
+def parse_descriptor_option(text: str | None) -> str | None:
+    """A ``--descriptor`` spec, checked and written canonically (``counting.descriptors``)."""
+    from counting.descriptors import DescriptorError, parse_descriptor
+
+    if text is None:
+        return None
+    try:
+        return parse_descriptor(text).text
+    except DescriptorError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
+_DESCRIPTOR_HELP = (
+    "What each image becomes: scores (ImageNet class scores), pooled (trunk features), or "
+    "sum:MAPS / mean:MAPS, feature maps (block0..block15, final) summed over the ROI, e.g. "
+    "'sum:block10+final,perspective,levels=1+2' (perspective: weighted by the dataset's map; "
+    "levels: per cell of 1x1, 2x2, ... grids). One pass per image."
+)
+_DESCRIPTOR_METAVAR = "KIND[:MAP+MAP][,perspective][,levels=1+2]"
+DescriptorOption = Annotated[
+    str,
+    typer.Option(
+        "--descriptor",
+        parser=parse_descriptor_option,
+        metavar=_DESCRIPTOR_METAVAR,
+        help=_DESCRIPTOR_HELP,
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
+# compare: the same option, repeatable (each descriptor gets its own rows).
+DescriptorsOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--descriptor",
+        parser=parse_descriptor_option,
+        metavar=_DESCRIPTOR_METAVAR,
+        help=_DESCRIPTOR_HELP + " Repeat for several; the feature methods run on each beside the class scores.",
+        rich_help_panel=DESCRIPTORS,
+        show_default=False,
+    ),
+]
 RoiOption = Annotated[
     bool,
     typer.Option(

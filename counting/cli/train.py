@@ -24,6 +24,7 @@ from counting.cli.options import (
     ClusterOption,
     CountsCsvOption,
     DatasetOption,
+    DescriptorOption,
     DifficultOption,
     GridOption,
     InputSizeOption,
@@ -71,6 +72,7 @@ def train(
     input_size: InputSizeOption = INPUT_SIZE_DEFAULT,
     grid: GridOption = GRID_DEFAULT,
     layout: LayoutOption = None,
+    descriptor: DescriptorOption = "scores",
     whole_frame_rows: Annotated[
         bool,
         typer.Option(help="With --grid: the same as --layout tiles+frame.", rich_help_panel=DESCRIPTORS),
@@ -145,6 +147,7 @@ def train(
         calibration=calibration,
         seed=seed,
         batch_size=batch_size,
+        descriptor=descriptor,
     )
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ class ComparisonData:
     train_tile_counts: np.ndarray | None = None  # (n, cells)
     is_sequence: bool = False
     settings: dict = field(default_factory=dict)
+    # Extra whole-frame descriptors (counting.descriptors spec -> (train, test) features).
+    descriptor_features: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def load_comparison_data(
@@ -55,8 +58,12 @@ def load_comparison_data(
     use_roi: bool = True,
     cache: Any = None,
     limit_train: int | None = None,
+    descriptors: Sequence[str] = (),
 ) -> ComparisonData:
-    """Load a dataset split and its (cached) whole-frame and tile descriptors."""
+    """Load a dataset split and its (cached) whole-frame and tile descriptors.
+
+    ``descriptors``: further descriptor specs (``counting.descriptors``, e.g.
+    ``sum:block10,perspective``) whose whole-frame features the methods also run on."""
     from counting.backbones import Preprocessing, get_backbone
     from counting.datasets import load_dataset
 
@@ -76,8 +83,20 @@ def load_comparison_data(
     whole, cells = extract_views(
         train.paths + test.paths, network, prep, "frame" if grid is None else "tiles+frame", grid, cache
     )
-    extraction_seconds = time.perf_counter() - started
     n_train = len(train)
+    extra: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for spec in descriptors:
+        from counting.descriptors import Descriptor
+        from counting.features import extract_features
+
+        descriptor = Descriptor.build(spec, loaded.perspective_map, source=str(loaded.root))
+        if descriptor.text == "scores":
+            continue  # the whole-frame rows already are class scores
+        rows = extract_features(
+            train.paths + test.paths, network, prep, cache=cache, progress=False, descriptor=descriptor
+        ).features
+        extra[descriptor.text] = (rows[:n_train], rows[n_train:])
+    extraction_seconds = time.perf_counter() - started
     assert whole is not None  # every layout here uses the whole frame
     return ComparisonData(
         dataset=dataset,
@@ -102,6 +121,7 @@ def load_comparison_data(
             "grid": None if grid is None else list(grid),
             "extraction_seconds": round(extraction_seconds, 2),
         },
+        descriptor_features=extra,
     )
 
 

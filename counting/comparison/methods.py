@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -141,6 +141,25 @@ def run_feature_method(
     return result
 
 
+def run_descriptor_method(
+    data: ComparisonData, spec: str, name: str, n_centers: int = defaults.N_CENTERS, seed: int = 0, window: int = 0
+) -> MethodResult:
+    """One feature method on the whole-frame rows of an extra descriptor (``data.descriptor_features``)."""
+    train, test = data.descriptor_features[spec]
+    frames = replace(
+        data,
+        train_features=train,
+        test_features=test,
+        grid=None,
+        train_tile_features=None,
+        test_tile_features=None,
+        train_tile_counts=None,
+    )
+    result = run_feature_method(frames, name, "frame", n_centers, seed, window)
+    result.features = spec
+    return result
+
+
 def run_image_method(
     data: ComparisonData, name: str, window: int = 0, max_train_images: int | None = 150
 ) -> MethodResult:
@@ -199,6 +218,12 @@ def run_comparison(
             for layout in layouts:
                 jobs.append(
                     lambda name=name, layout=layout: run_feature_method(data, name, layout, n_centers, seed, window)
+                )
+    for spec in data.descriptor_features:
+        for name in methods:
+            if name not in IMAGE_PEERS:
+                jobs.append(
+                    lambda name=name, spec=spec: run_descriptor_method(data, spec, name, n_centers, seed, window)
                 )
     results = []
     for job in jobs:

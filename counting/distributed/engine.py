@@ -85,6 +85,7 @@ def extract_features_distributed(
     on_error: str = "raise",
     *,
     pooled: bool = False,
+    descriptor: Any = None,
     num_workers: int | None = None,
     console: Console | None = None,
     client: Any,
@@ -103,6 +104,14 @@ def extract_features_distributed(
     ``num_workers`` (decode threads) is accepted for compatibility and unused.
     """
     del num_workers
+    if descriptor is not None:
+        from counting.descriptors import DescriptorError, as_descriptor
+
+        described = as_descriptor(descriptor, pooled)
+        if described.uses_maps:
+            # Workers run the classic outputs only; feature-map sums run in one process for now.
+            raise DescriptorError(f"descriptor {described.text!r}: not available with --cluster yet (run without it)")
+        pooled = described.pooled
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if batch_size < 1:

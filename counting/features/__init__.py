@@ -10,6 +10,13 @@ fs.features, fs.ok, fs.errors
 from __future__ import annotations
 
 from counting.features.cache import FeatureCache, default_cache_dir
-from counting.features.extract import FeatureSet, configure_torch_threads, extract_features
+from counting.features.extract import FeatureSet, configure_torch_threads, extract_descriptor_sets, extract_features
 
-__all__ = ["FeatureCache", "FeatureSet", "configure_torch_threads", "default_cache_dir", "extract_features"]
+__all__ = [
+    "FeatureCache",
+    "FeatureSet",
+    "configure_torch_threads",
+    "default_cache_dir",
+    "extract_descriptor_sets",
+    "extract_features",
+]

@@ -35,11 +35,19 @@ from rich.text import Text
 from counting.backbones import Backbone, Preprocessing
 from counting.backbones.base import check_grid, stack_prepared
 from counting.backbones.runtime import available_cpus, default_threads
+from counting.descriptors import Descriptor, DescriptorError, as_descriptor
 from counting.errors import ImageError
 from counting.features.cache import FeatureCache, settings_key
 from counting.imaging import image_size, load_image
 
-__all__ = ["FeatureSet", "available_cpus", "configure_torch_threads", "extract_features", "extraction_settings"]
+__all__ = [
+    "FeatureSet",
+    "available_cpus",
+    "configure_torch_threads",
+    "extract_descriptor_sets",
+    "extract_features",
+    "extraction_settings",
+]
 
 OnError = Literal["raise", "skip"]
 
@@ -77,15 +85,26 @@ def configure_torch_threads(threads: int | None = None) -> int:
 
 
 def extraction_settings(
-    backbone: Backbone, prep: Preprocessing, grid: tuple[int, int] | None, pooled: bool
+    backbone: Backbone,
+    prep: Preprocessing,
+    grid: tuple[int, int] | None,
+    pooled: bool,
+    descriptor: Descriptor | None = None,
 ) -> dict[str, Any]:
-    """Everything that determines a descriptor besides the image: the cache key's content."""
+    """Everything that determines a descriptor besides the image: the cache key's content.
+
+    Class scores and pooled features keep the keys they always had; feature-map sums add their
+    spec and the perspective map's hash.
+    """
+    output: Any = "pooled" if pooled else "scores"
+    if descriptor is not None and descriptor.uses_maps:
+        output = descriptor.fingerprint()
     return {
         "backbone": backbone.name,
         "weights_sha256": backbone.weights_sha256,
         "preprocessing": prep.fingerprint(),
         "grid": list(grid) if grid is not None else None,
-        "output": "pooled" if pooled else "scores",
+        "output": output,
         # Runtimes agree to 1e-4, not bit for bit: descriptors of each are kept apart.
         "runtime": backbone.runtime,
     }
@@ -102,10 +121,12 @@ def extract_features(
     on_error: OnError = "raise",
     *,
     pooled: bool = False,
+    descriptor: Descriptor | str | None = None,
     num_workers: int | None = None,
     console: Console | None = None,
 ) -> FeatureSet:
-    """Descriptors of ``paths`` with ``backbone``: class scores, or pooled features if ``pooled``.
+    """Descriptors of ``paths`` with ``backbone``: class scores, or pooled features if ``pooled``,
+    or any :mod:`counting.descriptors` kind given as ``descriptor`` (a Descriptor or spec string).
 
     With ``grid=(rows, cols)`` each image gets one descriptor per cell from a single pass.
     ``cache`` skips images already extracted with the same settings and stores new ones after
@@ -121,7 +142,12 @@ def extract_features(
     prep = prep if prep is not None else Preprocessing()
     path_list = [str(path) for path in paths]
     n_images = len(path_list)
-    dim = backbone.pooled_dim if pooled else backbone.feature_dim
+    described = as_descriptor(descriptor, pooled)
+    pooled = described.pooled
+    if described.uses_maps and grid is not None:
+        raise DescriptorError(f"descriptor {described.text!r}: per-cell sums come from its levels=..., not a --grid")
+    dim = described.dim(backbone)
+    maps = described if described.uses_maps else None
     if grid is not None:
         grid = check_grid(grid)
     row_shape = (dim,) if grid is None else (grid[0] * grid[1], dim)
@@ -133,7 +159,7 @@ def extract_features(
     hashes: list[str | None] = [None] * n_images
     n_cached = 0
     if cache is not None and n_images:
-        settings = extraction_settings(backbone, prep, grid, pooled)
+        settings = extraction_settings(backbone, prep, grid, pooled, maps)
         key = settings_key(settings)
         hashes = [cache.content_hash(path) for path in path_list]
         stored = cache.get_many(key, [h for h in hashes if h is not None], row_shape)
@@ -160,7 +186,10 @@ def extract_features(
             for index, message in failures:
                 errors[path_list[index]] = message
             for indices, batch in group_by_shape(batch_indices, tensors, backbone.runtime):
-                rows = _run(backbone, batch, grid, pooled)
+                if maps is not None:
+                    rows = maps.compute(backbone, batch, prep.roi_mask)
+                else:
+                    rows = _run(backbone, batch, grid, pooled)
                 features[indices] = rows
                 ok[indices] = True
                 n_computed += len(indices)
@@ -173,6 +202,80 @@ def extract_features(
     return FeatureSet(
         features=features, ok=ok, errors=errors, paths=path_list, n_cached=n_cached, n_computed=n_computed
     )
+
+
+def extract_descriptor_sets(
+    paths: Sequence[str | os.PathLike[str]],
+    backbone: Backbone,
+    prep: Preprocessing,
+    descriptors: Sequence[Descriptor],
+    cache: FeatureCache | None = None,
+    batch_size: int = 16,
+    progress: bool = True,
+    num_workers: int | None = None,
+    console: Console | None = None,
+) -> list[FeatureSet]:
+    """Several feature-map descriptors of the same images from ONE trunk pass per image.
+
+    The studies compare many layer choices, weightings and pyramids: each is sliced from the
+    same forward pass (the union of their maps) and cached under its own key, so a later
+    :func:`extract_features` with one of them reads it from the cache. Unreadable images stop
+    with their ImageError.
+    """
+    path_list = [str(path) for path in paths]
+    n_images = len(path_list)
+    if any(not descriptor.uses_maps for descriptor in descriptors):
+        raise DescriptorError("extract_descriptor_sets takes feature-map descriptors (sum:..., mean:...) only")
+    names = tuple(dict.fromkeys(name for descriptor in descriptors for name in descriptor.spec.layers))
+    sets = [
+        FeatureSet(
+            features=np.full((n_images, d.dim(backbone)), np.nan, np.float32),
+            ok=np.zeros(n_images, bool),
+            errors={},
+            paths=path_list,
+        )
+        for d in descriptors
+    ]
+    keys: list[str | None] = [None] * len(descriptors)
+    hashes: list[str | None] = [None] * n_images
+    if cache is not None and n_images:
+        hashes = [cache.content_hash(path) for path in path_list]
+        for k, descriptor in enumerate(descriptors):
+            settings = extraction_settings(backbone, prep, None, False, descriptor)
+            keys[k] = key = settings_key(settings)
+            stored = cache.get_many(key, [h for h in hashes if h is not None], sets[k].features.shape[1:])
+            for index, content_hash in enumerate(hashes):
+                if content_hash is not None and content_hash in stored:
+                    sets[k].features[index] = stored[content_hash]
+                    sets[k].ok[index] = True
+            sets[k].n_cached = int(sets[k].ok.sum())
+            cache.describe(key, settings)
+        cache.flush()
+    todo = [index for index in range(n_images) if not all(s.ok[index] for s in sets)]
+    console = console if console is not None else Console(stderr=True)
+    show_progress = progress and console.is_terminal and n_images > 0
+    if todo and backbone.runtime == "torch":
+        configure_torch_threads(backbone.threads)
+    with _progress_bar(console, show_progress) as bar:
+        task = bar.add_task(backbone.name, total=n_images, completed=n_images - len(todo)) if bar else None
+        for batch_indices, tensors, _ in _prepared_batches(
+            todo, path_list, backbone, prep, batch_size, num_workers, "raise"
+        ):
+            for indices, batch in group_by_shape(batch_indices, tensors, backbone.runtime):
+                maps = backbone.feature_maps(batch, names)
+                for k, descriptor in enumerate(descriptors):
+                    rows = descriptor.from_maps(maps, prep.roi_mask)
+                    sets[k].features[indices] = rows
+                    sets[k].ok[indices] = True
+                    sets[k].n_computed += len(indices)
+                    key = keys[k]
+                    if cache is not None and key is not None:
+                        for index, row in zip(indices, rows):
+                            if hashes[index] is not None:
+                                cache.put(key, hashes[index], row)
+            if bar is not None and task is not None:
+                bar.advance(task, len(batch_indices))
+    return sets
 
 
 def _run(

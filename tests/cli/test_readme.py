@@ -68,6 +68,7 @@ def workdir(tmp_path: Path, mall_root: Path, monkeypatch: pytest.MonkeyPatch) ->
     for sample in frames.samples[:12]:
         writer.write(cv2.imread(str(sample.path)))
     writer.release()
+    (work / "models").symlink_to(README.parent / "models", target_is_directory=True)  # README runs from the root
     monkeypatch.chdir(work)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return work
@@ -104,6 +105,7 @@ def test_every_readme_command_runs(runner, workdir: Path) -> None:
     assert figures["per_frame"]["n"] == 20 and figures["per_frame"]["mae"] < baseline
     assert (workdir / "report" / "report.md").is_file() and (workdir / "mine.npz").is_file()
     assert (workdir / "mall-pyramid.npz").is_file() and (workdir / "annotated.avi").stat().st_size > 0
+    assert (workdir / "mall-sums.npz").is_file()
     with (workdir / "counts.csv").open() as handle:
         counted = {Path(row["image"]).name: float(row["count"]) for row in csv.DictReader(handle)}
     # the shipped model on the 60 photos (Mall frames 1-60): close to the annotated counts
