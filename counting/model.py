@@ -17,6 +17,7 @@ import numpy as np
 from counting import __version__, defaults
 from counting.errors import CountingError, ModelFileError
 from counting.layouts import LAYOUTS, frame_counts, predict_rows, split_views, stack_views
+from counting.multiclass import apply_gate, inverse_transform
 from counting.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"
@@ -77,6 +78,10 @@ class CountingModel:
     grid: tuple[int, int] | None = None
     layout: str | None = None  # one of counting.layouts.LAYOUTS; None: frame, or tiles with a grid
     class_names: list[str] | None = None
+    # Per-class counts (counting.multiclass): the regressor fits transformed counts; a class
+    # below its gate threshold counts 0.
+    target_transform: str = "none"
+    gate: list[float] | None = None
     interval: ConformalInterval | None = None
     dataset: dict = field(default_factory=dict)
     training: dict = field(default_factory=dict)
@@ -137,6 +142,7 @@ class CountingModel:
             "grid": None if self.grid is None else list(self.grid),
             "layout": self.layout,
             "class_names": self.class_names,
+            "multiclass": {"target_transform": self.target_transform, "gate": self.gate},
             "interval": None if self.interval is None else self.interval.to_dict(),
             "dataset": self.dataset,
             "training": self.training,
@@ -202,6 +208,7 @@ class CountingModel:
             mask_code = preprocessing.get("roi_mask")
             interval = metadata.get("interval")
             grid = metadata.get("grid")
+            multiclass = metadata.get("multiclass") or {}
             model = cls(
                 regressor=regressor,
                 backbone=metadata["backbone"]["name"],
@@ -212,6 +219,8 @@ class CountingModel:
                 grid=None if grid is None else (int(grid[0]), int(grid[1])),
                 layout=metadata.get("layout"),
                 class_names=metadata.get("class_names"),
+                target_transform=multiclass.get("target_transform") or "none",
+                gate=multiclass.get("gate"),
                 interval=None if interval is None else ConformalInterval.from_dict(interval),
                 dataset=metadata.get("dataset") or {},
                 training=metadata.get("training") or {},
@@ -280,8 +289,10 @@ class CountingModel:
             values = np.asarray(self.regressor.predict(rows[finite]), dtype=float)
             predicted[finite] = values.reshape(-1, n_outputs)
         # Sum first, clip after: clipping each tile would bias sparse tiles upwards.
-        counts = np.clip(frame_counts(predicted, n_images), 0.0, None)
-        return counts if self.is_multi_output else counts[:, 0]
+        counts = inverse_transform(frame_counts(predicted, n_images), self.target_transform)
+        if not self.is_multi_output:
+            return counts[:, 0]
+        return apply_gate(counts, self.gate)
 
     def intervals(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
         """Calibrated ``(low, high)`` for predicted counts, or ``(None, None)`` when uncalibrated."""

@@ -215,6 +215,7 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
             _number(interval["lower_bound"], "interval.lower_bound")
         if "n_calibration" in interval:
             _integer(interval["n_calibration"], "interval.n_calibration", 0, 1 << 40)
+    _check_multiclass(metadata.get("multiclass"), n_outputs)
     for section in (
         "dataset",
         "training",
@@ -223,6 +224,25 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
         "test_metrics",
     ):
         _mapping(metadata.get(section), section)
+
+
+def _check_multiclass(section: Any, n_outputs: int) -> None:
+    """Target transform and per-class gate thresholds (counting.multiclass)."""
+    from counting.multiclass import TARGET_TRANSFORMS
+
+    section = _mapping(section, "multiclass")
+    transform = section.get("target_transform")
+    if transform is not None and transform not in TARGET_TRANSFORMS:
+        raise _Problem(
+            "multiclass.target_transform",
+            f"unknown transform {transform!r:.40} (known: {', '.join(TARGET_TRANSFORMS)})",
+        )
+    gate = section.get("gate")
+    if gate is not None:
+        if not isinstance(gate, list) or len(gate) != n_outputs:
+            raise _Problem("multiclass.gate", f"expected a list of {n_outputs} thresholds")
+        for value in gate:
+            _number(value, "multiclass.gate", 0.0, 1e6)
 
 
 def _check_mask_code(code: Any) -> None:

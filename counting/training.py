@@ -19,6 +19,7 @@ from counting import defaults
 from counting.errors import CountingError, DatasetError
 from counting.layouts import check_layout, extract_views, model_features, training_rows
 from counting.model import CountingModel
+from counting.multiclass import apply_gate, check_transform, choose_gate, forward_transform
 
 # auto = cv: every train image calibrates the interval (out of fold), the model is fitted on all.
 CALIBRATION_MODES = ("auto", "cv", "tail", "blocks", "random", "none")
@@ -55,6 +56,10 @@ class TrainingConfig:
     min_calibration: int = defaults.MIN_CALIBRATION
     seed: int = defaults.SEED
     batch_size: int = defaults.BATCH_SIZE
+    # counting.multiclass: targets the regressor fits (one-row-per-image layouts), and per-class
+    # presence thresholds chosen on the out-of-fold (or held-out) predictions of the train images.
+    target_transform: str = "none"
+    gate: bool = False
 
     def resolved_layout(self) -> str:
         """The layout these settings train (checked against the grid)."""
@@ -237,13 +242,15 @@ def train_model(
     features = model_features(layout, frame, cells)
     counts = np.asarray(train.counts, dtype=float)
     indices = np.array([sample.index for sample in samples])
+    check_multiclass_settings(config, layout, multi_output, dataset.root)
+    targets = forward_transform(counts, config.target_transform)
 
     def rows(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return training_rows(
             layout,
             None if frame is None else frame[positions],
             None if cells is None else cells[positions],
-            counts[positions],
+            targets[positions],
             None if tile_targets is None else tile_targets[positions],
         )
 
@@ -277,6 +284,7 @@ def train_model(
         grid=config.grid,
         layout=layout,
         class_names=list(dataset.class_names) if multi_output else None,
+        target_transform=config.target_transform,
         dataset={
             "name": dataset.name,
             "root": str(dataset.root),
@@ -308,6 +316,7 @@ def train_model(
                 grid=config.grid,
                 layout=layout,
                 class_names=model.class_names,
+                target_transform=config.target_transform,
             )
             predicted[fold] = fold_model.predict_features(features[fold])
         where = f"out-of-fold predictions of {len(held)} train images ({len(folds)} folds"
@@ -316,6 +325,11 @@ def train_model(
         predicted = model.predict_features(features[held])
         where = f"{len(held)} held-out train images ({mode})"
     truth = counts[held]
+    if config.gate:
+        # Chosen on these same held-out predictions: the validation figures below include the choice.
+        model.gate = [float(value) for value in choose_gate(truth, predicted)]
+        predicted = apply_gate(predicted, model.gate)
+        where += ", gate thresholds chosen on them"
     model.validation_metrics = (
         voc_metrics(truth, predicted, model.class_names) if multi_output else crowd_metrics(truth, predicted)
     )
@@ -324,6 +338,18 @@ def train_model(
     model.interval = ConformalInterval.fit(truth, predicted, level=config.interval_level, scale=scale)
     model.training["interval_scale_widths"] = widths
     return model
+
+
+def check_multiclass_settings(config: TrainingConfig, layout: str, multi_output: bool, root: Any) -> None:
+    """A target transform needs one row per image (a sum over tiles of transformed counts is no
+    count); the gate is per class and is chosen on held-out predictions."""
+    check_transform(config.target_transform)
+    if config.target_transform != "none" and layout not in ("frame", "pyramid"):
+        raise TrainingError(f"{root}: --target-transform needs one row per image (layout frame or pyramid)")
+    if config.gate and not multi_output:
+        raise TrainingError(f"{root}: --gate works on per-class counts (VOC); this dataset has one count")
+    if config.gate and config.calibration == "none":
+        raise TrainingError(f"{root}: --gate is chosen on held-out predictions; use a --calibration other than none")
 
 
 def _best_epoch(regressor: Any) -> int:
