@@ -75,6 +75,8 @@ class CountingModel:
     runtime: str | None = None
     input_size: int | None = defaults.INPUT_SIZE
     roi_mask: np.ndarray | None = None
+    # Whole-frame descriptors averaged with the left-right mirror's (counting.features.flip).
+    flip_average: bool = False
     grid: tuple[int, int] | None = None
     layout: str | None = None  # one of counting.layouts.LAYOUTS; None: frame, or tiles with a grid
     class_names: list[str] | None = None
@@ -96,6 +98,8 @@ class CountingModel:
             self.layout = "frame" if self.grid is None else "tiles"
         if self.layout not in LAYOUTS or (self.layout != "frame") != (self.grid is not None):
             raise ModelFileError(f"layout {self.layout!r} does not fit grid {self.grid!r}")
+        if self.flip_average and self.grid is not None:
+            raise ModelFileError("flip-averaged descriptors are whole-frame only (no grid)")
 
     # ------------------------------------------------------------------ file format
     @property
@@ -138,6 +142,7 @@ class CountingModel:
                 "input_size": self.input_size,
                 "roi": self.roi_mask is not None,
                 "roi_mask": None if self.roi_mask is None else encode_mask(self.roi_mask),
+                "flip_average": self.flip_average,
             },
             "grid": None if self.grid is None else list(self.grid),
             "layout": self.layout,
@@ -216,6 +221,7 @@ class CountingModel:
                 runtime=metadata["backbone"].get("runtime"),
                 input_size=preprocessing.get("input_size"),
                 roi_mask=None if mask_code is None else decode_mask(mask_code),
+                flip_average=bool(preprocessing.get("flip_average", False)),
                 grid=None if grid is None else (int(grid[0]), int(grid[1])),
                 layout=metadata.get("layout"),
                 class_names=metadata.get("class_names"),
@@ -347,6 +353,10 @@ class CountingModel:
         backbone = self.get_backbone(weights)
 
         extractor = extract if extract is not None else extract_features
+        if self.flip_average:
+            from counting.features.flip import flip_averaging
+
+            extractor = flip_averaging(extractor)
 
         def views(grid: tuple[int, int] | None) -> Any:
             return extractor(
@@ -388,6 +398,9 @@ class CountingModel:
         batch = list(tensors)  # stacked by the backbone, in the layout its runtime takes
         if self.grid is None:
             features = np.asarray(backbone.forward(batch))
+            if self.flip_average:
+                # Mirroring the prepared view equals preparing the mirrored frame (flipped after resizing).
+                features = (features + np.asarray(backbone.forward([view.flip(-1) for view in batch]))) / 2
         else:
             features = np.asarray(backbone.forward_grid(batch, grid=self.grid))
             if self.layout == "pyramid":
@@ -407,6 +420,7 @@ class CountingModel:
             "backbone": self.backbone,
             "input_size": self.input_size,
             "roi": self.roi_mask is not None,
+            "flip_average": self.flip_average,
             "grid": None if self.grid is None else f"{self.grid[0]}x{self.grid[1]}",
             "layout": self.layout,
             "kernel": self.training.get("kernel"),

@@ -175,6 +175,8 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
         _integer(preprocessing["input_size"], "preprocessing.input_size", 8, MAX_INPUT_SIZE)
     if preprocessing.get("roi_mask") is not None:
         _check_mask_code(preprocessing["roi_mask"])
+    if not isinstance(preprocessing.get("flip_average", False), bool):
+        raise _Problem("preprocessing.flip_average", "expected true or false")
 
     grid = metadata.get("grid")
     if grid is not None:

@@ -60,6 +60,8 @@ class TrainingConfig:
     # presence thresholds chosen on the out-of-fold (or held-out) predictions of the train images.
     target_transform: str = "none"
     gate: bool = False
+    # Whole-frame descriptors averaged with the mirrored photo's (counting.features.flip).
+    flip_average: bool = False
 
     def resolved_layout(self) -> str:
         """The layout these settings train (checked against the grid)."""
@@ -228,6 +230,12 @@ def train_model(
 
     backbone = get_backbone(config.backbone, weights=config.weights)
     preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
+    if config.flip_average:
+        from counting.features.flip import flip_averaging
+
+        if layout != "frame":
+            raise TrainingError(f"{dataset.root}: --flip-average works on whole frames (no --grid)")
+        extract = flip_averaging(extract)
     frame, cells = extract_views(
         [sample.path for sample in samples],
         backbone,
@@ -281,6 +289,7 @@ def train_model(
         runtime=backbone.runtime,
         input_size=config.input_size,
         roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
+        flip_average=config.flip_average,
         grid=config.grid,
         layout=layout,
         class_names=list(dataset.class_names) if multi_output else None,

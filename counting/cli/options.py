@@ -170,6 +170,14 @@ RoiOption = Annotated[
         "--roi/--no-roi", help="Mask pixels (and heads) outside the dataset's ROI.", rich_help_panel=DESCRIPTORS
     ),
 ]
+FlipAverageOption = Annotated[
+    bool,
+    typer.Option(
+        "--flip-average/--no-flip-average",
+        help="Average each whole-frame descriptor with the left-right mirrored photo's (twice the extraction).",
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
 LayoutOption = Annotated[
     Optional[str],
     typer.Option(

@@ -25,6 +25,7 @@ from counting.cli.options import (
     CountsCsvOption,
     DatasetOption,
     DifficultOption,
+    FlipAverageOption,
     GateOption,
     GridOption,
     InputSizeOption,
@@ -74,6 +75,7 @@ def train(
     input_size: InputSizeOption = INPUT_SIZE_DEFAULT,
     grid: GridOption = GRID_DEFAULT,
     layout: LayoutOption = None,
+    flip_average: FlipAverageOption = False,
     whole_frame_rows: Annotated[
         bool,
         typer.Option(help="With --grid: the same as --layout tiles+frame.", rich_help_panel=DESCRIPTORS),
@@ -152,6 +154,7 @@ def train(
         batch_size=batch_size,
         target_transform=target_transform,
         gate=gate,
+        flip_average=flip_average,
     )
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]
