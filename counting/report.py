@@ -133,7 +133,12 @@ def build_blocks(model: Any, evaluation: Any | None, images: dict[str, Path]) ->
             "p",
             f"Our rows are measured on {where}. Published rows are copied from the "
             "cited papers and were measured on each paper's own protocol (see the "
-            "definitions below), so compare them with that in mind.",
+            "definitions below), so compare them with that in mind."
+            + (
+                " The VOC rows were measured on the VOC-2007 test images: other photos than ours."
+                if model.is_multi_output
+                else ""
+            ),
         )
     )
     header = ["method"] + metric_names + ["source"]
