@@ -114,3 +114,15 @@ def test_voc_model_on_real_photos_keeps_transform_gate_and_flip(
     ).features
     raw = np.clip(loaded.regressor.predict(features.astype(float)), 0, None) ** 2
     assert counts == pytest.approx(apply_gate(raw, loaded.gate), abs=1e-6)
+
+
+def test_a_cluster_refuses_flip_averaged_extraction() -> None:
+    from counting.backbones import Preprocessing, get_backbone
+    from counting.distributed import extract_features_distributed
+    from counting.distributed.cluster import ClusterError
+
+    # Checked before any task is sent: the workers would not mirror the photos.
+    with pytest.raises(ClusterError, match="--flip-average"):
+        extract_features_distributed(
+            ["a.jpg"], get_backbone("efficientnet-lite0"), Preprocessing(input_size=64, flip=True), client=None
+        )
