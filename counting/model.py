@@ -17,6 +17,7 @@ import numpy as np
 from counting import __version__, defaults
 from counting.errors import CountingError, ModelFileError
 from counting.layouts import LAYOUTS, frame_counts, predict_rows, split_views, stack_views
+from counting.multiclass import apply_gate, inverse_transform
 from counting.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"
@@ -76,9 +77,15 @@ class CountingModel:
     runtime: str | None = None
     input_size: int | None = defaults.INPUT_SIZE
     roi_mask: np.ndarray | None = None
+    # Whole-frame descriptors averaged with the left-right mirror's (counting.features.flip).
+    flip_average: bool = False
     grid: tuple[int, int] | None = None
     layout: str | None = None  # one of counting.layouts.LAYOUTS; None: frame, or tiles with a grid
     class_names: list[str] | None = None
+    # Per-class counts (counting.multiclass): the regressor fits transformed counts; a class
+    # below its gate threshold counts 0.
+    target_transform: str = "none"
+    gate: list[float] | None = None
     interval: ConformalInterval | None = None
     dataset: dict = field(default_factory=dict)
     training: dict = field(default_factory=dict)
@@ -104,6 +111,8 @@ class CountingModel:
     def uses_maps(self) -> bool:
         """Descriptors are feature-map sums (one pass, no class scores)."""
         return self.descriptor is not None and self.descriptor.uses_maps
+        if self.flip_average and self.grid is not None:
+            raise ModelFileError("flip-averaged descriptors are whole-frame only (no grid)")
 
     # ------------------------------------------------------------------ file format
     @property
@@ -146,10 +155,12 @@ class CountingModel:
                 "input_size": self.input_size,
                 "roi": self.roi_mask is not None,
                 "roi_mask": None if self.roi_mask is None else encode_mask(self.roi_mask),
+                "flip_average": self.flip_average,
             },
             "grid": None if self.grid is None else list(self.grid),
             "layout": self.layout,
             "class_names": self.class_names,
+            "multiclass": {"target_transform": self.target_transform, "gate": self.gate},
             "interval": None if self.interval is None else self.interval.to_dict(),
             "dataset": self.dataset,
             "training": self.training,
@@ -224,6 +235,7 @@ class CountingModel:
                 from counting.descriptors import Descriptor
 
                 descriptor = Descriptor.from_dict(descriptor_record)
+            multiclass = metadata.get("multiclass") or {}
             model = cls(
                 regressor=regressor,
                 backbone=metadata["backbone"]["name"],
@@ -231,9 +243,12 @@ class CountingModel:
                 runtime=metadata["backbone"].get("runtime"),
                 input_size=preprocessing.get("input_size"),
                 roi_mask=None if mask_code is None else decode_mask(mask_code),
+                flip_average=bool(preprocessing.get("flip_average", False)),
                 grid=None if grid is None else (int(grid[0]), int(grid[1])),
                 layout=metadata.get("layout"),
                 class_names=metadata.get("class_names"),
+                target_transform=multiclass.get("target_transform") or "none",
+                gate=multiclass.get("gate"),
                 interval=None if interval is None else ConformalInterval.from_dict(interval),
                 dataset=metadata.get("dataset") or {},
                 training=metadata.get("training") or {},
@@ -306,8 +321,10 @@ class CountingModel:
             values = np.asarray(self.regressor.predict(rows[finite]), dtype=float)
             predicted[finite] = values.reshape(-1, n_outputs)
         # Sum first, clip after: clipping each tile would bias sparse tiles upwards.
-        counts = np.clip(frame_counts(predicted, n_images), 0.0, None)
-        return counts if self.is_multi_output else counts[:, 0]
+        counts = inverse_transform(frame_counts(predicted, n_images), self.target_transform)
+        if not self.is_multi_output:
+            return counts[:, 0]
+        return apply_gate(counts, self.gate)
 
     def intervals(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
         """Calibrated ``(low, high)`` for predicted counts, or ``(None, None)`` when uncalibrated."""
@@ -362,6 +379,10 @@ class CountingModel:
         backbone = self.get_backbone(weights)
 
         extractor = extract if extract is not None else extract_features
+        if self.flip_average:
+            from counting.features.flip import flip_averaging
+
+            extractor = flip_averaging(extractor)
 
         # Only non-default descriptors are passed on: any extractor takes the classic call.
         kind = {} if self.descriptor is None else {"descriptor": self.descriptor}
@@ -413,6 +434,9 @@ class CountingModel:
         whole = backbone.forward_pooled if pooled else backbone.forward
         if self.grid is None:
             features = np.asarray(whole(batch))
+            if self.flip_average:
+                # Mirroring the prepared view equals preparing the mirrored frame (flipped after resizing).
+                features = (features + np.asarray(whole([view.flip(-1) for view in batch]))) / 2
         else:
             cells = backbone.forward_grid_pooled if pooled else backbone.forward_grid
             features = np.asarray(cells(batch, grid=self.grid))
@@ -433,6 +457,7 @@ class CountingModel:
             "backbone": self.backbone,
             "input_size": self.input_size,
             "roi": self.roi_mask is not None,
+            "flip_average": self.flip_average,
             "grid": None if self.grid is None else f"{self.grid[0]}x{self.grid[1]}",
             "layout": self.layout,
             "kernel": self.training.get("kernel"),

@@ -175,6 +175,8 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
         _integer(preprocessing["input_size"], "preprocessing.input_size", 8, MAX_INPUT_SIZE)
     if preprocessing.get("roi_mask") is not None:
         _check_mask_code(preprocessing["roi_mask"])
+    if not isinstance(preprocessing.get("flip_average", False), bool):
+        raise _Problem("preprocessing.flip_average", "expected true or false")
 
     grid = metadata.get("grid")
     if grid is not None:
@@ -218,6 +220,7 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
     descriptor = metadata.get("descriptor")
     if descriptor is not None:
         _check_descriptor(_mapping(descriptor, "descriptor"))
+    _check_multiclass(metadata.get("multiclass"), n_outputs)
     for section in (
         "dataset",
         "training",
@@ -246,6 +249,23 @@ def _check_descriptor(descriptor: Mapping[str, Any]) -> None:
     values = code.get("values")
     if not isinstance(values, list) or not values or len(values) > height:
         raise _Problem("descriptor.perspective_map.values", "expected a list of rows")
+def _check_multiclass(section: Any, n_outputs: int) -> None:
+    """Target transform and per-class gate thresholds (counting.multiclass)."""
+    from counting.multiclass import TARGET_TRANSFORMS
+
+    section = _mapping(section, "multiclass")
+    transform = section.get("target_transform")
+    if transform is not None and transform not in TARGET_TRANSFORMS:
+        raise _Problem(
+            "multiclass.target_transform",
+            f"unknown transform {transform!r:.40} (known: {', '.join(TARGET_TRANSFORMS)})",
+        )
+    gate = section.get("gate")
+    if gate is not None:
+        if not isinstance(gate, list) or len(gate) != n_outputs:
+            raise _Problem("multiclass.gate", f"expected a list of {n_outputs} thresholds")
+        for value in gate:
+            _number(value, "multiclass.gate", 0.0, 1e6)
 
 
 def _check_mask_code(code: Any) -> None:

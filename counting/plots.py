@@ -97,15 +97,23 @@ def plot_class_bars(
     y_pred: np.ndarray,
     per_class_rmse: dict[str, float],
     path: str | Path,
+    per_class_rel_rmse: dict[str, float] | None = None,
 ) -> Path:
-    """Per-class mean true and predicted counts, and the per-class RMSE."""
+    """Per-class mean true and predicted counts, and the per-class RMSE (and relRMSE)."""
     x = np.arange(len(class_names))
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
     top.bar(x - 0.2, np.mean(y_true, axis=0), width=0.4, label="true")
     top.bar(x + 0.2, np.mean(np.round(np.clip(y_pred, 0, None)), axis=0), width=0.4, label="predicted")
     top.set_ylabel("mean count")
     top.legend()
-    bottom.bar(x, [per_class_rmse[name] for name in class_names], color="tab:red")
-    bottom.set_ylabel("RMSE")
+    if per_class_rel_rmse is None:
+        bottom.bar(x, [per_class_rmse[name] for name in class_names], color="tab:red")
+        bottom.set_ylabel("RMSE")
+    else:
+        bottom.bar(x - 0.2, [per_class_rmse[name] for name in class_names], width=0.4, color="tab:red", label="RMSE")
+        rel = [per_class_rel_rmse[name] for name in class_names]
+        bottom.bar(x + 0.2, rel, width=0.4, color="tab:purple", label="relRMSE")
+        bottom.set_ylabel("error (rounded counts)")
+        bottom.legend()
     bottom.set_xticks(x, class_names, rotation=60, ha="right")
     return _save(figure, path)

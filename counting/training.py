@@ -19,6 +19,7 @@ from counting import defaults
 from counting.errors import CountingError, DatasetError
 from counting.layouts import check_layout, extract_views, model_features, training_rows, training_weights
 from counting.model import CountingModel
+from counting.multiclass import apply_gate, check_transform, choose_gate, forward_transform
 
 # auto = cv: every train image calibrates the interval (out of fold), the model is fitted on all.
 CALIBRATION_MODES = ("auto", "cv", "tail", "blocks", "random", "none")
@@ -57,6 +58,12 @@ class TrainingConfig:
     batch_size: int = defaults.BATCH_SIZE
     # counting.descriptors spec: "scores" (class scores), "pooled", "sum:block10+final,perspective", ...
     descriptor: str = "scores"
+    # counting.multiclass: targets the regressor fits (one-row-per-image layouts), and per-class
+    # presence thresholds chosen on the out-of-fold (or held-out) predictions of the train images.
+    target_transform: str = "none"
+    gate: bool = False
+    # Whole-frame descriptors averaged with the mirrored photo's (counting.features.flip).
+    flip_average: bool = False
 
     def resolved_layout(self) -> str:
         """The layout these settings train (checked against the grid)."""
@@ -238,6 +245,14 @@ def train_model(
     backbone = get_backbone(config.backbone, weights=config.weights)
     descriptor.check(backbone)
     preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
+    if config.flip_average:
+        from counting.features.flip import flip_averaging
+
+        if layout != "frame":
+            raise TrainingError(f"{dataset.root}: --flip-average works on whole frames (no --grid)")
+        if descriptor.uses_maps:
+            raise TrainingError(f"descriptor {descriptor.text!r}: --flip-average works on class scores or pooled features")
+        extract = flip_averaging(extract)
     frame, cells = extract_views(
         [sample.path for sample in samples],
         backbone,
@@ -253,13 +268,15 @@ def train_model(
     features = model_features(layout, frame, cells)
     counts = np.asarray(train.counts, dtype=float)
     indices = np.array([sample.index for sample in samples])
+    check_multiclass_settings(config, layout, multi_output, dataset.root)
+    targets = forward_transform(counts, config.target_transform)
 
     def rows(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         X, y = training_rows(
             layout,
             None if frame is None else frame[positions],
             None if cells is None else cells[positions],
-            counts[positions],
+            targets[positions],
             None if tile_targets is None else tile_targets[positions],
         )
         return X, y, training_weights(layout, len(positions), 0 if cells is None else cells.shape[1])
@@ -291,9 +308,11 @@ def train_model(
         runtime=backbone.runtime,
         input_size=config.input_size,
         roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
+        flip_average=config.flip_average,
         grid=config.grid,
         layout=layout,
         class_names=list(dataset.class_names) if multi_output else None,
+        target_transform=config.target_transform,
         dataset={
             "name": dataset.name,
             "root": str(dataset.root),
@@ -327,6 +346,7 @@ def train_model(
                 layout=layout,
                 class_names=model.class_names,
                 descriptor=model.descriptor,
+                target_transform=config.target_transform,
             )
             predicted[fold] = fold_model.predict_features(features[fold])
         where = f"out-of-fold predictions of {len(held)} train images ({len(folds)} folds"
@@ -335,6 +355,11 @@ def train_model(
         predicted = model.predict_features(features[held])
         where = f"{len(held)} held-out train images ({mode})"
     truth = counts[held]
+    if config.gate:
+        # Chosen on these same held-out predictions: the validation figures below include the choice.
+        model.gate = [float(value) for value in choose_gate(truth, predicted)]
+        predicted = apply_gate(predicted, model.gate)
+        where += ", gate thresholds chosen on them"
     model.validation_metrics = (
         voc_metrics(truth, predicted, model.class_names) if multi_output else crowd_metrics(truth, predicted)
     )
@@ -343,6 +368,18 @@ def train_model(
     model.interval = ConformalInterval.fit(truth, predicted, level=config.interval_level, scale=scale)
     model.training["interval_scale_widths"] = widths
     return model
+
+
+def check_multiclass_settings(config: TrainingConfig, layout: str, multi_output: bool, root: Any) -> None:
+    """A target transform needs one row per image (a sum over tiles of transformed counts is no
+    count); the gate is per class and is chosen on held-out predictions."""
+    check_transform(config.target_transform)
+    if config.target_transform != "none" and layout not in ("frame", "pyramid"):
+        raise TrainingError(f"{root}: --target-transform needs one row per image (layout frame or pyramid)")
+    if config.gate and not multi_output:
+        raise TrainingError(f"{root}: --gate works on per-class counts (VOC); this dataset has one count")
+    if config.gate and config.calibration == "none":
+        raise TrainingError(f"{root}: --gate is chosen on held-out predictions; use a --calibration other than none")
 
 
 def _best_epoch(regressor: Any) -> int:

@@ -48,6 +48,12 @@ def voc_root(shared_data: Path) -> Path:
     return _require(shared_data / "voc2007-mini" / "VOCdevkit")
 
 
+@pytest.fixture(scope="session")
+def coco_voc20_root(shared_data: Path) -> Path:
+    """559 real photos (MS COCO) with the 20 VOC classes' boxes, VOC-2007 layout, trainval only."""
+    return _require(shared_data / "coco-voc20" / "VOCdevkit" / "VOC2007")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _session_onnx_exports(tmp_path_factory: pytest.TempPathFactory):
     """Backbones exported to ONNX once per test session, in its own folder (not the user's cache)."""

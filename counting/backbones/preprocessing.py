@@ -71,6 +71,9 @@ class Preprocessing:
 
     input_size: int | None = 224
     roi_mask: np.ndarray | None = None
+    # Mirror the frame left to right (after resizing, ROI included): the second view of
+    # flip-averaged descriptors.
+    flip: bool = False
     _mask_cache: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _roi_sha256: str | None = field(default=None, init=False, repr=False, compare=False)
@@ -103,10 +106,10 @@ class Preprocessing:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Preprocessing):
             return NotImplemented
-        return self.input_size == other.input_size and self.roi_sha256 == other.roi_sha256
+        return (self.input_size, self.roi_sha256, self.flip) == (other.input_size, other.roi_sha256, other.flip)
 
     def __hash__(self) -> int:
-        return hash((self.input_size, self.roi_sha256))
+        return hash((self.input_size, self.roi_sha256, self.flip))
 
     def fingerprint(self) -> dict[str, Any]:
         """JSON-ready description of everything that changes the network input."""
@@ -115,6 +118,8 @@ class Preprocessing:
             # Names the resampling so that a change to it changes cache keys; absent at native
             # size, where nothing is resampled (and earlier cache entries stay valid).
             description["resize"] = RESIZE_METHOD
+        if self.flip:  # absent unflipped: earlier cache entries stay valid
+            description["flip"] = "left-right"
         return description
 
     def target_size(self, width: int, height: int) -> tuple[int, int]:
@@ -219,6 +224,9 @@ def prepare_image(
         picture = picture.resize(size, Image.BILINEAR, reducing_gap=_REDUCING_GAP)
     if prep.roi_mask is not None:
         mask = prep.resized_mask(size)
+    if prep.flip:
+        picture = picture.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        mask = None if mask is None else np.ascontiguousarray(mask[:, ::-1])
     # NumPy on purpose: torch's multi-threaded element-wise kernels cost ~50x more than this on
     # a 2-core machine where the decode threads and the forward pass share the cores.
     normalised = _normalise(np.asarray(picture), normalisation)

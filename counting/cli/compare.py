@@ -17,6 +17,7 @@ from counting.cli.options import (
     CentersOption,
     DatasetOption,
     DescriptorsOption,
+    GateOption,
     GridOption,
     InputSizeOption,
     NoCacheOption,
@@ -25,12 +26,12 @@ from counting.cli.options import (
     RuntimeOption,
     SeedOption,
     SplitOption,
+    TargetTransformOption,
     ThreadsOption,
     out_option,
     smooth_option,
 )
 from counting.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
-from counting.errors import CountingError
 from counting.peers import FEATURE_PEERS, IMAGE_PEERS
 
 
@@ -92,12 +93,18 @@ def compare(
     descriptor: DescriptorsOption = None,
     methods: Annotated[
         str,
-        typer.Option(help=f"Comma-separated methods on whole frames ({', '.join([*FEATURE_PEERS, *IMAGE_PEERS])})."),
-    ] = ",".join(DEFAULT_METHODS),
+        typer.Option(
+            help=f"Comma-separated methods on whole frames ({', '.join([*FEATURE_PEERS, *IMAGE_PEERS])}); "
+            "per-class counts (voc): train-mean, always-0, the feature methods and NAME-per-class. "
+            "Default: every one that applies."
+        ),
+    ] = "",
     tiled_methods: Annotated[
         str, typer.Option(help="Comma-separated feature methods also run on tiles (exact GP: concatenated cells only).")
     ] = ",".join(DEFAULT_TILED_METHODS),
     centers: CentersOption = defaults.N_CENTERS,
+    target_transform: TargetTransformOption = "none",
+    gate: GateOption = False,
     smooth: Annotated[int, smooth_option("Window of the temporal smoothing in the sequence figures")] = (
         defaults.SMOOTHING_WINDOW
     ),
@@ -115,7 +122,9 @@ def compare(
     features and split; print one table with MAE / MSE / RMSE and fit / predict times beside the
     published figures, and write it as CSV, JSON and Markdown.
 
-    Default split: mall 'train=1-600,test=601-800', shanghaitech 'random:0.25:0', else 'standard'.
+    Default split: mall 'train=1-600,test=601-800', shanghaitech and voc 'random:0.25:0', else 'standard'.
+    Per-class counts (voc): baselines and every regressor on whole-frame descriptors, scored with
+    mRMSE / m-relRMSE (and their non-zero variants), beside the published VOC-2007 rows.
     """
     use_runtime(runtime, threads)
     from counting.comparison import (
@@ -126,7 +135,16 @@ def compare(
         write_comparison,
     )
 
-    check_methods(_names(methods), _names(tiled_methods))
+    per_class = dataset == "voc"
+    if per_class:
+        from counting.comparison.voc import DEFAULT_VOC_METHODS, check_voc_methods
+
+        methods = methods or ",".join(DEFAULT_VOC_METHODS)
+        check_voc_methods(_names(methods))
+        grid = None  # whole-frame descriptors: tiles need per-tile counts
+    else:
+        methods = methods or ",".join(DEFAULT_METHODS)
+        check_methods(_names(methods), _names(tiled_methods))
     data = load_comparison_data(
         dataset,
         root,
@@ -139,7 +157,10 @@ def compare(
         descriptors=descriptor or (),
     )
     if data.train_counts.ndim != 1:
-        raise CountingError(f"{root}: compare works on single counts; {dataset} has per-class counts")
+        from counting.cli.multiclass_output import compare_per_class
+
+        compare_per_class(data, dataset, root, methods, centers, seed, target_transform, gate, out)
+        return
 
     def announce(result) -> None:
         shown = _fmt(result.metrics.get("mae")) if result.status == "ok" else result.status

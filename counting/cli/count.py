@@ -14,9 +14,11 @@ from rich.table import Table
 
 from counting import defaults
 from counting.cli.common import console, load_model_option, optional_cache, use_runtime
+from counting.cli.multiclass_output import SHOW_THRESHOLD, class_count_rows, class_counts_table
 from counting.cli.options import (
     BatchSizeOption,
     CacheDirOption,
+    ClassThresholdOption,
     ClusterOption,
     JsonOption,
     ModelOption,
@@ -83,36 +85,25 @@ def display_path(source: str) -> str:
 
 
 def result_rows(model: Any, sources: list[str], counts: np.ndarray, low: Any, high: Any, ok: np.ndarray) -> list[dict]:
+    if model.class_names:
+        return class_count_rows(model.class_names, sources, counts, low, high, ok)
     rows = []
     for k, source in enumerate(sources):
         if not ok[k]:
             continue
-        if model.class_names:
-            row: dict[str, Any] = {"image": source, "total": float(np.sum(counts[k]))}
-            row.update({name: float(value) for name, value in zip(model.class_names, counts[k])})
-        else:
-            row = {"image": source, "count": float(counts[k])}
-            if low is not None:
-                row["low"], row["high"] = float(low[k]), float(high[k])
+        row: dict[str, Any] = {"image": source, "count": float(counts[k])}
+        if low is not None:
+            row["low"], row["high"] = float(low[k]), float(high[k])
         rows.append(row)
     return rows
 
 
-def counts_table(model: Any, rows: list[dict]) -> Table:
-    level = f" ({model.interval.level:.0%} interval)" if model.interval is not None and not model.class_names else ""
+def counts_table(model: Any, rows: list[dict], class_threshold: float = SHOW_THRESHOLD) -> Table:
+    if model.class_names:
+        return class_counts_table(model, rows, display_path, class_threshold)
+    level = f" ({model.interval.level:.0%} interval)" if model.interval is not None else ""
     table = Table(title=f"Counts by {model.name}{level}", title_justify="left")
     table.add_column("image", overflow="fold")
-    if model.class_names:
-        table.add_column("total", justify="right")
-        table.add_column("largest classes")
-        for row in rows:
-            top = sorted(model.class_names, key=lambda name: -row[name])[:3]
-            table.add_row(
-                display_path(row["image"]),
-                f"{row['total']:.1f}",
-                ", ".join(f"{name} {row[name]:.1f}" for name in top if row[name] >= 0.5) or "–",
-            )
-        return table
     table.add_column("count", justify="right")
     if rows and "low" in rows[0]:
         table.add_column("low", justify="right")
@@ -159,6 +150,7 @@ def count(
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
     cluster: ClusterOption = None,
+    show_above: ClassThresholdOption = SHOW_THRESHOLD,
 ) -> None:
     """Count objects in images: a table on screen, optionally CSV / JSON (one row per image).
 
@@ -211,7 +203,7 @@ def count(
         console.print(f"[yellow]skipped:[/] {escape(printable(message))}", soft_wrap=True)
     if not rows:
         raise ImageError(f"{printable(sources[0]) if len(sources) == 1 else 'all images'}: nothing could be counted")
-    console.print(counts_table(counting_model, rows))
+    console.print(counts_table(counting_model, rows, show_above))
     if csv is not None:
         write_rows_csv(csv, rows)
         console.print(f"counts written to {escape(printable(str(csv)))}")

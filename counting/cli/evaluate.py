@@ -39,12 +39,15 @@ def figures_table(result) -> Table:
         caption=f"split {result.split}",
         caption_justify="left",
     )
-    table.add_column("figures")
     if result.is_voc_like:
-        table.add_column("mRMSE", justify="right")
-        table.add_column("m-relRMSE", justify="right")
-        table.add_row("per image", f"{result.metrics['mrmse']:.3f}", f"{result.metrics['m_rel_rmse']:.3f}")
-        return table
+        from counting.cli.multiclass_output import voc_figures_table
+
+        return voc_figures_table(
+            [("per image", result.metrics)],
+            f"{result.dataset}: {result.metrics.get('n')} test images",
+            f"split {result.split}; -nz: images holding the class only",
+        )
+    table.add_column("figures")
     for name in ("MAE", "MSE", "RMSE"):
         table.add_column(name, justify="right")
     rows = [("per frame", result.metrics)]
@@ -102,6 +105,10 @@ def evaluate(
             extract=extract,
         )
     console.print(figures_table(result))
+    if result.is_voc_like:
+        from counting.cli.multiclass_output import per_class_table
+
+        console.print(per_class_table(result.metrics))
     if result.interval_metrics:
         interval = result.interval_metrics
         console.print(

@@ -19,6 +19,7 @@ from counting.backbones import BACKBONES
 from counting.backbones.runtime import RUNTIMES
 from counting.errors import CountingError
 from counting.layouts import LAYOUTS
+from counting.multiclass import TARGET_TRANSFORMS
 from counting.training import CALIBRATION_MODES
 
 # Help panels of the longer commands.
@@ -215,6 +216,14 @@ RoiOption = Annotated[
         "--roi/--no-roi", help="Mask pixels (and heads) outside the dataset's ROI.", rich_help_panel=DESCRIPTORS
     ),
 ]
+FlipAverageOption = Annotated[
+    bool,
+    typer.Option(
+        "--flip-average/--no-flip-average",
+        help="Average each whole-frame descriptor with the left-right mirrored photo's (twice the extraction).",
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
 LayoutOption = Annotated[
     Optional[str],
     typer.Option(
@@ -248,6 +257,33 @@ CalibrationOption = Annotated[
     ),
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed for every random choice.", rich_help_panel=REGRESSOR)]
+TargetTransformOption = Annotated[
+    str,
+    typer.Option(
+        "--target-transform",
+        **choice(TARGET_TRANSFORMS),
+        help="Fit the regressor to transformed counts (sqrt, log = log1p; one row per image), predict counts.",
+        rich_help_panel=REGRESSOR,
+    ),
+]
+GateOption = Annotated[
+    bool,
+    typer.Option(
+        "--gate/--no-gate",
+        help="Per-class counts: a class predicted below its threshold counts 0 (thresholds chosen on the "
+        "out-of-fold predictions of the train images).",
+        rich_help_panel=REGRESSOR,
+    ),
+]
+
+ClassThresholdOption = Annotated[
+    float,
+    typer.Option(
+        "--show-above",
+        min=0.0,
+        help="Per-class models: list a class in the table when its count reaches this (files get every class).",
+    ),
+]
 
 # -- run ----------------------------------------------------------------------------------
 CacheDirOption = Annotated[

@@ -26,6 +26,8 @@ from counting.cli.options import (
     DatasetOption,
     DescriptorOption,
     DifficultOption,
+    FlipAverageOption,
+    GateOption,
     GridOption,
     InputSizeOption,
     KernelOption,
@@ -37,6 +39,7 @@ from counting.cli.options import (
     RuntimeOption,
     SeedOption,
     SplitOption,
+    TargetTransformOption,
     ThreadsOption,
     WeightsOption,
     out_option,
@@ -49,14 +52,15 @@ def print_figures(rows: list[tuple[str, dict]]) -> None:
     rows = [(label, figures) for label, figures in rows if figures]
     if not rows:
         return
-    keys = [k for k in ("mae", "mse", "rmse", "mrmse", "m_rel_rmse") if k in rows[0][1]]
+    keys = [k for k in ("mae", "mse", "rmse", "mrmse", "m_rel_rmse", "mrmse_nz", "m_rel_rmse_nz") if k in rows[0][1]]
     names = {"mae": "MAE", "mse": "MSE", "rmse": "RMSE", "mrmse": "mRMSE", "m_rel_rmse": "m-relRMSE"}
+    names |= {"mrmse_nz": "mRMSE-nz", "m_rel_rmse_nz": "m-relRMSE-nz"}
     table = Table(title="Figures", title_justify="left")
     table.add_column("images")
     for key in keys:
         table.add_column(names[key], justify="right")
     for label, figures in rows:
-        table.add_row(label, *(f"{figures[key]:.3f}" for key in keys))
+        table.add_row(label, *("–" if figures.get(key) is None else f"{figures[key]:.3f}" for key in keys))
     console.print(table)
 
 
@@ -73,6 +77,7 @@ def train(
     grid: GridOption = GRID_DEFAULT,
     layout: LayoutOption = None,
     descriptor: DescriptorOption = "scores",
+    flip_average: FlipAverageOption = False,
     whole_frame_rows: Annotated[
         bool,
         typer.Option(help="With --grid: the same as --layout tiles+frame.", rich_help_panel=DESCRIPTORS),
@@ -104,6 +109,8 @@ def train(
     ] = defaults.INTERVAL_LEVEL,
     calibration: CalibrationOption = "auto",
     seed: SeedOption = defaults.SEED,
+    target_transform: TargetTransformOption = "none",
+    gate: GateOption = False,
     evaluate: Annotated[
         bool,
         typer.Option(
@@ -148,6 +155,9 @@ def train(
         seed=seed,
         batch_size=batch_size,
         descriptor=descriptor,
+        target_transform=target_transform,
+        gate=gate,
+        flip_average=flip_average,
     )
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]

@@ -17,7 +17,12 @@ from counting.tiles import Grid, dot_tile_counts, parse_grid
 
 # Every dataset's default split: Mall frames 1-800 are all we have here (the standard test part,
 # 801-2000, is not), ShanghaiTech B train is split at random with a fixed seed.
-DEFAULT_SPLITS: dict[str, str] = {"mall": "train=1-600,test=601-800", "shanghaitech": "random:0.25:0"}
+DEFAULT_SPLITS: dict[str, str] = {
+    "mall": "train=1-600,test=601-800",
+    "shanghaitech": "random:0.25:0",
+    # coco-voc20 is trainval only (no test list): a seeded random quarter is the test part.
+    "voc": "random:0.25:0",
+}
 
 
 def default_split(dataset: str) -> str:
@@ -46,6 +51,7 @@ class ComparisonData:
     settings: dict = field(default_factory=dict)
     # Extra whole-frame descriptors (counting.descriptors spec -> (train, test) features).
     descriptor_features: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    class_names: list[str] | None = None  # per-class counts (voc)
 
 
 def load_comparison_data(
@@ -114,6 +120,7 @@ def load_comparison_data(
         test_tile_features=None if cells is None else cells[n_train:],
         train_tile_counts=tile_counts,
         is_sequence=dataset in defaults.SEQUENCE_DATASETS,
+        class_names=None if loaded.class_names is None else list(loaded.class_names),
         settings={
             "backbone": backbone,
             "input_size": input_size,
@@ -164,4 +171,5 @@ def holdout(data: ComparisonData, fraction: float = 0.25, seed: int = 0) -> Comp
         train_tile_counts=part(data.train_tile_counts, fit),
         is_sequence=data.is_sequence,
         settings=dict(data.settings),
+        class_names=data.class_names,
     )

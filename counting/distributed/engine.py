@@ -117,6 +117,9 @@ def extract_features_distributed(
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     prep = prep if prep is not None else Preprocessing()
+    if prep.flip:
+        # Workers rebuild the preprocessing from its input size and ROI: they would not mirror.
+        raise ClusterError("flip-averaged descriptors (--flip-average) are not computed on a cluster; drop --cluster")
     grid = check_grid(grid) if grid is not None else None
     path_list = [str(path) for path in paths]
     n_images = len(path_list)

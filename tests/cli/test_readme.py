@@ -112,6 +112,12 @@ def test_every_readme_command_runs(runner, workdir: Path) -> None:
     annotated = {sample.path.name: sample.count for sample in truth.samples[:60]}
     assert sorted(counted) == sorted(annotated)
     assert np.mean([abs(counted[name] - annotated[name]) for name in annotated]) < 6
+    with (workdir / "voc-counts.csv").open() as handle:
+        voc_rows = list(csv.DictReader(handle))
+    # The shipped VOC model on 5 real VOC-2007 photos: every class with its interval, totals add up.
+    assert len(voc_rows) == 5 and {"person", "person_low", "person_high", "sofa_high"} <= set(voc_rows[0])
+    for row in voc_rows:
+        assert float(row["person_low"]) <= float(row["person"]) <= float(row["person_high"])
     with (workdir / "frames.csv").open() as handle:
         frames = list(csv.DictReader(handle))
     numbers = [int(row["frame"]) for row in frames]

@@ -54,3 +54,28 @@ def test_streaming_smoother_is_causal() -> None:
     assert [smoother.update(v) for v in (3.0, 6.0, 9.0, 30.0)] == pytest.approx([3, 4.5, 6, 15])
     median = StreamingSmoother(3, "median")
     assert [median.update(v) for v in (1.0, 100.0, 2.0, 3.0)] == pytest.approx([1, 50.5, 2, 3])
+
+
+def test_voc_metrics_relative_and_nonzero_variants_by_hand() -> None:
+    truth = np.array([[1.0, 0, 0], [2, 1, 0], [0, 0, 1], [3, 2, 0]])
+    # Rounded: [1,0,0] [1,1,0] [0,1,1] [3,2,0]: one person missed (true 2), one car added (true 0).
+    predicted = truth + np.array([[0.4, 0.2, -0.3], [-0.6, 0.1, 0.2], [0.2, 0.7, -0.2], [0.1, -0.2, 0.1]])
+    figures = voc_metrics(truth, predicted, ["person", "car", "dog"])
+    person = {"rmse": np.sqrt(1 / 4), "rel": np.sqrt((1 / 3) / 4), "nz": np.sqrt(1 / 3), "rel_nz": np.sqrt(1 / 9)}
+    car = {"rmse": 0.5, "rel": 0.5, "nz": 0.0, "rel_nz": 0.0}
+    assert figures["mrmse"] == pytest.approx((person["rmse"] + car["rmse"]) / 3)
+    assert figures["m_rel_rmse"] == pytest.approx((person["rel"] + car["rel"]) / 3)
+    # Non-zero variant: each class over the images that hold it (person 3, car 2, dog 1 images).
+    assert figures["mrmse_nz"] == pytest.approx((person["nz"] + car["nz"]) / 3)
+    assert figures["m_rel_rmse_nz"] == pytest.approx((person["rel_nz"] + car["rel_nz"]) / 3)
+    assert figures["per_class_images"] == {"person": 3, "car": 2, "dog": 1}
+    assert figures["per_class_rel_rmse"]["person"] == pytest.approx(person["rel"])
+    assert figures["per_class_rmse_nz"]["car"] == 0.0
+
+
+def test_voc_nonzero_figures_leave_out_classes_no_image_holds() -> None:
+    truth = np.array([[2.0, 0], [0, 0]])
+    figures = voc_metrics(truth, np.array([[1.0, 1.0], [0.0, 0.0]]), ["a", "b"])
+    assert figures["per_class_rmse_nz"] == {"a": 1.0, "b": None}
+    assert figures["mrmse_nz"] == pytest.approx(1.0)  # b has no image with it: not averaged in
+    assert figures["mrmse"] == pytest.approx((np.sqrt(0.5) + np.sqrt(0.5)) / 2)

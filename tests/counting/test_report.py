@@ -101,8 +101,13 @@ def test_voc_report_has_class_bars_and_mrmse(tmp_path: Path) -> None:
     )
     files = write_report(model, evaluation, tmp_path)
     markdown = files.markdown.read_text()
-    assert "| method | mRMSE | source |" in markdown
-    assert f"{figures['mrmse']:.2f}" in markdown and "seq-sub-ft-3x3 | 0.42" in markdown
+    assert "| method | mRMSE | m-relRMSE | mRMSE-nz | m-relRMSE-nz | source |" in markdown
+    assert f"{figures['mrmse']:.2f}" in markdown and "seq-sub-ft-3x3 | 0.42 | 0.21" in markdown
+    # Rounded predictions miss one person (of 2) and add one car: hand-computed per-class figures.
+    assert "| person | 3 | 0.50 | 0.29 | 0.58 | 0.33 |" in markdown
+    assert "| car | 2 | 0.50 | 0.50 | 0.00 | 0.00 |" in markdown
+    assert "| dog | 1 | 0.00 | 0.00 | 0.00 | 0.00 |" in markdown
+    assert "not on these photos" in markdown
     assert sorted(p.name for p in files.images) == ["classes.png", "scatter.png"]
 
 

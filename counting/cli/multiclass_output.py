@@ -1,0 +1,161 @@
+"""Terminal tables for per-class counts (VOC): the figures, the per-class breakdown, and counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.table import Table
+
+# Figure keys of counting.evaluation.voc_metrics and their column titles.
+VOC_FIGURES: dict[str, str] = {
+    "mrmse": "mRMSE",
+    "m_rel_rmse": "m-relRMSE",
+    "mrmse_nz": "mRMSE-nz",
+    "m_rel_rmse_nz": "m-relRMSE-nz",
+}
+# A class shows in `count`'s table when its predicted count reaches this (it rounds to 1).
+SHOW_THRESHOLD = 0.5
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def voc_figures_table(rows: list[tuple[str, dict]], title: str, caption: str | None = None) -> Table:
+    """A row per evaluation, a column per VOC figure (all images, then non-zero entries only)."""
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    table.add_column("figures")
+    for name in VOC_FIGURES.values():
+        table.add_column(name, justify="right")
+    for label, figures in rows:
+        table.add_row(label, *(fmt(figures.get(key)) for key in VOC_FIGURES))
+    return table
+
+
+def per_class_table(metrics: dict, title: str = "Per class") -> Table:
+    """RMSE and relRMSE per class on all images and on the images holding the class."""
+    table = Table(title=title, title_justify="left")
+    for name in ("class", "images with it", "RMSE", "relRMSE", "RMSE-nz", "relRMSE-nz"):
+        table.add_column(name, justify="left" if name == "class" else "right")
+    for name in metrics.get("per_class_rmse", {}):
+        table.add_row(
+            name,
+            str(metrics.get("per_class_images", {}).get(name, "–")),
+            fmt(metrics["per_class_rmse"].get(name)),
+            fmt(metrics.get("per_class_rel_rmse", {}).get(name)),
+            fmt(metrics.get("per_class_rmse_nz", {}).get(name)),
+            fmt(metrics.get("per_class_rel_rmse_nz", {}).get(name)),
+        )
+    return table
+
+
+def class_count_rows(
+    class_names: list[str],
+    sources: list[str],
+    counts: np.ndarray,
+    low: np.ndarray | None,
+    high: np.ndarray | None,
+    ok: np.ndarray,
+) -> list[dict]:
+    """One record per counted image: total, then ``CLASS``, ``CLASS_low``, ``CLASS_high`` columns."""
+    rows = []
+    for k, source in enumerate(sources):
+        if not ok[k]:
+            continue
+        row: dict[str, Any] = {"image": source, "total": float(np.sum(counts[k]))}
+        for c, name in enumerate(class_names):
+            row[name] = float(counts[k, c])
+            if low is not None and high is not None:
+                row[f"{name}_low"] = float(low[k, c])
+                row[f"{name}_high"] = float(high[k, c])
+        rows.append(row)
+    return rows
+
+
+def class_counts_table(model: Any, rows: list[dict], display: Any, threshold: float = SHOW_THRESHOLD) -> Table:
+    """A row per image, listing only the classes predicted at ``threshold`` or more."""
+    level = f" ({model.interval.level:.0%} intervals)" if model.interval is not None else ""
+    table = Table(title=f"Counts by {model.name}{level}", title_justify="left")
+    table.add_column("image", overflow="fold")
+    table.add_column("total", justify="right")
+    table.add_column(f"classes (count ≥ {threshold:g})")
+    for row in rows:
+        present = sorted((name for name in model.class_names if row[name] >= threshold), key=lambda n: -row[n])
+        parts = []
+        for name in present:
+            text = f"{name} {row[name]:.1f}"
+            if f"{name}_low" in row:
+                text += f" [{row[f'{name}_low']:.1f}–{row[f'{name}_high']:.1f}]"
+            parts.append(text)
+        table.add_row(display(row["image"]), f"{row['total']:.1f}", ", ".join(parts) or "–")
+    return table
+
+
+def compare_table(data: Any, results: list, published: list[dict]) -> Table:
+    """Our rows (measured) with the four VOC figures, then the published VOC-2007 rows."""
+    from counting.comparison.voc import VOC_FIGURE_KEYS
+
+    title = (
+        f"{data.dataset} · split {data.split} · {len(data.train_counts)} train / {len(data.test_counts)} test · "
+        f"{data.settings['backbone']} @ {data.settings['input_size'] or 'native'}"
+    )
+    table = Table(title=title, title_justify="left", caption="published rows: VOC-2007 test images, not this split")
+    table.add_column("method")
+    for key in VOC_FIGURE_KEYS:
+        table.add_column(VOC_FIGURES[key], justify="right")
+    table.add_column("fit s", justify="right")
+    table.add_column("source")
+    best = min((r.metrics["mrmse"] for r in results if r.status == "ok"), default=None)
+    for result in results:
+        if result.status != "ok":
+            table.add_row(result.label, f"[yellow]{result.status}[/]", result.note[:50], "", "", "", "measured")
+            continue
+        cells = [fmt(result.metrics.get(key)) for key in VOC_FIGURE_KEYS]
+        if result.metrics["mrmse"] == best:
+            cells[0] = f"[bold green]{cells[0]}[/]"
+        table.add_row(result.label, *cells, fmt(result.fit_seconds, 2), "measured")
+    for row in published:
+        cells = [fmt(row.get(key), 2) for key in VOC_FIGURE_KEYS]
+        table.add_row(f"[dim]{row['method']}[/]", *cells, "—", f"[dim]{row['source'][:40]}[/]")
+    return table
+
+
+def compare_per_class(
+    data: Any,
+    dataset: str,
+    root: Any,
+    methods: str,
+    centers: int,
+    seed: int,
+    target_transform: str,
+    gate: bool,
+    out: Any,
+) -> None:
+    """`counting compare` on per-class counts: run, print and write every row."""
+    from counting.cli.common import console
+    from counting.comparison.voc import run_voc_comparison, voc_published_rows, write_voc_comparison
+
+    def announce(result: Any) -> None:
+        shown = (
+            f"mRMSE {fmt(result.metrics.get('mrmse'))} m-relRMSE {fmt(result.metrics.get('m_rel_rmse'))}"
+            if result.status == "ok"
+            else result.status
+        )
+        console.print(f"  {result.label}: {shown}")
+
+    names = [name.strip() for name in methods.split(",") if name.strip()]
+    results = run_voc_comparison(
+        data,
+        data.class_names,
+        names,
+        n_centers=centers,
+        seed=seed,
+        transform=target_transform,
+        gate=gate,
+        on_result=announce,
+    )
+    settings = {"target_transform": target_transform, "gate": gate, "n_centers": centers, "seed": seed}
+    paths = write_voc_comparison(data, results, out, settings)
+    console.print(compare_table(data, results, voc_published_rows(dataset)))
+    console.print("wrote " + ", ".join(str(path) for path in paths.values()))
