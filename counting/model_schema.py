@@ -249,6 +249,8 @@ def _check_descriptor(descriptor: Mapping[str, Any]) -> None:
     values = code.get("values")
     if not isinstance(values, list) or not values or len(values) > height:
         raise _Problem("descriptor.perspective_map.values", "expected a list of rows")
+
+
 def _check_multiclass(section: Any, n_outputs: int) -> None:
     """Target transform and per-class gate thresholds (counting.multiclass)."""
     from counting.multiclass import TARGET_TRANSFORMS

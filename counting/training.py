@@ -251,7 +251,9 @@ def train_model(
         if layout != "frame":
             raise TrainingError(f"{dataset.root}: --flip-average works on whole frames (no --grid)")
         if descriptor.uses_maps:
-            raise TrainingError(f"descriptor {descriptor.text!r}: --flip-average works on class scores or pooled features")
+            raise TrainingError(
+                f"descriptor {descriptor.text!r}: --flip-average works on class scores or pooled features"
+            )
         extract = flip_averaging(extract)
     frame, cells = extract_views(
         [sample.path for sample in samples],
