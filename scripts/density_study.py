@@ -24,8 +24,8 @@ import numpy as np
 from counting.backbones import Preprocessing, get_backbone
 from counting.datasets import load_dataset
 from counting.density import extract_maps, fit_density_head
-from counting.density.maps import layer_channels
 from counting.density.data import TargetSettings, density_targets
+from counting.density.maps import layer_channels
 from counting.features import FeatureCache
 from counting.training import TrainingConfig, cv_folds, make_regressor
 

@@ -21,7 +21,7 @@ from rich.console import Console
 from counting.backbones import Backbone, Preprocessing
 from counting.backbones.base import FINAL, OutputTaps, adaptive_average_pool
 from counting.features.cache import FeatureCache, settings_key
-from counting.features.extract import _progress_bar, _prepared_batches, extraction_settings, group_by_shape
+from counting.features.extract import _prepared_batches, _progress_bar, extraction_settings, group_by_shape
 from counting.imaging import image_size
 
 __all__ = ["HEAD_STRIDE", "MapSet", "extract_maps", "head_grid", "maps_on_grid"]
