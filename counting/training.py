@@ -55,9 +55,14 @@ class TrainingConfig:
     min_calibration: int = defaults.MIN_CALIBRATION
     seed: int = defaults.SEED
     batch_size: int = defaults.BATCH_SIZE
+    # A density head on intermediate feature maps (counting.density); the AGP then regresses the
+    # count from the head's sums over the ROI and each --grid cell, one "frame" row per image.
+    density_head: bool = False
 
     def resolved_layout(self) -> str:
         """The layout these settings train (checked against the grid)."""
+        if self.density_head:
+            return "frame"
         if self.layout is not None:
             return check_layout(self.layout, self.grid)
         if self.grid is None:
@@ -223,17 +228,35 @@ def train_model(
 
     backbone = get_backbone(config.backbone, weights=config.weights)
     preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
-    frame, cells = extract_views(
-        [sample.path for sample in samples],
-        backbone,
-        preprocessing,
-        layout,
-        config.grid,
-        cache=cache,
-        batch_size=config.batch_size,
-        progress=progress,
-        extract=extract,
-    )
+    density_head = None
+    if config.density_head:
+        from counting.density.training import fit_head_descriptors
+
+        density_head, frame = fit_head_descriptors(
+            samples,
+            dataset,
+            backbone,
+            preprocessing,
+            config.grid,
+            is_sequence=is_sequence,
+            seed=config.seed,
+            cache=cache,
+            progress=progress,
+            log=log,
+        )
+        cells = None
+    else:
+        frame, cells = extract_views(
+            [sample.path for sample in samples],
+            backbone,
+            preprocessing,
+            layout,
+            config.grid,
+            cache=cache,
+            batch_size=config.batch_size,
+            progress=progress,
+            extract=extract,
+        )
     features = model_features(layout, frame, cells)
     counts = np.asarray(train.counts, dtype=float)
     indices = np.array([sample.index for sample in samples])
@@ -274,9 +297,10 @@ def train_model(
         runtime=backbone.runtime,
         input_size=config.input_size,
         roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
-        grid=config.grid,
+        grid=None if config.density_head else config.grid,
         layout=layout,
         class_names=list(dataset.class_names) if multi_output else None,
+        density_head=density_head,
         dataset={
             "name": dataset.name,
             "root": str(dataset.root),
@@ -305,7 +329,7 @@ def train_model(
             rest = np.setdiff1d(fit, fold)
             fold_model = CountingModel(
                 regressor=_fit_regressor(config, *rows(rest), dataset.root, None),
-                grid=config.grid,
+                grid=model.grid,
                 layout=layout,
                 class_names=model.class_names,
             )

@@ -24,6 +24,7 @@ from counting.cli.options import (
     ClusterOption,
     CountsCsvOption,
     DatasetOption,
+    DensityHeadOption,
     DifficultOption,
     GridOption,
     InputSizeOption,
@@ -76,6 +77,7 @@ def train(
         typer.Option(help="With --grid: the same as --layout tiles+frame.", rich_help_panel=DESCRIPTORS),
     ] = defaults.WHOLE_FRAME_ROWS,
     roi: RoiOption = True,
+    density_head: DensityHeadOption = False,
     kernel: KernelOption = defaults.KERNEL,
     centers: CentersOption = defaults.N_CENTERS,
     epochs: Annotated[
@@ -145,6 +147,7 @@ def train(
         calibration=calibration,
         seed=seed,
         batch_size=batch_size,
+        density_head=density_head,
     )
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]

@@ -51,6 +51,12 @@ class DensityHead:
         extra = 0 if self.projection is None else int(self.projection.shape[1])
         return self.n_channels + extra
 
+    @property
+    def grid(self) -> tuple[int, int] | None:
+        """The grid whose cells' sums follow the whole ROI's among the AGP's descriptors."""
+        grid = self.settings.get("grid")
+        return None if grid is None else (int(grid[0]), int(grid[1]))
+
     def pixel_features(self, pixels: np.ndarray) -> np.ndarray:
         """``(N, C)`` channel vectors -> ``(N, n_features)`` float32 regression features."""
         standardised = (np.asarray(pixels, dtype=np.float32) - self.x_mean.astype(np.float32)) / self.x_scale.astype(
@@ -88,6 +94,12 @@ class DensityHead:
         self, maps: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
     ) -> np.ndarray:
         """``(n, 1 + cells)``: density summed over the ROI, then over each grid cell's part of it."""
-        density = self.density(maps)
+        return self.sum_regions(self.density(maps), roi_mask, grid)
+
+    @staticmethod
+    def sum_regions(
+        density: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        """``(n, h, w)`` density maps -> ``(n, 1 + cells)`` region sums (see :meth:`region_counts`)."""
         weights = region_weights(roi_mask, density.shape[1:], grid)
         return density.reshape(len(density), -1) @ weights.T
