@@ -21,7 +21,7 @@ from counting.density.regions import region_weights
 __all__ = ["PENALTIES", "HeadFit", "fit_density_head"]
 
 # Ridge penalties relative to the mean diagonal of the Gram matrix (features are standardised).
-PENALTIES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+PENALTIES = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 
 
 @dataclass

@@ -72,9 +72,9 @@ def fit_head_descriptors(
     )
     indices = np.array([sample.index for sample in samples])
     fold_of = np.zeros(len(samples), dtype=int)
-    for number, members in enumerate(
-        cv_folds(indices, HEAD_FOLDS, is_sequence, seed, SEQUENCE_RUN if is_sequence else None)
-    ):
+    # Each fold gets at least two runs, so that on a short sequence no fold is one long stretch.
+    run = max(1, min(SEQUENCE_RUN, len(samples) // (2 * HEAD_FOLDS)))
+    for number, members in enumerate(cv_folds(indices, HEAD_FOLDS, is_sequence, seed, run if is_sequence else None)):
         fold_of[members] = number
     if log is not None:
         log(f"fitting the {kind} density head on {', '.join(layers)} maps of {len(samples)} images")
@@ -94,6 +94,8 @@ def fit_head_descriptors(
         "grid": None if grid is None else list(grid),
         "target": targets.record(),
         "out_of_fold_mae": fit.penalty_mae,
+        # Heat maps are drawn from 0 to this many people per map cell (a busy cell in training).
+        "display_max": float(np.percentile(np.concatenate([item.ravel() for item in density]), 99.9)),
     }
     if log is not None:
         mae = fit.penalty_mae.get(f"{fit.penalty:g}")
