@@ -90,7 +90,9 @@ def test_ridge_head_recovers_a_known_linear_map() -> None:
     targets = [np.einsum("chw,c->hw", item.astype(float), weights) + bias for item in maps]
     counts = np.array([target.sum() for target in targets])
     folds = np.arange(len(maps)) % 3
-    fit = fit_density_head(maps, targets, counts, ["block10"], folds=folds, penalties=(1e-9, 1e-1))
+    fit = fit_density_head(
+        maps, targets, counts, ["block10"], folds=folds, penalties=(1e-9, 1e-1), count_weights=(0.0, 1.0)
+    )
     head = fit.head
     assert fit.penalty == pytest.approx(1e-9)
     # In the original channel units: coef / scale are the weights, the intercept follows.
@@ -100,7 +102,7 @@ def test_ridge_head_recovers_a_known_linear_map() -> None:
     np.testing.assert_allclose(head.region_counts(np.stack(maps[:4]))[:, 0], counts[:4], rtol=1e-4)
     # Out-of-fold counts come from heads that never saw the image, and are still exact here.
     np.testing.assert_allclose(fit.out_of_fold[:, 0], counts, rtol=1e-3)
-    assert set(fit.penalty_mae) == {"1e-09", "0.1"}
+    assert set(fit.penalty_mae) == {"1e-09/0", "0.1/0", "1e-09/1", "0.1/1"}
 
 
 def test_rff_head_fits_what_a_linear_one_cannot() -> None:
@@ -121,6 +123,20 @@ def test_fit_refuses_mismatched_inputs() -> None:
         fit_density_head(maps, [np.zeros((2, 2))] * 3, np.zeros(3), ["block10"])
     with pytest.raises(ValueError, match="kind"):
         fit_density_head(maps, [np.zeros((6, 8))] * 3, np.zeros(3), ["block10"], kind="mlp")
+
+
+def test_count_term_fits_region_counts_the_pixel_term_cannot() -> None:
+    # Each pixel's target is the whole frame's mean of x0 (a crowd-level quantity). The pixel
+    # loss shrinks the slope on x0 towards 0 (x0 varies far more per pixel than its mean); the
+    # region-count term recovers slope 1, with which the sums are exact.
+    rng, maps = _synthetic(n=24, channels=3, size=(4, 4))
+    targets = [np.full((4, 4), float(item[0].mean())) for item in maps]
+    counts = np.array([target.sum() for target in targets])
+    folds = np.arange(len(maps)) % 4
+    pixel = fit_density_head(maps, targets, counts, ["block10"], folds=folds, count_weights=(0.0,))
+    both = fit_density_head(maps, targets, counts, ["block10"], folds=folds, count_weights=(0.0, 100.0))
+    assert both.count_weight == 100.0
+    assert np.mean(np.abs(both.out_of_fold[:, 0] - counts)) < 0.5 * np.mean(np.abs(pixel.out_of_fold[:, 0] - counts))
 
 
 # ---------------------------------------------------------------- files
