@@ -25,6 +25,7 @@ from counting.backbones import Preprocessing, get_backbone
 from counting.datasets import load_dataset
 from counting.density import extract_maps, fit_density_head
 from counting.density.data import TargetSettings, density_targets
+from counting.density.fitting import COUNT_WEIGHTS
 from counting.density.maps import layer_channels
 from counting.features import FeatureCache
 from counting.training import TrainingConfig, cv_folds, make_regressor
@@ -73,7 +74,7 @@ def agp_counts(train_rows: np.ndarray, train_counts: np.ndarray, rows: np.ndarra
     return np.clip(np.asarray(regressor.predict(rows), float), 0.0, None)
 
 
-def evaluate(maps, targets, counts, layer_index, fit, score, folds, kind, roi, grid, seed, n_random):
+def evaluate(maps, targets, counts, layer_index, fit, score, folds, kind, roi, grid, seed, n_random, count_weights):
     """Fit on ``fit`` positions, score head and AGP on ``score`` positions."""
     chosen = np.concatenate([layer_index[name] for name in layer_index["__order__"]])
     picked = [maps[i][chosen] for i in fit]
@@ -88,6 +89,7 @@ def evaluate(maps, targets, counts, layer_index, fit, score, folds, kind, roi, g
         kind=kind,
         n_random=n_random,
         seed=seed,
+        count_weights=count_weights,
     )
     scored = np.stack([maps[i][chosen] for i in score])
     regions = result.head.region_counts(scored, roi, grid)
@@ -106,6 +108,12 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=4.0)
     parser.add_argument("--perspective", action="store_true", help="Mall: scale sigma with pMapN")
     parser.add_argument("--n-random", type=int, default=1024)
+    parser.add_argument(
+        "--count-weights",
+        default="auto",
+        help="weight of the region-count term: 'auto' (chosen with the penalty on out-of-fold counts "
+        f"among {', '.join(f'{w:g}' for w in COUNT_WEIGHTS)}) or one number (0: pixel loss only)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write every figure here too")
     args = parser.parse_args()
@@ -120,10 +128,14 @@ def main() -> None:
     grid = None if args.grid == "none" else tuple(int(v) for v in args.grid.split("x"))
     roi = dataset.roi_mask
     target_settings = TargetSettings(sigma=args.sigma, perspective=args.perspective)
+    count_weights = COUNT_WEIGHTS if args.count_weights == "auto" else (float(args.count_weights),)
     backbone = get_backbone("efficientnet-lite0")
     cache = FeatureCache()
     print(f"{args.dataset}: {len(train)} train ({len(fit_part)} fit / {len(val_part)} validation), {len(test)} test")
-    print(f"targets: {target_settings.record()}, AGP grid {args.grid}, runtime {backbone.runtime}")
+    print(
+        f"targets: {target_settings.record()}, count weights {args.count_weights}, AGP grid {args.grid}, "
+        f"runtime {backbone.runtime}, load {os.getloadavg()[0]:.1f}"
+    )
     rows: list[dict] = []
     best: dict | None = None
     for size in sizes:
@@ -162,13 +174,15 @@ def main() -> None:
                     "layers": layer_set,
                     "kind": kind,
                     "penalty": fit.penalty,
+                    "count_weight": fit.count_weight,
                     "val_head": metrics(truth, head),
                     "val_agp": metrics(truth, agp),
                     "fit_seconds": round(seconds, 1),
                 }
                 rows.append(row)
                 print(
-                    f"  {label:>6} {kind:5} {layer_set:32} penalty {fit.penalty:<6g} validation head MAE "
+                    f"  {label:>6} {kind:5} {layer_set:32} penalty {fit.penalty:<6g} count weight {fit.count_weight:<4g} "
+                    "validation head MAE "
                     f"{row['val_head'][0]:6.2f} MSE {row['val_head'][1]:7.2f} | AGP MAE {row['val_agp'][0]:6.2f} "
                     f"MSE {row['val_agp'][1]:7.2f}  ({seconds:.0f} s)",
                     flush=True,
@@ -191,7 +205,19 @@ def main() -> None:
     test_positions = np.arange(len(train), len(merged))
     folds = folds_of(train_indices, setup["sequence"], args.seed)
     _, head, agp = evaluate(
-        merged, targets, counts, index, fit_positions, test_positions, folds, kind, roi, grid, args.seed, args.n_random
+        merged,
+        targets,
+        counts,
+        index,
+        fit_positions,
+        test_positions,
+        folds,
+        kind,
+        roi,
+        grid,
+        args.seed,
+        args.n_random,
+        count_weights,
     )
     chosen = best["row"]
     use_agp = chosen["val_agp"][0] < chosen["val_head"][0]
