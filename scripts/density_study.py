@@ -166,6 +166,7 @@ def main() -> None:
                     grid,
                     args.seed,
                     args.n_random,
+                    count_weights,
                 )
                 seconds = time.perf_counter() - start
                 truth = counts[val_part]
