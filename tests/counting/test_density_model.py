@@ -34,7 +34,8 @@ def test_density_model_feeds_the_regressor_its_region_sums(density_model) -> Non
     assert head is not None and head.grid == (2, 2) and density_model.grid is None
     assert density_model.layout == "frame" and density_model.regressor.n_features_in_ == 5  # ROI + 4 cells
     assert density_model.training["density_head"] is True
-    assert head.settings["target"]["perspective"] is True  # Mall ships pMapN
+    assert head.settings["target"] == {"sigma": 4.0, "perspective": False}
+    assert head.settings["count_weight"] == 0.0 and head.settings["display_max"] > 0
 
 
 def test_density_model_counts_real_frames_after_a_round_trip(
@@ -87,3 +88,15 @@ def test_models_without_a_head_keep_their_metadata(tmp_path: Path) -> None:
     assert "density_head" not in shipped.metadata() and "density_head" not in shipped.summary()
     again = load_model(shipped.save(tmp_path / "again.npz"))
     assert again.metadata() == shipped.metadata() | {"counting_version": again.metadata()["counting_version"]}
+
+
+def test_density_head_needs_dots_of_one_kind(tmp_path: Path) -> None:
+    from counting.datasets import CountingDataset, Sample
+    from counting.errors import DatasetError
+
+    samples = [Sample(path=tmp_path / f"{i}.jpg", count=1.0, split="train", index=i) for i in range(12)]
+    with pytest.raises(DatasetError, match="needs head dots, which folder does not have"):
+        train_model(CountingDataset(name="folder", root=tmp_path, samples=samples), TrainingConfig(density_head=True))
+    several = CountingDataset(name="voc", root=tmp_path, samples=samples, class_names=["person", "car"])
+    with pytest.raises(DatasetError, match="counts one kind of object"):
+        train_model(several, TrainingConfig(density_head=True))
