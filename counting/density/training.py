@@ -106,6 +106,6 @@ def fit_head_descriptors(
         "display_max": float(np.percentile(np.concatenate([item.ravel() for item in density]), 99.9)),
     }
     if log is not None:
-        mae = fit.penalty_mae.get(f"{fit.penalty:g}")
+        mae = fit.penalty_mae[f"{fit.penalty:g}/{fit.count_weight:g}"]
         log(f"density head: penalty {fit.penalty:g}, out-of-fold count MAE {mae:.3f}")
     return head, fit.out_of_fold

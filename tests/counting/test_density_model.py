@@ -26,7 +26,10 @@ def density_model(mall_density, session_cache_dir: Path):
     config = TrainingConfig(
         input_size=160, grid=(2, 2), density_head=True, n_centers=5, max_epochs=3, calibration="tail"
     )
-    return train_model(mall_density, config, cache=FeatureCache(session_cache_dir))
+    messages: list[str] = []
+    model = train_model(mall_density, config, cache=FeatureCache(session_cache_dir), log=messages.append)
+    model.log_lines = messages  # type: ignore[attr-defined]
+    return model
 
 
 def test_density_model_feeds_the_regressor_its_region_sums(density_model) -> None:
@@ -36,6 +39,7 @@ def test_density_model_feeds_the_regressor_its_region_sums(density_model) -> Non
     assert density_model.training["density_head"] is True
     assert head.settings["target"] == {"sigma": 4.0, "perspective": False}
     assert head.settings["count_weight"] == 0.0 and head.settings["display_max"] > 0
+    assert any("density head: penalty" in line and "out-of-fold count MAE" in line for line in density_model.log_lines)
 
 
 def test_density_model_counts_real_frames_after_a_round_trip(
