@@ -95,6 +95,8 @@ class CountingModel:
     path: Path | None = None
     # What an image becomes before the regressor (counting.descriptors); None: class scores.
     descriptor: Any = None
+    # counting.density.DensityHead: the regressor's rows are its density sums (whole ROI, cells).
+    density_head: Any = None
     _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -142,7 +144,12 @@ class CountingModel:
 
     def metadata(self) -> dict:
         """JSON-ready metadata stored in the model file."""
-        record = {
+        head = {}
+        if self.density_head is not None:
+            from counting.density.persistence import head_to_document
+
+            head = {"density_head": head_to_document(self.density_head)}
+        record = head | {
             "kind": MODEL_KIND,
             "format_version": 1 if self.descriptor is None else FORMAT_VERSION,
             "counting_version": __version__,
@@ -224,6 +231,11 @@ class CountingModel:
             )
         _, n_outputs = check_regressor(regressor, str(source))
         check_metadata(metadata, n_outputs, str(source))
+        density_head = None
+        if metadata.get("density_head") is not None:
+            from counting.density.persistence import head_from_document
+
+            density_head = head_from_document(metadata["density_head"], str(source))
         try:
             preprocessing = metadata["preprocessing"]
             mask_code = preprocessing.get("roi_mask")
@@ -257,6 +269,7 @@ class CountingModel:
                 test_metrics=metadata.get("test_metrics") or {},
                 path=source,
                 descriptor=descriptor,
+                density_head=density_head,
             )
         except ModelFileError as error:
             raise ModelFileError(f"{source}: {error}") from None
@@ -400,6 +413,8 @@ class CountingModel:
                 **kind,
             )
 
+        if self.density_head is not None:
+            return self._count_paths_by_density(paths, backbone, cache, batch_size, progress)
         feature_set = views(self.grid)
         features, ok = feature_set.features, np.asarray(feature_set.ok, dtype=bool)
         errors = dict(feature_set.errors)
@@ -414,6 +429,45 @@ class CountingModel:
             sources=[str(path) for path in paths], counts=counts, low=low, high=high, ok=ok, errors=errors
         )
 
+    def _count_paths_by_density(
+        self, paths: Sequence[str | Path], backbone: Any, cache: Any, batch_size: int, progress: bool
+    ) -> CountResult:
+        """:meth:`count_paths` for a density-head model: maps -> region sums -> regressor."""
+        from counting.density.maps import extract_maps
+
+        head = self.density_head
+        map_set = extract_maps(
+            list(paths), backbone, self.preprocessing(), head.layers, cache, batch_size, progress, on_error="skip"
+        )
+        features = np.full((len(map_set.maps), self.feature_dim), np.nan)
+        for index, item in enumerate(map_set.maps):
+            if item is not None:
+                features[index] = head.region_counts(item, self.roi_mask, head.grid)[0]
+        counts = self.predict_features(features)
+        low, high = self.intervals(counts)
+        return CountResult(
+            sources=[str(path) for path in paths],
+            counts=counts,
+            low=low,
+            high=high,
+            ok=map_set.ok,
+            errors=dict(map_set.errors),
+        )
+
+    def density_maps(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
+        """``(n, h, w)`` density maps (people per head-grid cell) of prepared inputs of one shape."""
+        from counting.density.maps import maps_on_grid
+
+        if self.density_head is None:
+            raise ModelFileError(f"{self.name}: has no density head (train it with --density-head)")
+        batch = np.stack([np.asarray(tensor) for tensor in tensors])
+        return self.density_head.density(maps_on_grid(self.get_backbone(weights), batch, self.density_head.layers))
+
+    def count_density(self, density: np.ndarray) -> np.ndarray:
+        """Counts from density maps of :meth:`density_maps` (the head's sums through the regressor)."""
+        head = self.density_head
+        return self.predict_features(head.sum_regions(density, self.roi_mask, head.grid), source="frames")
+
     def prepare_image(self, image: Any, weights: str | Path | None = None, source: str | None = None) -> Any:
         """Network input ``(3, H, W)`` for one in-memory image (PIL or RGB array).
 
@@ -424,6 +478,8 @@ class CountingModel:
 
     def count_prepared(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for prepared inputs of one shape: one forward pass for the batch."""
+        if self.density_head is not None:
+            return self.count_density(self.density_maps(tensors, weights))
         backbone = self.get_backbone(weights)
         batch = list(tensors)  # stacked by the backbone, in the layout its runtime takes
         if self.uses_maps:
@@ -453,7 +509,8 @@ class CountingModel:
 
     def summary(self) -> dict:
         """Short description for the CLI."""
-        return {
+        head = {} if self.density_head is None else {"density_head": ",".join(self.density_head.layers)}
+        return head | {
             "backbone": self.backbone,
             "input_size": self.input_size,
             "roi": self.roi_mask is not None,

@@ -188,6 +188,7 @@ def build_blocks(model: Any, evaluation: Any | None, images: dict[str, Path]) ->
             "scatter": "Predicted against true count",
             "classes": "Per-class counts and RMSE",
             "loss": "Training and validation loss per epoch",
+            "density": "Density map of the first test image (the density head's output)",
         }
         for key, path in images.items():
             blocks.append(Block("img", text=captions.get(key, key), items=[path.name]))
@@ -310,6 +311,10 @@ def make_plots(model: Any, evaluation: Any | None, out_dir: Path) -> dict[str, P
                 evaluation.y_smoothed,
             )
             images["scatter"] = plots.plot_scatter(evaluation.y_true, evaluation.y_pred, out_dir / "scatter.png")
+    if getattr(model, "density_head", None) is not None and evaluation is not None and evaluation.sources:
+        from counting.density.heatmap import density_heatmap_png
+
+        images["density"] = density_heatmap_png(model, evaluation.sources[0], out_dir / "density.png")
     if model.history.get("train_loss"):
         images["loss"] = plots.plot_loss(model.history, out_dir / "loss.png", model.training.get("best_epoch"))
     return images

@@ -64,9 +64,14 @@ class TrainingConfig:
     gate: bool = False
     # Whole-frame descriptors averaged with the mirrored photo's (counting.features.flip).
     flip_average: bool = False
+    # A density head on intermediate feature maps (counting.density); the AGP then regresses the
+    # count from the head's sums over the ROI and each --grid cell, one "frame" row per image.
+    density_head: bool = False
 
     def resolved_layout(self) -> str:
         """The layout these settings train (checked against the grid)."""
+        if self.density_head:
+            return "frame"
         if self.layout is not None:
             return check_layout(self.layout, self.grid)
         if self.grid is None:
@@ -255,18 +260,40 @@ def train_model(
                 f"descriptor {descriptor.text!r}: --flip-average works on class scores or pooled features"
             )
         extract = flip_averaging(extract)
-    frame, cells = extract_views(
-        [sample.path for sample in samples],
-        backbone,
-        preprocessing,
-        layout,
-        config.grid,
-        cache=cache,
-        batch_size=config.batch_size,
-        progress=progress,
-        extract=extract,
-        descriptor=None if descriptor.spec.kind == "scores" else descriptor,
-    )
+    density_head = None
+    if config.density_head and (descriptor.spec.kind != "scores" or config.flip_average):
+        raise TrainingError(
+            "--density-head makes its own descriptors (the head's density sums): leave out --descriptor and --flip-average"
+        )
+    if config.density_head:
+        from counting.density.training import fit_head_descriptors
+
+        density_head, frame = fit_head_descriptors(
+            samples,
+            dataset,
+            backbone,
+            preprocessing,
+            config.grid,
+            is_sequence=is_sequence,
+            seed=config.seed,
+            cache=cache,
+            progress=progress,
+            log=log,
+        )
+        cells = None
+    else:
+        frame, cells = extract_views(
+            [sample.path for sample in samples],
+            backbone,
+            preprocessing,
+            layout,
+            config.grid,
+            cache=cache,
+            batch_size=config.batch_size,
+            progress=progress,
+            extract=extract,
+            descriptor=None if descriptor.spec.kind == "scores" else descriptor,
+        )
     features = model_features(layout, frame, cells)
     counts = np.asarray(train.counts, dtype=float)
     indices = np.array([sample.index for sample in samples])
@@ -311,10 +338,11 @@ def train_model(
         input_size=config.input_size,
         roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
         flip_average=config.flip_average,
-        grid=config.grid,
+        grid=None if config.density_head else config.grid,
         layout=layout,
         class_names=list(dataset.class_names) if multi_output else None,
         target_transform=config.target_transform,
+        density_head=density_head,
         dataset={
             "name": dataset.name,
             "root": str(dataset.root),
@@ -344,7 +372,7 @@ def train_model(
             rest = np.setdiff1d(fit, fold)
             fold_model = CountingModel(
                 regressor=_fit_regressor(config, *rows(rest), dataset.root, None),
-                grid=config.grid,
+                grid=model.grid,
                 layout=layout,
                 class_names=model.class_names,
                 descriptor=model.descriptor,

@@ -533,7 +533,11 @@ def count_video(
                 writer = open_video_writer(video_temporary, reader.fps / stride, reader.frame_size)
             try:
                 for batch in reader.batches(batch_size):
-                    counts = model.count_prepared([frame.prepared for frame in batch])
+                    prepared = [frame.prepared for frame in batch]
+                    # A density-head model draws its map on the annotated video: one pass gives both.
+                    head = getattr(model, "density_head", None)
+                    densities = model.density_maps(prepared) if writer is not None and head is not None else None
+                    counts = model.count_prepared(prepared) if densities is None else model.count_density(densities)
                     lows, highs = model.intervals(counts)
                     for k, frame in enumerate(batch):
                         record: dict[str, Any] = {"frame": frame.index, "time_s": round(frame.time_s, 3)}
@@ -560,7 +564,12 @@ def count_video(
                                 sink = RecordSink(records_path, fields)  # no frame keeps the file
                             sink.write(record)
                         if writer is not None:
-                            writer.write(annotate(frame.image, label))
+                            image = frame.image
+                            if densities is not None:
+                                from counting.density.heatmap import overlay_density
+
+                                image = overlay_density(image, densities[k], head.settings.get("display_max"))
+                            writer.write(annotate(image, label))
                         run.frames += 1
                         if keep_records:
                             run.records.append(record)

@@ -224,6 +224,16 @@ FlipAverageOption = Annotated[
         rich_help_panel=DESCRIPTORS,
     ),
 ]
+DensityHeadOption = Annotated[
+    bool,
+    typer.Option(
+        "--density-head",
+        help="Fit a density head on mid-level feature maps to the head dots (Mall, ShanghaiTech, UCSD); "
+        "the regressor then corrects its sums over the ROI and each --grid cell, and count/video/report "
+        "can draw its density map.",
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
 LayoutOption = Annotated[
     Optional[str],
     typer.Option(

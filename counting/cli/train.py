@@ -24,6 +24,7 @@ from counting.cli.options import (
     ClusterOption,
     CountsCsvOption,
     DatasetOption,
+    DensityHeadOption,
     DescriptorOption,
     DifficultOption,
     FlipAverageOption,
@@ -83,6 +84,7 @@ def train(
         typer.Option(help="With --grid: the same as --layout tiles+frame.", rich_help_panel=DESCRIPTORS),
     ] = defaults.WHOLE_FRAME_ROWS,
     roi: RoiOption = True,
+    density_head: DensityHeadOption = False,
     kernel: KernelOption = defaults.KERNEL,
     centers: CentersOption = defaults.N_CENTERS,
     epochs: Annotated[
@@ -158,6 +160,7 @@ def train(
         target_transform=target_transform,
         gate=gate,
         flip_average=flip_average,
+        density_head=density_head,
     )
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]
