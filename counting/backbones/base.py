@@ -37,7 +37,7 @@ __all__ = ["Backbone", "OutputTaps", "adaptive_average_pool", "check_grid", "sta
 
 FINAL = "final"  # name of the trunk's last feature map among a backbone's outputs
 
-BatchLike = torch.Tensor | np.ndarray | Sequence[torch.Tensor]
+BatchLike = torch.Tensor | np.ndarray | Sequence[torch.Tensor] | Sequence[np.ndarray]
 
 _EAGER = object()  # marks an input shape whose trace failed its check against eager
 # Runs that TorchScript's profiling executor needs on a new shape before it optimises the graph.
@@ -141,9 +141,10 @@ class Backbone:
         """Resize (whole frame), apply the ROI mask and this backbone's normalisation.
 
         ``image`` is a PIL image or an RGB uint8 array; ``source`` names it in error messages.
-        Returns a ``(3, H, W)`` float32 tensor.
+        Returns a ``(3, H, W)`` float32 tensor: planar for onnxruntime (NCHW), a view of
+        ``(H, W, 3)`` pixels for torch (channels-last); the values are the same.
         """
-        return prepare_image(image, prep, self.normalisation, source)
+        return prepare_image(image, prep, self.normalisation, source, channels_last=self.runtime == "torch")
 
     # -- outputs --------------------------------------------------------------------------
     def feature_map(self, batch: BatchLike) -> torch.Tensor:
@@ -155,7 +156,7 @@ class Backbone:
     def feature_map_array(self, batch: BatchLike) -> np.ndarray:
         """:meth:`feature_map` as a float32 NumPy array, from whichever runtime runs the trunk."""
         if self.runtime == "onnxruntime":
-            return self._onnx[(FINAL,)].run(_as_array(batch))[0]
+            return self._onnx[(FINAL,)].run(_as_images(batch))[0]
         return self._torch_feature_map(batch).numpy()
 
     def feature_maps(self, batch: BatchLike, names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -176,7 +177,7 @@ class Backbone:
                 warnings.warn(f"{error}; computing {', '.join(names)} on torch instead", RuntimeWarning, stacklevel=2)
                 self._torch_only.add(names)
         if runner is not None:
-            return dict(zip(names, runner.run(_as_array(batch))))
+            return dict(zip(names, runner.run(_as_images(batch))))
         taps = OutputTaps(self.trunk, {name: self.tap_module(name) for name in names if name != FINAL}, names)
         with torch.inference_mode():
             return {name: value.numpy() for name, value in zip(names, taps(_as_batch(batch)))}
@@ -388,6 +389,21 @@ def _as_array(batch: BatchLike) -> np.ndarray:
     if items[0].ndim != 3 or items[0].shape[0] != 3:
         raise ValueError(f"expected (3, H, W) images, got shape {tuple(items[0].shape)}")
     return np.stack(items).astype(np.float32, copy=False)
+
+
+def _as_images(batch: BatchLike) -> np.ndarray | list[np.ndarray]:
+    """:func:`_as_array`, except that a list of images stays a list of ``(3, H, W)`` arrays:
+    onnxruntime gathers them into NCHW per part of a split batch, in its threads."""
+    if isinstance(batch, (np.ndarray, torch.Tensor)):
+        return _as_array(batch)
+    items = [item.numpy() if isinstance(item, torch.Tensor) else np.asarray(item) for item in batch]
+    if not items:
+        raise ValueError("empty batch")
+    if len({item.shape for item in items}) > 1:
+        raise ValueError(f"images in one batch must share a shape, got {sorted({item.shape for item in items})}")
+    if items[0].ndim != 3 or items[0].shape[0] != 3:
+        raise ValueError(f"expected (3, H, W) images, got shape {tuple(items[0].shape)}")
+    return items
 
 
 def _as_batch(batch: BatchLike) -> torch.Tensor:

@@ -124,14 +124,28 @@ class OnnxTrunk:
     _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def run(self, batch: np.ndarray) -> list[np.ndarray]:
-        """Feature maps ``(B, C, h, w)`` float32, one per output, for a ``(B, 3, H, W)`` batch."""
-        inputs = np.ascontiguousarray(batch, dtype=np.float32)
-        parts = min(self.threads, len(inputs)) if self.parallel is not None else 1
-        if parts > 1:
-            maps = self._run_split(inputs, parts)
-        else:
-            maps = self.session.run(list(self.outputs), {INPUT_NAME: inputs})
+    def run(self, batch: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Feature maps ``(B, C, h, w)`` float32, one per output, for a ``(B, 3, H, W)`` batch
+        (an array, or a list of ``(3, H, W)`` images of one shape: each part of a split batch
+        then gathers its own images into the NCHW layout, in parallel)."""
+        parts = min(self.threads, len(batch)) if self.parallel is not None else 1
+        if parts <= 1:
+            return self._run_part(self.session, batch)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="onnxruntime")
+        session = self.parallel
+        bounds = np.linspace(0, len(batch), parts + 1).astype(int)
+        chunks = [batch[start:stop] for start, stop in zip(bounds[:-1], bounds[1:])]
+        results = list(self._pool.map(lambda chunk: self._run_part(session, chunk), chunks))
+        return [np.concatenate([result[index] for result in results]) for index in range(len(self.outputs))]
+
+    def _run_part(
+        self, session: onnxruntime.InferenceSession, batch: np.ndarray | Sequence[np.ndarray]
+    ) -> list[np.ndarray]:
+        stacked = np.stack(batch) if not isinstance(batch, np.ndarray) else batch
+        inputs = np.ascontiguousarray(stacked, dtype=np.float32)
+        maps = session.run(list(self.outputs), {INPUT_NAME: inputs})
         # The sidecar hash only catches accidental damage; a file altered together with its
         # sidecar can still run, so outputs that are not finite stop the run rather than
         # silently becoming NaN descriptors (finite inputs always give finite maps here).
@@ -141,16 +155,6 @@ class OnnxTrunk:
                 "to re-export it, or use --runtime torch"
             )
         return maps
-
-    def _run_split(self, inputs: np.ndarray, parts: int) -> list[np.ndarray]:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="onnxruntime")
-        session, names = self.parallel, list(self.outputs)
-        assert session is not None
-        chunks = np.array_split(inputs, parts)
-        results = list(self._pool.map(lambda chunk: session.run(names, {INPUT_NAME: chunk}), chunks))
-        return [np.concatenate([result[index] for result in results]) for index in range(len(names))]
 
     def close(self) -> None:
         """Stop the threads of the split runs (they also stop when the interpreter exits)."""

@@ -21,7 +21,13 @@ from rich.console import Console
 from counting.backbones import Backbone, Preprocessing
 from counting.backbones.base import FINAL, OutputTaps, adaptive_average_pool
 from counting.features.cache import FeatureCache, settings_key
-from counting.features.extract import _prepared_batches, _progress_bar, extraction_settings, group_by_shape
+from counting.features.extract import (
+    _prepared_batches,
+    _progress_bar,
+    batch_shape,
+    extraction_settings,
+    group_by_shape,
+)
 from counting.imaging import image_size
 
 __all__ = ["HEAD_STRIDE", "MapSet", "extract_maps", "head_grid", "maps_on_grid"]
@@ -53,7 +59,7 @@ def resample(fmap: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 def maps_on_grid(backbone: Backbone, batch: np.ndarray | torch.Tensor, layers: Sequence[str]) -> np.ndarray:
     """The named layers of a prepared batch on the head grid, concatenated: ``(B, C, h, w)``."""
     maps = backbone.feature_maps(batch, list(layers))
-    size = head_grid(tuple(batch.shape[-2:]))
+    size = head_grid(batch_shape(batch)[-2:])
     return np.concatenate([resample(maps[name], size) for name in layers], axis=1)
 
 
@@ -136,7 +142,7 @@ def extract_maps(
                 errors[path_list[index]] = message
             for indices, batch in group_by_shape(batch_indices, tensors, backbone.runtime):
                 maps = backbone.feature_maps(batch, layers)
-                size = head_grid(tuple(batch.shape[-2:]))
+                size = head_grid(batch_shape(batch)[-2:])
                 for position, layer in enumerate(layers):
                     grid_maps = resample(maps[layer], size)
                     for row, index in enumerate(indices):

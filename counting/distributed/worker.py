@@ -265,7 +265,7 @@ def compute_chunk(job: ExtractionJob, chunk: ChunkJob) -> ChunkResult:
     """Descriptors for the chunk's batches, stored in the shared cache as they are computed."""
     from distributed import get_worker
 
-    from counting.features.extract import configure_torch_threads, group_by_shape
+    from counting.features.extract import batch_shape, configure_torch_threads, group_by_shape
 
     state = _state(job.plugin_name)
     if state.backbone.runtime == "torch":
@@ -293,7 +293,7 @@ def compute_chunk(job: ExtractionJob, chunk: ChunkJob) -> ChunkResult:
             # The single process's split by shape and stacking, so every sub-batch is the same.
             tensors = [prepared[p] for p in good]
             for positions, batch in group_by_shape(good, tensors, state.backbone.runtime):
-                shape = tuple(batch.shape)
+                shape = batch_shape(batch)
                 mode = chunk.mode or state.guess_mode(shape)
                 rows = state.forward(batch, mode, job.grid, job.pooled)
                 indices = [items[p].index for p in positions]

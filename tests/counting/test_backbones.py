@@ -345,3 +345,23 @@ def test_bad_weight_files_are_one_line_errors(tmp_path: Path) -> None:
         small = tmp_path / "small.pth"
         torch.save({"fc.weight": torch.zeros(2, 2)}, small)
         get_backbone("efficientnet-lite0", weights=small)
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_planar_and_channels_last_inputs_hold_the_same_values(uniform: bool) -> None:
+    from counting.backbones.preprocessing import Normalisation, prepare_image
+
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)
+    mask = np.zeros((60, 80), dtype=bool)
+    mask[10:50, 5:70] = True
+    normalisation = (
+        Normalisation((127.0, 127.0, 127.0), (128.0, 128.0, 128.0))
+        if uniform
+        else Normalisation((123.675, 116.28, 103.53), (58.395, 57.12, 57.375))
+    )
+    for prep in (Preprocessing(input_size=32), Preprocessing(input_size=None, roi_mask=mask)):
+        hwc = prepare_image(pixels, prep, normalisation, channels_last=True)
+        planar = prepare_image(pixels, prep, normalisation, channels_last=False)
+        assert planar.is_contiguous() and not hwc.is_contiguous()  # (3, H, W) memory vs a view of (H, W, 3)
+        assert torch.equal(planar, hwc)

@@ -313,7 +313,7 @@ def test_batches_split_over_threads_give_the_same_maps_bit_for_bit(export_dir: P
     split.parallel = _CountingSession(original, calls)
     maps = two.feature_maps(batch, ["block10", "final"])
     split_final = split.run(batch)[0]
-    assert calls == [3, 2]  # the 5 frames ran as two parts, one per thread
+    assert sorted(calls) == [2, 3]  # the 5 frames ran as two parts, one per thread
     assert np.array_equal(split_final, one._onnx[("final",)].run(batch)[0])
     np.testing.assert_array_equal(maps["block10"], one.feature_maps(batch, ["block10"])["block10"])
     # A single image has nothing to split: it runs on the multi-threaded session.
