@@ -80,17 +80,22 @@ def main() -> None:
         f"probe max |onnx - torch| {onnx._onnx[('final',)].max_abs_diff:.1e})"
     )
 
-    tensors = [onnx.prepare(load_image(path), prep, source=str(path)) for path in paths]
+    # Each runtime gets its own input layout (planar for onnxruntime, channels-last for torch):
+    # the same values, prepared the way each one's pipeline prepares them.
+    images = [load_image(path) for path in paths]
+    tensors = [onnx.prepare(image, prep, source=str(path)) for image, path in zip(images, paths)]
+    torch_tensors = [torch_backbone.prepare(image, prep, source=str(path)) for image, path in zip(images, paths)]
     batches = [tensors[i : i + args.batch_size] for i in range(0, len(tensors), args.batch_size)]
+    torch_batches = [torch_tensors[i : i + args.batch_size] for i in range(0, len(tensors), args.batch_size)]
     print(f"\n1. bare forward, {len(paths)} Mall frames prepared beforehand, input {tuple(tensors[0].shape)}")
-    for batch in batches[:1] + batches[-1:]:  # warm up: trace (torch) / allocate (onnxruntime) every shape
-        for _ in range(torch_backbone.trace_after + 1):
-            torch_backbone.forward(batch)
+    for batch, torch_batch in zip(batches[:1] + batches[-1:], torch_batches[:1] + torch_batches[-1:]):
+        for _ in range(torch_backbone.trace_after + 1):  # warm up: trace (torch) / allocate every shape
+            torch_backbone.forward(torch_batch)
         onnx.forward(batch)
 
     def forward_all(backbone) -> Callable[[], int]:
         def run() -> int:
-            for batch in batches:
+            for batch in torch_batches if backbone is torch_backbone else batches:
                 backbone.forward(batch)
             return len(paths)
 
