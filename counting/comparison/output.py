@@ -105,27 +105,41 @@ def markdown_table(records: Sequence[dict], sequence: bool) -> str:
     return "\n".join(lines)
 
 
-def write_comparison(
-    data: ComparisonData, results: Sequence[MethodResult], out_dir: str | Path, stem: str | None = None
+def write_table_files(
+    out_dir: str | Path, stem: str, columns: Sequence[str], records: list[dict], summary: dict, markdown: str
 ) -> dict[str, Path]:
-    """Write ``<stem>.csv``, ``.json`` and ``.md`` into ``out_dir``; returns their paths."""
+    """``<stem>.csv`` (``records`` under ``columns``), ``.json`` (``summary``) and ``.md`` in
+    ``out_dir``, each written atomically; returns their paths. Shared by every compare table."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stem = stem or f"compare-{data.dataset}"
-    published = published_rows(data.dataset)
-    records = table_records(results, published)
     paths = {"csv": out / f"{stem}.csv", "json": out / f"{stem}.json", "md": out / f"{stem}.md"}
     with atomic_write(paths["csv"], newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=list(columns))
         writer.writeheader()
         writer.writerows(records)
-    summary = {
+    atomic_write_text(paths["json"], json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(paths["md"], markdown + "\n")
+    return paths
+
+
+def comparison_summary(data: ComparisonData, records: list[dict], settings: dict) -> dict:
+    """The JSON summary's common part: dataset, split, sizes, settings and the table's rows."""
+    return {
         "dataset": data.dataset,
         "split": data.split,
         "n_train": len(data.train_counts),
         "n_test": len(data.test_counts),
-        "settings": data.settings,
+        "settings": settings,
         "rows": records,
+    }
+
+
+def write_comparison(
+    data: ComparisonData, results: Sequence[MethodResult], out_dir: str | Path, stem: str | None = None
+) -> dict[str, Path]:
+    """Write ``<stem>.csv``, ``.json`` and ``.md`` into ``out_dir``; returns their paths."""
+    records = table_records(results, published_rows(data.dataset))
+    summary = comparison_summary(data, records, data.settings) | {
         "predictions": {
             f"{result.method}|{result.features}": [round(float(v), 3) for v in result.predictions]
             for result in results
@@ -133,7 +147,6 @@ def write_comparison(
         },
         "y_true": [float(v) for v in data.test_counts],
     }
-    atomic_write_text(paths["json"], json.dumps(summary, indent=2) + "\n")
     header = (
         f"# {data.dataset}: methods compared on split `{data.split}`\n\n"
         f"{len(data.train_counts)} train / {len(data.test_counts)} test images; descriptors: "
@@ -142,5 +155,5 @@ def write_comparison(
         "(regressor only for feature methods; detection included for HOG). Published figures use "
         "their papers' protocols (see the CSV's note column), not this split.\n\n"
     )
-    atomic_write_text(paths["md"], header + markdown_table(records, data.is_sequence) + "\n")
-    return paths
+    markdown = header + markdown_table(records, data.is_sequence)
+    return write_table_files(out_dir, stem or f"compare-{data.dataset}", CSV_COLUMNS, records, summary, markdown)

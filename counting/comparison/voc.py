@@ -8,8 +8,6 @@ thresholds, chosen on out-of-fold predictions of the train images (never the tes
 
 from __future__ import annotations
 
-import csv
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -255,27 +253,12 @@ def write_voc_comparison(
     data: ComparisonData, results: Sequence[MethodResult], out_dir: str | Path, settings: dict
 ) -> dict[str, Path]:
     """``compare-voc.csv`` / ``.json`` / ``.md`` in ``out_dir`` (our rows, then the published ones)."""
-    from counting.files import atomic_write, atomic_write_text
+    from counting.comparison.output import comparison_summary, write_table_files
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = f"compare-{data.dataset}"
     records = voc_table_records(results, voc_published_rows(data.dataset))
-    paths = {"csv": out / f"{stem}.csv", "json": out / f"{stem}.json", "md": out / f"{stem}.md"}
-    with atomic_write(paths["csv"], newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=VOC_CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(records)
-    summary = {
-        "dataset": data.dataset,
-        "split": data.split,
-        "n_train": len(data.train_counts),
-        "n_test": len(data.test_counts),
-        "settings": data.settings | settings,
-        "rows": records,
+    summary = comparison_summary(data, records, data.settings | settings) | {
         "per_class": {result.method: result.metrics for result in results if result.status == "ok"},
     }
-    atomic_write_text(paths["json"], json.dumps(summary, indent=2) + "\n")
     header = (
         f"# {data.dataset}: methods compared on split `{data.split}`\n\n"
         f"{len(data.train_counts)} train / {len(data.test_counts)} test images; descriptors: "
@@ -285,5 +268,5 @@ def write_voc_comparison(
         "clipped at 0 and rounded; -nz: over the images holding each class only. Published rows were measured "
         "on the VOC-2007 test images, not on this split.\n\n"
     )
-    atomic_write_text(paths["md"], header + voc_markdown_table(records) + "\n")
-    return paths
+    markdown = header + voc_markdown_table(records)
+    return write_table_files(out_dir, f"compare-{data.dataset}", VOC_CSV_COLUMNS, records, summary, markdown)
