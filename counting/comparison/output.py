@@ -53,23 +53,26 @@ CSV_COLUMNS = (
 )
 
 
+def published_record(row: dict, note: str, figures: dict) -> dict:
+    """A published figure as a table record beside ours (``figures``: its metric columns)."""
+    return {
+        "source": row["source"],
+        "method": row["method"],
+        "label": f"{row['method']} (published)",
+        "features": "published",
+        "status": "published",
+        "note": note,
+        **figures,
+    }
+
+
 def table_records(results: Sequence[MethodResult], published: Sequence[dict]) -> list[dict]:
     """Our rows then the published ones, in one column layout."""
     records = [{"source": "measured here", **result.row()} for result in results]
-    for row in published:
-        records.append(
-            {
-                "source": row["source"],
-                "method": row["method"],
-                "label": f"{row['method']} (published)",
-                "features": "published",
-                "status": "published",
-                "mae": row.get("mae"),
-                "mse": row.get("mse"),
-                "rmse": row.get("rmse"),
-                "note": row.get("definition", ""),
-            }
-        )
+    records += [
+        published_record(row, row.get("definition", ""), {key: row.get(key) for key in ("mae", "mse", "rmse")})
+        for row in published
+    ]
     return [{column: record.get(column) for column in CSV_COLUMNS} for record in records]
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from counting import defaults
 from counting.comparison.data import ComparisonData
 from counting.comparison.methods import MethodResult
+from counting.comparison.output import comparison_summary, published_record, write_table_files
 from counting.errors import CountingError
 from counting.evaluation import voc_metrics
 from counting.multiclass import PerClassRegressor, TransformedRegressor, apply_gate, choose_gate
@@ -220,18 +221,9 @@ def voc_published_rows(dataset: str = "voc") -> list[dict]:
 
 def voc_table_records(results: Sequence[MethodResult], published: Sequence[dict]) -> list[dict]:
     records = [{"source": "measured here", **voc_row(result)} for result in results]
-    for row in published:
-        records.append(
-            {
-                **{key: row.get(key) for key in VOC_FIGURE_KEYS},
-                "source": row["source"],
-                "method": row["method"],
-                "label": f"{row['method']} (published)",
-                "features": "published",
-                "status": "published",
-                "note": PUBLISHED_NOTE,
-            }
-        )
+    records += [
+        published_record(row, PUBLISHED_NOTE, {key: row.get(key) for key in VOC_FIGURE_KEYS}) for row in published
+    ]
     return [{column: record.get(column) for column in VOC_CSV_COLUMNS} for record in records]
 
 
@@ -253,8 +245,6 @@ def write_voc_comparison(
     data: ComparisonData, results: Sequence[MethodResult], out_dir: str | Path, settings: dict
 ) -> dict[str, Path]:
     """``compare-voc.csv`` / ``.json`` / ``.md`` in ``out_dir`` (our rows, then the published ones)."""
-    from counting.comparison.output import comparison_summary, write_table_files
-
     records = voc_table_records(results, voc_published_rows(data.dataset))
     summary = comparison_summary(data, records, data.settings | settings) | {
         "per_class": {result.method: result.metrics for result in results if result.status == "ok"},
