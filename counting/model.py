@@ -370,8 +370,29 @@ class CountingModel:
                     f"{self.name}: trained with {self.backbone} weights {expected[:12]}…, "
                     f"but the weights loaded are {actual[:12]}…; pass the original weights file"
                 )
+            self._check_descriptor(backbone)
             self._backbone_cache[key] = backbone
         return self._backbone_cache[key]
+
+    def _check_descriptor(self, backbone: Any) -> None:
+        """ModelFileError unless the recorded descriptor fits ``backbone`` and the regressor.
+
+        Checked once the backbone is known (before any image is read): an edited descriptor
+        record would otherwise fail on every image with a message about "features"."""
+        if self.grid is not None or self.density_head is not None:
+            return
+        from counting.descriptors import DescriptorError, as_descriptor
+
+        descriptor = as_descriptor(self.descriptor)
+        try:
+            dim = descriptor.dim(backbone)
+        except DescriptorError as error:
+            raise ModelFileError(f"{self.name}: {error}") from None
+        if dim != self.feature_dim:
+            raise ModelFileError(
+                f"{self.name}: descriptor {descriptor.text!r} gives {dim} numbers per image but the "
+                f"regressor takes {self.feature_dim} (model file edited or corrupt)"
+            )
 
     def count_paths(
         self,

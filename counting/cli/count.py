@@ -166,10 +166,17 @@ def count(
     problems: list[str] = []
     if features is not None:
         sources, array = read_feature_file(features)
+        if len(array) == 0:
+            raise CountingError(f"{features}: the features file holds no rows")
         counts = counting_model.predict_features(array, source=str(features))
         low, high = counting_model.intervals(counts)
         ok = np.isfinite(counts if counts.ndim == 1 else counts.sum(axis=1))
-        errors: dict[str, str] = {}
+        if not ok.any():
+            raise CountingError(f"{features}: every row holds NaN or infinite values (images that failed to load)")
+        errors = {
+            sources[k]: f"{sources[k]}: NaN or infinite features (an image that failed to load)"
+            for k in np.flatnonzero(~ok)
+        }
     else:
         if not paths:
             raise ImageError("no images given: pass image files, folders or glob patterns")

@@ -1,0 +1,65 @@
+"""Hostile use of the features added on one day: descriptor kinds, per-class models, features files.
+
+Each case is a problem found by trying the command as a new user would; the test failed before
+its fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from robust_helpers import REPO_ROOT, assert_one_error, make_image, model_parts, write_model
+
+MALL_ACCURATE = REPO_ROOT / "models" / "mall-accurate.npz"
+
+
+def _edited_descriptor(tmp_path: Path, spec: str) -> Path:
+    arrays, document = model_parts(MALL_ACCURATE)
+    document["user_metadata"]["descriptor"]["spec"] = spec
+    return write_model(tmp_path / "edited.npz", arrays, document)
+
+
+def test_model_whose_descriptor_no_longer_fits_its_regressor_names_the_model_file(cli, tmp_path: Path) -> None:
+    # levels=1+2 -> levels=1: the spec still parses, but gives 5x fewer numbers than the regressor takes.
+    model = _edited_descriptor(tmp_path, "sum:block4+block7+block10+block14,perspective")
+    image = make_image(tmp_path / "frame.png", size=(640, 480))
+    line = assert_one_error(cli("count", "-m", model, image), str(model), "gives 424 numbers", "takes 2120")
+    assert not line.startswith("error: features:"), line
+
+
+def test_model_naming_an_unknown_feature_map_names_the_model_file(cli, tmp_path: Path) -> None:
+    model = _edited_descriptor(tmp_path, "sum:block99+block7,perspective,levels=1+2")
+    image = make_image(tmp_path / "frame.png", size=(640, 480))
+    assert_one_error(cli("count", "-m", model, image), str(model), "no feature map 'block99'")
+
+
+def test_model_edited_to_class_scores_is_refused_before_counting(cli, tmp_path: Path) -> None:
+    model = _edited_descriptor(tmp_path, "scores")
+    image = make_image(tmp_path / "frame.png", size=(640, 480))
+    assert_one_error(cli("count", "-m", model, image), str(model), "'scores' gives 1000 numbers", "takes 2120")
+
+
+def test_features_file_without_rows_says_so(cli, tmp_path: Path) -> None:
+    path = tmp_path / "empty.npy"
+    np.save(path, np.zeros((0, 1000), np.float32))
+    assert_one_error(cli("count", "--features", path), str(path), "no rows")
+
+
+def test_features_file_of_nan_rows_names_the_file(cli, tmp_path: Path) -> None:
+    path = tmp_path / "failed.npy"
+    np.save(path, np.full((3, 1000), np.nan, np.float32))
+    assert_one_error(cli("count", "--features", path), str(path), "NaN or infinite")
+
+
+def test_features_file_with_one_nan_row_reports_it_skipped(cli, tmp_path: Path) -> None:
+    path = tmp_path / "partly.npy"
+    rows = np.random.default_rng(0).normal(size=(3, 1000))
+    rows[1] = np.nan
+    np.save(path, rows)
+    out = tmp_path / "counts.csv"
+    result = cli("count", "--features", path, "--csv", out)
+    assert result.exit_code == 0, result.output
+    assert "skipped: partly.npy[1]: NaN or infinite features" in result.stdout
+    lines = out.read_text().splitlines()
+    assert [line.split(",")[0] for line in lines[1:]] == ["partly.npy[0]", "partly.npy[2]"]
