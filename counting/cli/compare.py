@@ -135,6 +135,8 @@ def compare(
         write_comparison,
     )
 
+    if methods.strip() and not _names(methods):  # e.g. "," would run no method and say nothing
+        raise typer.BadParameter(f"{methods!r} names no method", param_hint="'--methods'")
     per_class = dataset == "voc"
     if per_class:
         from counting.comparison.voc import DEFAULT_VOC_METHODS, check_voc_methods

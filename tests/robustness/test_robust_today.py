@@ -63,3 +63,10 @@ def test_features_file_with_one_nan_row_reports_it_skipped(cli, tmp_path: Path) 
     assert "skipped: partly.npy[1]: NaN or infinite features" in result.stdout
     lines = out.read_text().splitlines()
     assert [line.split(",")[0] for line in lines[1:]] == ["partly.npy[0]", "partly.npy[2]"]
+
+
+def test_compare_methods_naming_no_method_is_a_usage_error(cli, tmp_path: Path, voc_root: Path) -> None:
+    # Was: exit 0 with only the published rows written (no method of ours run, nothing said).
+    result = cli("compare", "-d", "voc", "-r", voc_root, "--split", "random:0.4", "--methods", ",", "-o", tmp_path)
+    assert_one_error(result, "--methods", "names no method", code=2)
+    assert list(tmp_path.iterdir()) == []
