@@ -86,7 +86,9 @@ def features(
         progress=progress,
         on_error="skip" if skip_bad else "raise",
         pooled=pooled,
-        descriptor=None if descriptor == "scores" else Descriptor.build(descriptor, source="features"),
+        descriptor=None
+        if descriptor == "scores"
+        else Descriptor.build(descriptor, source="`counting features` (images, no dataset)"),
         console=error_console,
     )
     for message in result.errors.values():

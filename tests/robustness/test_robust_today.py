@@ -70,3 +70,11 @@ def test_compare_methods_naming_no_method_is_a_usage_error(cli, tmp_path: Path, 
     result = cli("compare", "-d", "voc", "-r", voc_root, "--split", "random:0.4", "--methods", ",", "-o", tmp_path)
     assert_one_error(result, "--methods", "names no method", code=2)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_features_with_perspective_descriptor_says_images_have_no_perspective_map(cli, tmp_path: Path) -> None:
+    # Was: "features has no perspective map", as if a file named features lacked one.
+    image = make_image(tmp_path / "frame.png")
+    result = cli("features", image, "-o", tmp_path / "out.npy", "--descriptor", "sum:block10,perspective")
+    assert_one_error(result, "'sum:block10,perspective'", "(images, no dataset) has no perspective map")
+    assert not (tmp_path / "out.npy").exists()
