@@ -265,6 +265,12 @@ def train_model(
         raise TrainingError(
             "--density-head makes its own descriptors (the head's density sums): leave out --descriptor and --flip-average"
         )
+    if config.density_head and (config.layout not in (None, "frame") or config.whole_frame_rows):
+        # Was silently ignored: the model file said layout 'frame' whatever was asked for.
+        raise TrainingError(
+            "--density-head trains one row per image (sums over the ROI and each --grid cell): "
+            "leave out --layout and --whole-frame-rows"
+        )
     if config.density_head:
         from counting.density.training import fit_head_descriptors
 

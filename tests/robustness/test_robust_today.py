@@ -78,3 +78,11 @@ def test_features_with_perspective_descriptor_says_images_have_no_perspective_ma
     result = cli("features", image, "-o", tmp_path / "out.npy", "--descriptor", "sum:block10,perspective")
     assert_one_error(result, "'sum:block10,perspective'", "(images, no dataset) has no perspective map")
     assert not (tmp_path / "out.npy").exists()
+
+
+def test_density_head_refuses_a_layout_it_would_ignore(cli, tmp_path: Path, mall_root: Path) -> None:
+    # Was: exit 0 and a model recorded with layout 'frame', whatever --layout asked for.
+    out = tmp_path / "model.npz"
+    args = ("train", "-d", "mall", "-r", mall_root, "--split", "train=1-6,test=7-8", "-o", out, "--density-head")
+    assert_one_error(cli(*args, "--grid", "2x2", "--layout", "pyramid"), "--density-head", "--layout")
+    assert not out.exists()
