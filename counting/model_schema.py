@@ -196,6 +196,12 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
             "class_names",
             f"{len(names)} names for a regressor with {n_outputs} outputs",
         )
+    elif any(not name.strip() for name in names):
+        raise _Problem("class_names", "an empty class name")
+    elif len(set(names)) != len(names):
+        # One CSV column and one JSON key per class: a repeated name would merge two classes' counts.
+        twice = next(name for name in names if names.count(name) > 1)
+        raise _Problem("class_names", f"{twice!r:.60} is named twice")
 
     interval = metadata.get("interval")
     if interval is not None:

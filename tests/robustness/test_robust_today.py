@@ -86,3 +86,15 @@ def test_density_head_refuses_a_layout_it_would_ignore(cli, tmp_path: Path, mall
     args = ("train", "-d", "mall", "-r", mall_root, "--split", "train=1-6,test=7-8", "-o", out, "--density-head")
     assert_one_error(cli(*args, "--grid", "2x2", "--layout", "pyramid"), "--density-head", "--layout")
     assert not out.exists()
+
+
+def test_per_class_model_with_a_repeated_class_name_is_refused(cli, tmp_path: Path) -> None:
+    # Was: exit 0, a CSV with repeated columns and a JSON whose keys merged the classes' counts.
+    arrays, document = model_parts(REPO_ROOT / "models" / "voc20.npz")
+    names = document["user_metadata"]["class_names"]
+    names[1] = names[0]
+    model = write_model(tmp_path / "renamed.npz", arrays, document)
+    image = make_image(tmp_path / "photo.png")
+    out = tmp_path / "counts.json"
+    assert_one_error(cli("count", "-m", model, image, "--json", out), str(model), "'aeroplane' is named twice")
+    assert not out.exists()
