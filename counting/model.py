@@ -379,7 +379,10 @@ class CountingModel:
 
         Checked once the backbone is known (before any image is read): an edited descriptor
         record would otherwise fail on every image with a message about "features"."""
-        if self.grid is not None or self.density_head is not None:
+        if self.density_head is not None:
+            self._check_density_head(backbone)
+            return
+        if self.grid is not None:
             return
         from counting.descriptors import DescriptorError, as_descriptor
 
@@ -392,6 +395,27 @@ class CountingModel:
             raise ModelFileError(
                 f"{self.name}: descriptor {descriptor.text!r} gives {dim} numbers per image but the "
                 f"regressor takes {self.feature_dim} (model file edited or corrupt)"
+            )
+
+    def _check_density_head(self, backbone: Any) -> None:
+        """ModelFileError unless the head's layers and grid fit ``backbone`` and the regressor."""
+        head = self.density_head
+        known = ["final", *getattr(backbone, "taps", {})]
+        unknown = [name for name in head.layers if name not in known]
+        if unknown:
+            raise ModelFileError(f"{self.name}: density head reads {unknown[0]!r}, which {backbone.name} does not have")
+        maps = backbone.feature_maps(np.zeros((1, 3, 64, 64), np.float32), tuple(head.layers))
+        channels = sum(int(maps[name].shape[1]) for name in head.layers)
+        if channels != head.n_channels:
+            raise ModelFileError(
+                f"{self.name}: density head layers {'+'.join(head.layers)} give {channels} channels "
+                f"but the head takes {head.n_channels} (model file edited or corrupt)"
+            )
+        rows = 1 + (0 if head.grid is None else head.grid[0] * head.grid[1])
+        if rows != self.feature_dim:
+            raise ModelFileError(
+                f"{self.name}: density head grid {head.grid} gives {rows} sums per image but the regressor "
+                f"takes {self.feature_dim} (model file edited or corrupt)"
             )
 
     def count_paths(

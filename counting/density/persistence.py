@@ -26,6 +26,7 @@ FORMAT_VERSION = 1
 _ARRAYS = ("x_mean", "x_scale", "coef", "projection", "phase")
 _MAX_CHANNELS = 100_000
 _MAX_RANDOM = 100_000
+_MAX_GRID = 64  # cells per side of the head's grid
 
 
 class DensityHeadError(ModelFileError):
@@ -67,6 +68,16 @@ def _from_state(arrays: dict[str, np.ndarray], document: Any, source: str) -> De
     settings = document.get("settings", {})
     if not isinstance(settings, dict):
         raise fail("settings must be a mapping")
+    grid = settings.get("grid")
+    if grid is not None and (
+        not isinstance(grid, list)
+        or len(grid) != 2
+        or not all(isinstance(side, int) and not isinstance(side, bool) and 1 <= side <= _MAX_GRID for side in grid)
+    ):
+        raise fail(f"settings.grid must be [rows, cols] from 1 to {_MAX_GRID}, got {grid!r:.60}")
+    top = settings.get("display_max")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, (int, float)) or not 0 <= top < np.inf):
+        raise fail(f"settings.display_max must be a number from 0, got {top!r:.60}")
     for name, value in arrays.items():
         if value.dtype.kind != "f" or not np.all(np.isfinite(value)):
             raise fail(f"array {name!r} must hold finite floats")

@@ -98,3 +98,29 @@ def test_per_class_model_with_a_repeated_class_name_is_refused(cli, tmp_path: Pa
     out = tmp_path / "counts.json"
     assert_one_error(cli("count", "-m", model, image, "--json", out), str(model), "'aeroplane' is named twice")
     assert not out.exists()
+
+
+def test_density_model_with_edited_head_layers_or_grid_is_refused_naming_the_file(
+    cli, tmp_path: Path, mall_root: Path
+) -> None:
+    # Were tracebacks (a channel-count ValueError, a broadcast error) and a message without the file.
+    trained = tmp_path / "density.npz"
+    split = "train=1-30,test=31-34"
+    result = cli("train", "-d", "mall", "-r", mall_root, "--split", split, "-o", trained, "--density-head")
+    assert result.exit_code == 0, result.output
+
+    def edited(name: str, change) -> Path:
+        arrays, document = model_parts(trained)
+        change(document["user_metadata"]["density_head"])
+        return write_model(tmp_path / name, arrays, document)
+
+    image = make_image(tmp_path / "frame.png", size=(640, 480))
+    layers = edited("layers.npz", lambda head: head.update(layers=head["layers"][1:]))
+    assert_one_error(cli("count", "-m", layers, image), str(layers), "channels but the head takes")
+    unknown = edited("unknown.npz", lambda head: head.update(layers=["block99"]))
+    assert_one_error(cli("count", "-m", unknown, image), str(unknown), "'block99'")
+    grid = edited("grid.npz", lambda head: head["settings"].update(grid=[3, 3]))
+    assert_one_error(cli("count", "-m", grid, image), str(grid), "gives 10 sums per image", "takes 1")
+    zero = edited("zero.npz", lambda head: head["settings"].update(grid=[0, 2]))
+    assert_one_error(cli("count", "-m", zero, image), str(zero), "settings.grid")
+    assert cli("count", "-m", trained, image).exit_code == 0
