@@ -216,6 +216,9 @@ def evaluate_model(
         extract=extract,
     )
     ok = result.ok
+    if not np.any(ok):  # every image failed alike (e.g. a model's ROI mask of another size)
+        first = next(iter(result.errors.values()), "no image could be counted")
+        raise DatasetError(f"{dataset.root}: none of the {len(samples)} test images could be counted ({first})")
     y_true = np.asarray(dataset.counts, dtype=float)[ok]
     y_pred = result.counts[ok]
     indices = np.array([sample.index for sample in samples])[ok]

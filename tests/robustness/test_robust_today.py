@@ -124,3 +124,14 @@ def test_density_model_with_edited_head_layers_or_grid_is_refused_naming_the_fil
     zero = edited("zero.npz", lambda head: head["settings"].update(grid=[0, 2]))
     assert_one_error(cli("count", "-m", zero, image), str(zero), "settings.grid")
     assert cli("count", "-m", trained, image).exit_code == 0
+
+
+def test_report_with_a_roi_model_on_images_of_another_size_says_why_nothing_was_counted(
+    cli, tmp_path: Path, shanghaitech_root: Path
+) -> None:
+    # Was a traceback: "metrics need at least one sample, got none" (Mall's 640x480 ROI, 1024x768 images).
+    result = cli(
+        "report", "-d", "shanghaitech", "-r", shanghaitech_root, "--split", "train=1-5,test=6-8",
+        "-m", MALL_ACCURATE, "-o", tmp_path / "report",
+    )  # fmt: skip
+    assert_one_error(result, str(shanghaitech_root), "none of the 3 test images", "ROI mask is 640x480")
