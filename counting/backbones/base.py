@@ -371,8 +371,10 @@ def stack_prepared(images: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.stack([item.permute(1, 2, 0) for item in items]).permute(0, 3, 1, 2)
 
 
-def _as_array(batch: BatchLike) -> np.ndarray:
-    """A contiguous float32 NCHW array (what onnxruntime takes), without torch operations."""
+def _as_images(batch: BatchLike) -> np.ndarray | list[np.ndarray]:
+    """What onnxruntime takes, without torch operations: an array or tensor batch becomes a
+    contiguous float32 NCHW array; a list of images stays a list of ``(3, H, W)`` arrays, which
+    each part of a split batch gathers into NCHW in its own thread."""
     if isinstance(batch, (np.ndarray, torch.Tensor)):
         array = batch.numpy() if isinstance(batch, torch.Tensor) else batch
         if array.ndim == 3:
@@ -386,21 +388,6 @@ def _as_array(batch: BatchLike) -> np.ndarray:
     shapes = {item.shape for item in items}
     if len(shapes) > 1:
         raise ValueError(f"images in one batch must share a shape, got {sorted(shapes)}")
-    if items[0].ndim != 3 or items[0].shape[0] != 3:
-        raise ValueError(f"expected (3, H, W) images, got shape {tuple(items[0].shape)}")
-    return np.stack(items).astype(np.float32, copy=False)
-
-
-def _as_images(batch: BatchLike) -> np.ndarray | list[np.ndarray]:
-    """:func:`_as_array`, except that a list of images stays a list of ``(3, H, W)`` arrays:
-    onnxruntime gathers them into NCHW per part of a split batch, in its threads."""
-    if isinstance(batch, (np.ndarray, torch.Tensor)):
-        return _as_array(batch)
-    items = [item.numpy() if isinstance(item, torch.Tensor) else np.asarray(item) for item in batch]
-    if not items:
-        raise ValueError("empty batch")
-    if len({item.shape for item in items}) > 1:
-        raise ValueError(f"images in one batch must share a shape, got {sorted({item.shape for item in items})}")
     if items[0].ndim != 3 or items[0].shape[0] != 3:
         raise ValueError(f"expected (3, H, W) images, got shape {tuple(items[0].shape)}")
     return items

@@ -24,7 +24,6 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
@@ -40,7 +39,7 @@ from torch import nn
 
 from counting.backbones.runtime import default_threads
 from counting.errors import BackboneError
-from counting.files import new_file_mode
+from counting.files import OutputError, atomic_write_bytes
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -122,22 +121,22 @@ class OnnxTrunk:
     threads: int = 1
     parallel: onnxruntime.InferenceSession | None = None
     _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.parallel is not None:  # its threads start with the first split batch
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="onnxruntime")
 
     def run(self, batch: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
         """Feature maps ``(B, C, h, w)`` float32, one per output, for a ``(B, 3, H, W)`` batch
         (an array, or a list of ``(3, H, W)`` images of one shape: each part of a split batch
         then gathers its own images into the NCHW layout, in parallel)."""
-        parts = min(self.threads, len(batch)) if self.parallel is not None else 1
-        if parts <= 1:
+        pool, session = self._pool, self.parallel
+        parts = min(self.threads, len(batch))
+        if pool is None or session is None or parts <= 1:
             return self._run_part(self.session, batch)
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="onnxruntime")
-        session = self.parallel
         bounds = np.linspace(0, len(batch), parts + 1).astype(int)
         chunks = [batch[start:stop] for start, stop in zip(bounds[:-1], bounds[1:])]
-        results = list(self._pool.map(lambda chunk: self._run_part(session, chunk), chunks))
+        results = list(pool.map(lambda chunk: self._run_part(session, chunk), chunks))
         return [np.concatenate([result[index] for result in results]) for index in range(len(self.outputs))]
 
     def _run_part(
@@ -155,12 +154,6 @@ class OnnxTrunk:
                 "to re-export it, or use --runtime torch"
             )
         return maps
-
-    def close(self) -> None:
-        """Stop the threads of the split runs (they also stop when the interpreter exits)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
 
 
 def load_or_export(
@@ -239,12 +232,13 @@ def _build(backbone: Backbone, outputs: tuple[str, ...], path: Path, threads: in
         "probe_shapes": [list(shape) for shape in PROBE_SHAPES],
     }
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(path, data)
-        _atomic_write(path.with_suffix(".json"), json.dumps(description, indent=2, sort_keys=True).encode())
-    except OSError as error:
+        # Not fsynced: a file cut short by a crash fails its sha256 check and is rebuilt.
+        atomic_write_bytes(path, data, durable=False)
+        description_text = json.dumps(description, indent=2, sort_keys=True).encode()
+        atomic_write_bytes(path.with_suffix(".json"), description_text, durable=False)
+    except OutputError as error:
         # A read-only cache only costs the export next time; the session is good.
-        warnings.warn(f"{path}: cannot store the ONNX export ({error.strerror or error})", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{error}; the ONNX export is used without being stored", RuntimeWarning, stacklevel=3)
     return OnnxTrunk(session, outputs, path, difference, threads, _split_session(data, threads))
 
 
@@ -375,18 +369,6 @@ def _valid_description(path: Path, identity: dict[str, Any]) -> dict[str, Any] |
     if description.get("onnx_sha256") != hashlib.sha256(data).hexdigest():
         return None  # damaged or truncated
     return description
-
-
-def _atomic_write(target: Path, data: bytes) -> None:
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(temporary, new_file_mode(target))  # mkstemp's 0600 would hide a shared cache's files
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _one_line(error: BaseException) -> str:
