@@ -34,6 +34,11 @@ DEFAULT_TILED_METHODS: tuple[str, ...] = ("ridge", "gp", "agp-univariate")
 FRAME_ROW_ONLY: tuple[str, ...] = ("gp",)
 
 
+# What a fit or prediction may raise on bad data (singular systems, too few rows): the
+# method's row says so and the comparison goes on.
+FIT_ERRORS = (ValueError, np.linalg.LinAlgError, RuntimeError)
+
+
 @dataclass
 class MethodResult:
     """One row of the comparison table."""
@@ -49,6 +54,15 @@ class MethodResult:
     n_train: int = 0
     n_test: int = 0
     predictions: np.ndarray | None = None
+
+    def mark_failed(self, error: BaseException) -> MethodResult:
+        """Record why the method gave no predictions: ``unavailable`` (an optional package is
+        missing) or ``failed`` (a fit or prediction error, with its first line)."""
+        if isinstance(error, PeerUnavailable):
+            self.status, self.note = "unavailable", str(error)
+        else:
+            self.status, self.note = "failed", f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        return self
 
     def row(self) -> dict:
         """Flat JSON/CSV-ready record (no per-frame predictions)."""
@@ -130,12 +144,8 @@ def run_feature_method(
         model = make_peer(name, n_centers=n_centers, seed=seed, n_features=X.shape[1], n_rows=len(X))
         _, result.fit_seconds = _timed(lambda: model.fit(X, y))
         predictions, result.predict_seconds = _timed(lambda: predict(model))
-    except PeerUnavailable as reason:
-        result.status, result.note = "unavailable", str(reason)
-        return result
-    except (ValueError, np.linalg.LinAlgError, RuntimeError) as error:
-        result.status, result.note = "failed", f"{type(error).__name__}: {str(error).splitlines()[0]}"
-        return result
+    except (PeerUnavailable, *FIT_ERRORS) as error:
+        return result.mark_failed(error)
     result.predictions = np.asarray(predictions, dtype=float).ravel()
     result.metrics = score(data.test_counts, result.predictions, data.test_indices, window)
     return result
@@ -175,8 +185,7 @@ def run_image_method(
             result.n_train = model.n_train_
         predictions, result.predict_seconds = _timed(lambda: model.predict(data.test_paths))
     except PeerUnavailable as reason:
-        result.status, result.note = "unavailable", str(reason)
-        return result
+        return result.mark_failed(reason)
     result.predictions = predictions
     result.metrics = score(data.test_counts, predictions, data.test_indices, window)
     return result

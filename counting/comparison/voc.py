@@ -17,7 +17,7 @@ import numpy as np
 
 from counting import defaults
 from counting.comparison.data import ComparisonData
-from counting.comparison.methods import MethodResult
+from counting.comparison.methods import FIT_ERRORS, MethodResult
 from counting.comparison.output import comparison_summary, published_record, write_table_files
 from counting.errors import CountingError
 from counting.evaluation import voc_metrics
@@ -136,12 +136,8 @@ def run_voc_method(
         started = time.perf_counter()
         predictions = apply_gate(np.clip(model.predict(data.test_features), 0.0, None), thresholds)
         result.predict_seconds = time.perf_counter() - started
-    except PeerUnavailable as reason:
-        result.status, result.note = "unavailable", str(reason)
-        return result
-    except (ValueError, np.linalg.LinAlgError, RuntimeError) as error:
-        result.status, result.note = "failed", f"{type(error).__name__}: {str(error).splitlines()[0]}"
-        return result
+    except (PeerUnavailable, *FIT_ERRORS) as error:
+        return result.mark_failed(error)
     result.predictions = predictions
     result.metrics = voc_metrics(data.test_counts, predictions, class_names)
     if thresholds is not None:
