@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from pathlib import Path
@@ -11,7 +12,7 @@ from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from counting.errors import ImageError
 
-__all__ = ["MAX_SOURCE_PIXELS", "image_size", "load_image", "to_rgb"]
+__all__ = ["MAX_SOURCE_PIXELS", "image_size", "load_image", "load_pixels", "to_rgb"]
 
 # Largest picture decoded at all (about 300 MB as RGB), checked from the header before decoding.
 # PIL's own bomb guard only warns below twice its limit and is a process-wide setting.
@@ -31,21 +32,7 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
     truncated or non-image files raise :class:`ImageError` with ``"{path}: {problem}"``.
     """
     path = Path(path)
-    try:
-        status = path.stat()
-    except FileNotFoundError:
-        raise ImageError(f"{path}: file not found") from None
-    except PermissionError:
-        raise ImageError(f"{path}: permission denied") from None
-    except (OSError, ValueError) as exc:
-        raise ImageError(f"{path}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
-    if stat.S_ISDIR(status.st_mode):
-        raise ImageError(f"{path}: is a folder, not an image file")
-    if not stat.S_ISREG(status.st_mode):
-        # A device such as /dev/zero never ends and a FIFO blocks until someone writes to it.
-        raise ImageError(f"{path}: not a regular file (a device, pipe or socket)")
-    if status.st_size == 0:
-        raise ImageError(f"{path}: file is empty (0 bytes)")
+    _check_file(path)
     try:
         handle = open(path, "rb")  # noqa: SIM115 - PIL takes ownership below
     except PermissionError:
@@ -79,6 +66,70 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
         raise ImageError(f"{path}: cannot decode image ({message})") from None
     return rgb
 
+
+def _check_file(path: Path) -> None:
+    """ImageError unless ``path`` is a non-empty regular file we may read."""
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        raise ImageError(f"{path}: file not found") from None
+    except PermissionError:
+        raise ImageError(f"{path}: permission denied") from None
+    except (OSError, ValueError) as exc:
+        raise ImageError(f"{path}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(status.st_mode):
+        raise ImageError(f"{path}: is a folder, not an image file")
+    if not stat.S_ISREG(status.st_mode):
+        # A device such as /dev/zero never ends and a FIFO blocks until someone writes to it.
+        raise ImageError(f"{path}: not a regular file (a device, pipe or socket)")
+    if status.st_size == 0:
+        raise ImageError(f"{path}: file is empty (0 bytes)")
+
+
+def load_pixels(path: str | os.PathLike[str]) -> tuple[Image.Image | np.ndarray, bool]:
+    """Decode ``path`` for the network: ``(pixels, bgr)``.
+
+    Plain JPEGs (colour or grey, upright, complete) come back as OpenCV's BGR uint8 array,
+    ``bgr=True``: OpenCV's libjpeg-turbo gives the same pixels as PIL's (tested on every
+    shared photo), and with the array the resize that follows skips a full-size PIL copy
+    (:func:`counting.backbones.preprocessing.prepare_image` turns it to RGB after the resize).
+    Anything else is :func:`load_image`'s RGB picture, ``bgr=False``, with its errors.
+    """
+    path = Path(path)
+    _check_file(path)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return load_image(path), False  # names the problem
+    # A JPEG that does not end with its end-of-image marker may be truncated: OpenCV would fill
+    # the rest with grey where PIL reports it, so those take PIL's path.
+    if data.endswith(b"\xff\xd9"):
+        array = _decode_plain_jpeg(data)
+        if array is not None:
+            return array, True
+    return load_image(path), False
+
+
+def _decode_plain_jpeg(data: bytes) -> np.ndarray | None:
+    try:
+        with Image.open(io.BytesIO(data)) as header:  # the header only: nothing decoded
+            width, height = header.size
+            plain = (
+                header.format == "JPEG"
+                and header.mode in ("RGB", "L")
+                and width * height <= MAX_SOURCE_PIXELS
+                and header.getexif().get(_EXIF_ORIENTATION, 1) == 1
+            )
+    except Exception:  # noqa: BLE001 - anything odd takes PIL's path, which names the problem
+        return None
+    if not plain:
+        return None
+    import cv2  # the OpenCV decoder is only needed here and for video
+
+    array = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+    if array is None or array.shape[:2] != (height, width):
+        return None
+    return array
 
 def _upright(image: Image.Image) -> Image.Image:
     """Apply the EXIF orientation; exif_transpose copies the picture even when upright, which

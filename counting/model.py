@@ -513,13 +513,16 @@ class CountingModel:
         head = self.density_head
         return self.predict_features(head.sum_regions(density, self.roi_mask, head.grid), source="frames")
 
-    def prepare_image(self, image: Any, weights: str | Path | None = None, source: str | None = None) -> Any:
-        """Network input ``(3, H, W)`` for one in-memory image (PIL or RGB array).
+    def prepare_image(
+        self, image: Any, weights: str | Path | None = None, source: str | None = None, *, bgr: bool = False
+    ) -> Any:
+        """Network input ``(3, H, W)`` for one in-memory image (PIL or RGB array; a BGR array,
+        as OpenCV decodes frames, with ``bgr=True``).
 
         Separate from :meth:`count_prepared` so a video reader thread can prepare the next
         frames while the current batch runs through the network.
         """
-        return self.get_backbone(weights).prepare(image, self.preprocessing(), source)
+        return self.get_backbone(weights).prepare(image, self.preprocessing(), source, bgr=bgr)
 
     def count_prepared(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for prepared inputs of one shape: one forward pass for the batch."""

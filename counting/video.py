@@ -24,7 +24,9 @@ import queue
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -511,7 +513,7 @@ def count_video(
         def prepare(image: np.ndarray) -> Any:
             # Runs in the reader thread: colour conversion, resize and normalisation overlap
             # the forward pass of the previous batch (OpenCV, PIL and torch release the GIL).
-            return model.prepare_image(cv2.cvtColor(image, cv2.COLOR_BGR2RGB), source=video.spec)
+            return model.prepare_image(image, source=video.spec, bgr=True)
 
         reader = FrameReader(
             video,
@@ -532,12 +534,10 @@ def count_video(
                 video_temporary = _temporary_beside(Path(output_video))
                 writer = open_video_writer(video_temporary, reader.fps / stride, reader.frame_size)
             try:
-                for batch in reader.batches(batch_size):
-                    prepared = [frame.prepared for frame in batch]
-                    # A density-head model draws its map on the annotated video: one pass gives both.
-                    head = getattr(model, "density_head", None)
-                    densities = model.density_maps(prepared) if writer is not None and head is not None else None
-                    counts = model.count_prepared(prepared) if densities is None else model.count_density(densities)
+                # A density-head model draws its map on the annotated video: one pass gives both.
+                head = getattr(model, "density_head", None)
+                with_density = writer is not None and head is not None
+                for batch, counts, densities in _counted_batches(model, reader.batches(batch_size), with_density):
                     lows, highs = model.intervals(counts)
                     for k, frame in enumerate(batch):
                         record: dict[str, Any] = {"frame": frame.index, "time_s": round(frame.time_s, 3)}
@@ -592,6 +592,51 @@ def count_video(
     if run.frames and not names:
         run.mean_count = total / run.frames
     return run
+
+
+def _counted_batches(
+    model: Any, batches: Iterator[list[Frame]], with_density: bool
+) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None]]:
+    """``(frames, counts, density maps or None)`` per batch, in order.
+
+    On onnxruntime the next batch's forward pass starts before the current one is handed
+    back: a split batch ends with its parts waiting for each other and the caller writing
+    records, and a second batch in flight fills those gaps (cores busy 1.74 -> ~1.9 of 2).
+    Torch runs one batch at a time, its intra-op threads already take every core.
+    """
+
+    def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None]:
+        prepared = [frame.prepared for frame in frames]
+        if with_density:
+            densities = model.density_maps(prepared)
+            return model.count_density(densities), densities
+        return model.count_prepared(prepared), None
+
+    if model.get_backbone().runtime != "onnxruntime":
+        for frames in batches:
+            yield (frames, *compute(frames))
+        return
+    pending: deque[tuple[list[Frame], Future]] = deque()
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="forward") as pool:
+        try:
+            try:
+                for frames in batches:
+                    pending.append((frames, pool.submit(compute, frames)))
+                    if len(pending) == 2:
+                        done, future = pending.popleft()
+                        yield (done, *future.result())
+            except Exception:
+                # The source failed (stream lost, bad frame): the frames read before it still count.
+                while pending:
+                    done, future = pending.popleft()
+                    yield (done, *future.result())
+                raise
+            while pending:
+                done, future = pending.popleft()
+                yield (done, *future.result())
+        finally:
+            for _, future in pending:  # stopped early (Ctrl-C, an error): drop what is queued
+                future.cancel()
 
 
 def _temporary_beside(target: Path) -> Path:

@@ -11,7 +11,7 @@ Writes a video from real Mall frames with OpenCV (MJPG .avi) and runs the video 
 
 Each line also gives the bare forward pass on the same prepared frames and the load average.
 
-    python scripts/bench_video.py [--frames 250] [--batch-size 8] [--model models/default.npz]
+    python scripts/bench_video.py [--frames 250] [--rounds 3] [--batch-size 8] [--model models/default.npz]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -56,7 +57,7 @@ def bare_forward_rate(model, video: Path, batch_size: int, n_frames: int) -> flo
         ok, image = capture.read()
         if not ok:
             break
-        prepared.append(model.prepare_image(cv2.cvtColor(image, cv2.COLOR_BGR2RGB)))
+        prepared.append(model.prepare_image(image, bgr=True))
     capture.release()
     batches = [prepared[k : k + batch_size] for k in range(0, len(prepared) - batch_size + 1, batch_size)]
     started = time.perf_counter()
@@ -65,20 +66,22 @@ def bare_forward_rate(model, video: Path, batch_size: int, n_frames: int) -> flo
     return len(batches) * batch_size / (time.perf_counter() - started)
 
 
-def measure(model, video: Path, folder: Path, args: argparse.Namespace) -> tuple[float, float, float]:
-    """(frames/s, times real time, bare-forward frames/s) of one model on the configured runtime."""
+def measure(model, video: Path, folder: Path, args: argparse.Namespace) -> tuple[list[float], float]:
+    """(frames/s of each round, bare-forward frames/s) of one model on the configured runtime."""
     # Warm-up: torch traces each new input shape after a few eager runs; onnxruntime allocates
     # its buffers on the first batch. A long-running stream pays that start-up cost once.
     backbone = model.get_backbone()
     warm_batches = backbone.trace_after + 1 if backbone.runtime == "torch" else 1
     count_video(model, str(video), max_frames=warm_batches * args.batch_size, batch_size=args.batch_size)
-    started = time.perf_counter()
-    run = count_video(
-        model, str(video), stride=args.stride, batch_size=args.batch_size, records_path=folder / "counts.csv"
-    )
-    wall = time.perf_counter() - started
+    rates = []
+    for _ in range(args.rounds):
+        started = time.perf_counter()
+        run = count_video(
+            model, str(video), stride=args.stride, batch_size=args.batch_size, records_path=folder / "counts.csv"
+        )
+        rates.append(run.frames / (time.perf_counter() - started))
     bare_fps = bare_forward_rate(model, video, args.batch_size, min(args.frames, 96))
-    return run.frames / wall, run.frames * args.stride / FPS / wall, bare_fps
+    return rates, bare_fps
 
 
 def main() -> None:
@@ -89,6 +92,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=defaults.VIDEO_BATCH_SIZE)
     parser.add_argument("--stride", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="forward-pass threads (default: every core)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per case (the median is reported)")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch comparison line")
     args = parser.parse_args()
 
@@ -107,11 +111,15 @@ def main() -> None:
         write_test_video(args.frames_dir, args.frames, video)
         for runtime, case, target in cases:
             configure_runtime(runtime, args.threads)
-            fps, ratio, bare_fps = measure(case, video, Path(folder), args)
+            rates, bare_fps = measure(case, video, Path(folder), args)
+            # The median of a few runs: this shared virtual machine drifts by +-10 % over minutes.
+            fps = statistics.median(rates)
+            ratio = fps * args.stride / FPS
             goal = f" (target >= {target:.1f}x)" if target else ""
             print(
                 f"{runtime:12s} input {case.input_size}: {fps:6.1f} frames/s = {ratio:5.2f}x real time{goal}; "
-                f"bare forward {bare_fps:6.1f} frames/s, pipeline at {fps / bare_fps:.0%} of it"
+                f"bare forward {bare_fps:6.1f} frames/s, pipeline at {fps / bare_fps:.0%} of it "
+                f"(rounds {', '.join(f'{rate:.1f}' for rate in rates)} frames/s)"
             )
     print(f"load average at the end: {_load()}")
 

@@ -137,14 +137,17 @@ class Backbone:
         return path
 
     # -- inputs ---------------------------------------------------------------------------
-    def prepare(self, image: ImageLike, prep: Preprocessing, source: str | None = None) -> torch.Tensor:
+    def prepare(
+        self, image: ImageLike, prep: Preprocessing, source: str | None = None, *, bgr: bool = False
+    ) -> torch.Tensor:
         """Resize (whole frame), apply the ROI mask and this backbone's normalisation.
 
-        ``image`` is a PIL image or an RGB uint8 array; ``source`` names it in error messages.
+        ``image`` is a PIL image or an RGB uint8 array (BGR with ``bgr=True``, as OpenCV
+        decodes); ``source`` names it in error messages.
         Returns a ``(3, H, W)`` float32 tensor: planar for onnxruntime (NCHW), a view of
         ``(H, W, 3)`` pixels for torch (channels-last); the values are the same.
         """
-        return prepare_image(image, prep, self.normalisation, source, channels_last=self.runtime == "torch")
+        return prepare_image(image, prep, self.normalisation, source, channels_last=self.runtime == "torch", bgr=bgr)
 
     # -- outputs --------------------------------------------------------------------------
     def feature_map(self, batch: BatchLike) -> torch.Tensor:

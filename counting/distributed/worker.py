@@ -250,10 +250,11 @@ def survey_chunk(job: ExtractionJob, items: list[Item]) -> SurveyResult:
 
 
 def _prepare(state: WorkerState, item: Item, prep: Any) -> Any:
-    from counting.imaging import load_image
+    from counting.imaging import load_pixels
 
     try:
-        return state.backbone.prepare(load_image(item.location), prep, source=item.location)
+        pixels, bgr = load_pixels(item.location)
+        return state.backbone.prepare(pixels, prep, source=item.location, bgr=bgr)
     except ImageError as error:
         message = str(error)
         if item.location != item.path and message.startswith(item.location):

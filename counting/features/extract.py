@@ -38,7 +38,7 @@ from counting.backbones.runtime import available_cpus, default_threads
 from counting.descriptors import Descriptor, DescriptorError, as_descriptor
 from counting.errors import ImageError
 from counting.features.cache import FeatureCache, settings_key
-from counting.imaging import image_size, load_image
+from counting.imaging import image_size, load_pixels
 
 __all__ = [
     "FeatureSet",
@@ -288,7 +288,8 @@ def _run(
 
 def _prepare_one(path: str, backbone: Backbone, prep: Preprocessing) -> torch.Tensor | ImageError:
     try:
-        return backbone.prepare(load_image(path), prep, source=path)
+        pixels, bgr = load_pixels(path)
+        return backbone.prepare(pixels, prep, source=path, bgr=bgr)
     except ImageError as error:
         return error
 

@@ -365,3 +365,59 @@ def test_planar_and_channels_last_inputs_hold_the_same_values(uniform: bool) -> 
         planar = prepare_image(pixels, prep, normalisation, channels_last=False)
         assert planar.is_contiguous() and not hwc.is_contiguous()  # (3, H, W) memory vs a view of (H, W, 3)
         assert torch.equal(planar, hwc)
+
+
+def _reference_prepare(picture: Image.Image, size: tuple[int, int], normalisation) -> np.ndarray:
+    """The published preprocessing, spelled out with PIL alone: the values every path must give."""
+    from counting.backbones.preprocessing import _REDUCING_GAP
+
+    resized = np.asarray(picture.resize(size, Image.BILINEAR, reducing_gap=_REDUCING_GAP), dtype=np.float32)
+    mean = np.asarray(normalisation.mean, np.float32)
+    scale = 1.0 / np.asarray(normalisation.std, np.float32)
+    return ((resized - mean) * scale).transpose(2, 0, 1)
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+@pytest.mark.parametrize(
+    "source_size", [(640, 480), (640, 427), (1024, 768), (500, 333), (96, 64)], ids=lambda size: "x".join(map(str, size))
+)
+def test_pil_rgb_array_and_bgr_array_inputs_give_the_pil_resize_exactly(source_size, uniform: bool) -> None:
+    # 640x480 at 224 takes the OpenCV 2x2 box reduction (PIL's reduce, bit for bit); the other
+    # sizes (odd heights, 3x reductions, upscaling) take PIL's own path. All must agree.
+    from counting.backbones.preprocessing import Normalisation, prepare_image, reduction_factors
+
+    rng = np.random.default_rng(sum(source_size))
+    # Smooth structure plus noise, so that the box averages exercise their rounding.
+    base = np.asarray(Image.fromarray(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)).resize(source_size))
+    pixels = np.clip(base + rng.integers(-20, 21, base.shape), 0, 255).astype(np.uint8)
+    picture = Image.fromarray(pixels)
+    normalisation = (
+        Normalisation((127.0, 127.0, 127.0), (128.0, 128.0, 128.0))
+        if uniform
+        else Normalisation((123.675, 116.28, 103.53), (58.395, 57.12, 57.375))
+    )
+    prep = Preprocessing(input_size=224)
+    size = prep.target_size(*source_size)
+    expected = _reference_prepare(picture, size, normalisation)
+    for channels_last in (False, True):
+        for image, bgr in ((picture, False), (pixels, False), (np.ascontiguousarray(pixels[:, :, ::-1]), True)):
+            prepared = prepare_image(image, prep, normalisation, channels_last=channels_last, bgr=bgr)
+            np.testing.assert_array_equal(prepared.numpy(), expected)
+    if source_size == (640, 480):
+        assert reduction_factors(*source_size, size) == (2, 2)  # the OpenCV path was exercised
+
+
+def test_flipped_input_is_the_mirror_of_the_unflipped_one(mall_root: Path) -> None:
+    from counting.backbones.preprocessing import Normalisation, prepare_image
+    from counting.imaging import load_pixels
+
+    pixels, bgr = load_pixels(mall_root / "frames" / "seq_000001.jpg")
+    normalisation = Normalisation((127.0, 127.0, 127.0), (128.0, 128.0, 128.0))
+    mask = np.ones((480, 640), dtype=bool)
+    mask[:100] = False
+    for channels_last in (False, True):
+        straight = prepare_image(pixels, Preprocessing(224, mask), normalisation, channels_last=channels_last, bgr=bgr)
+        mirrored = prepare_image(
+            pixels, Preprocessing(224, mask, flip=True), normalisation, channels_last=channels_last, bgr=bgr
+        )
+        assert torch.equal(mirrored, straight.flip(-1))

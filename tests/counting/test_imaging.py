@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from counting.errors import CountingError, ImageError
-from counting.imaging import load_image
+from counting.imaging import load_image, load_pixels
 
 RED, BLUE = (220, 20, 20), (20, 20, 220)
 
@@ -94,12 +94,87 @@ def _written(target: Path, data: bytes) -> Path:
     ],
     ids=["missing", "zero-bytes", "text-file", "truncated-jpeg", "folder"],
 )
-def test_bad_files_give_one_line_error_naming_the_file(tmp_path: Path, mall_frame: Path, make, problem: str) -> None:
+@pytest.mark.parametrize("loader", [load_image, load_pixels], ids=["load_image", "load_pixels"])
+def test_bad_files_give_one_line_error_naming_the_file(
+    tmp_path: Path, mall_frame: Path, make, problem: str, loader
+) -> None:
     path = make(tmp_path, mall_frame)
     with pytest.raises(ImageError) as caught:
-        load_image(path)
+        loader(path)
     message = str(caught.value)
     assert isinstance(caught.value, CountingError)
     assert message.startswith(f"{path}: ")
     assert problem in message
     assert "\n" not in message
+
+
+# -- load_pixels: the extraction pipeline's decoder -------------------------------------------
+
+
+def _as_rgb(pixels, bgr: bool) -> np.ndarray:
+    return np.asarray(pixels)[:, :, ::-1] if bgr else np.asarray(pixels)
+
+
+def test_load_pixels_decodes_real_jpegs_with_opencv_to_the_same_pixels(
+    mall_root: Path, coco_voc20_root: Path, shanghaitech_root: Path
+) -> None:
+    photos = sorted((coco_voc20_root / "JPEGImages").glob("*.jpg"))
+    paths = (
+        sorted((mall_root / "frames").glob("*.jpg"))[:5]
+        + photos[:: max(1, len(photos) // 25)]
+        + sorted(shanghaitech_root.rglob("*.jpg"))[:3]
+    )
+    assert len(paths) > 30
+    for path in paths:
+        pixels, bgr = load_pixels(path)
+        assert bgr, f"{path}: a plain JPEG should take the OpenCV path"
+        np.testing.assert_array_equal(_as_rgb(pixels, bgr), np.asarray(load_image(path)), err_msg=str(path))
+
+
+def _jpeg(path: Path, image: Image.Image, **options) -> Path:
+    image.save(path, quality=90, **options)
+    return path
+
+
+def _photo_like(size: tuple[int, int] = (64, 48)) -> Image.Image:
+    rng = np.random.default_rng(0)
+    return Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
+
+
+@pytest.mark.parametrize(
+    ("make", "fast"),
+    [
+        (lambda tmp: _jpeg(tmp / "colour.jpg", _photo_like()), True),
+        (lambda tmp: _jpeg(tmp / "grey.jpg", _photo_like().convert("L")), True),
+        (lambda tmp: _jpeg(tmp / "progressive.jpg", _photo_like(), progressive=True), True),
+        (lambda tmp: _jpeg(tmp / "cmyk.jpg", _photo_like().convert("CMYK")), False),
+        (lambda tmp: _jpeg(tmp / "rotated.jpg", _photo_like(), exif=_orientation(6)), False),
+        (lambda tmp: _jpeg(tmp / "upright-tagged.jpg", _photo_like(), exif=_orientation(1)), True),
+        (lambda tmp: _png(tmp / "picture.png"), False),
+        (lambda tmp: _trailing_bytes(tmp / "trailing.jpg"), False),
+    ],
+    ids=["colour", "grey", "progressive", "cmyk", "exif-rotated", "exif-upright", "png", "bytes-after-end"],
+)
+def test_load_pixels_gives_load_images_pixels_whichever_decoder(tmp_path: Path, make, fast: bool) -> None:
+    path = make(tmp_path)
+    pixels, bgr = load_pixels(path)
+    assert bgr is fast
+    np.testing.assert_array_equal(_as_rgb(pixels, bgr), np.asarray(load_image(path)))
+
+
+def _orientation(value: int) -> Image.Exif:
+    exif = Image.Exif()
+    exif[0x0112] = value
+    return exif
+
+
+def _png(path: Path) -> Path:
+    _photo_like().save(path)
+    return path
+
+
+def _trailing_bytes(path: Path) -> Path:
+    # Some cameras append data after the end-of-image marker: PIL reads such files fine.
+    _jpeg(path, _photo_like())
+    path.write_bytes(path.read_bytes() + b"\x00" * 16)
+    return path
