@@ -131,6 +131,7 @@ def _decode_plain_jpeg(data: bytes) -> np.ndarray | None:
         return None
     return array
 
+
 def _upright(image: Image.Image) -> Image.Image:
     """Apply the EXIF orientation; exif_transpose copies the picture even when upright, which
     costs more than the decode, so it is only called for the orientations that need it."""

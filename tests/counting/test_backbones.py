@@ -379,7 +379,9 @@ def _reference_prepare(picture: Image.Image, size: tuple[int, int], normalisatio
 
 @pytest.mark.parametrize("uniform", [True, False])
 @pytest.mark.parametrize(
-    "source_size", [(640, 480), (640, 427), (1024, 768), (500, 333), (96, 64)], ids=lambda size: "x".join(map(str, size))
+    "source_size",
+    [(640, 480), (640, 427), (1024, 768), (500, 333), (96, 64)],
+    ids=lambda size: "x".join(map(str, size)),
 )
 def test_pil_rgb_array_and_bgr_array_inputs_give_the_pil_resize_exactly(source_size, uniform: bool) -> None:
     # 640x480 at 224 takes the OpenCV 2x2 box reduction (PIL's reduce, bit for bit); the other
