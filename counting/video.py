@@ -24,9 +24,7 @@ import queue
 import signal
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,7 @@ import numpy as np
 
 from counting import defaults
 from counting.errors import CountingError, StreamError
+from counting.inflight import computed_in_order
 from counting.smoothing import StreamingSmoother
 
 URL_PREFIXES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://")
@@ -597,13 +596,9 @@ def count_video(
 def _counted_batches(
     model: Any, batches: Iterator[list[Frame]], with_density: bool
 ) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None]]:
-    """``(frames, counts, density maps or None)`` per batch, in order.
-
-    On onnxruntime the next batch's forward pass starts before the current one is handed
-    back: a split batch ends with its parts waiting for each other and the caller writing
-    records, and a second batch in flight fills those gaps (cores busy 1.74 -> ~1.9 of 2).
-    Torch runs one batch at a time, its intra-op threads already take every core.
-    """
+    """``(frames, counts, density maps or None)`` per batch, in order; on onnxruntime the next
+    batch's forward pass runs while the caller writes this one's records (torch's intra-op
+    threads already take every core)."""
 
     def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None]:
         prepared = [frame.prepared for frame in frames]
@@ -612,31 +607,9 @@ def _counted_batches(
             return model.count_density(densities), densities
         return model.count_prepared(prepared), None
 
-    if model.get_backbone().runtime != "onnxruntime":
-        for frames in batches:
-            yield (frames, *compute(frames))
-        return
-    pending: deque[tuple[list[Frame], Future]] = deque()
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="forward") as pool:
-        try:
-            try:
-                for frames in batches:
-                    pending.append((frames, pool.submit(compute, frames)))
-                    if len(pending) == 2:
-                        done, future = pending.popleft()
-                        yield (done, *future.result())
-            except Exception:
-                # The source failed (stream lost, bad frame): the frames read before it still count.
-                while pending:
-                    done, future = pending.popleft()
-                    yield (done, *future.result())
-                raise
-            while pending:
-                done, future = pending.popleft()
-                yield (done, *future.result())
-        finally:
-            for _, future in pending:  # stopped early (Ctrl-C, an error): drop what is queued
-                future.cancel()
+    depth = 2 if model.get_backbone().runtime == "onnxruntime" else 1
+    for frames, (counts, densities) in computed_in_order(batches, compute, depth):
+        yield frames, counts, densities
 
 
 def _temporary_beside(target: Path) -> Path:
