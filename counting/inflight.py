@@ -34,19 +34,23 @@ def computed_in_order(
             yield item, compute(item)
         return
     pending: deque[tuple[Item, Future[Result]]] = deque()
+    source = iter(items)
     with ThreadPoolExecutor(max_workers=depth, thread_name_prefix="compute") as pool:
         try:
-            try:
-                for item in items:
-                    pending.append((item, pool.submit(compute, item)))
-                    if len(pending) >= depth:
+            while True:
+                try:
+                    item = next(source)
+                except StopIteration:
+                    break
+                except Exception:
+                    while pending:  # the source failed: hand back what it gave before
                         done, future = pending.popleft()
                         yield done, future.result()
-            except Exception:
-                while pending:
+                    raise
+                pending.append((item, pool.submit(compute, item)))
+                if len(pending) >= depth:
                     done, future = pending.popleft()
                     yield done, future.result()
-                raise
             while pending:
                 done, future = pending.popleft()
                 yield done, future.result()

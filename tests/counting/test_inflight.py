@@ -45,7 +45,7 @@ def test_items_taken_before_the_source_fails_are_still_handed_back() -> None:
 
     seen: list[int] = []
     with pytest.raises(OSError, match="stream lost"):
-        for item, result in computed_in_order(source(), lambda item: item * 10, depth=2):
+        for _item, result in computed_in_order(source(), lambda item: item * 10, depth=2):
             seen.append(result)
     assert seen == [10, 20, 30]
 
