@@ -20,10 +20,11 @@ ridge and the univariate AGP-50 (multi-output), log targets, with and without th
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,14 @@ def out_of_fold(build: Callable[[], Any], X: np.ndarray, y: np.ndarray, folds: i
     return predicted
 
 
-def nested(grams: Any, y: np.ndarray, regressors: dict[str, Callable[[], Any]]) -> dict[str, np.ndarray]:
+def nested(
+    grams: Any,
+    y: np.ndarray,
+    regressors: dict[str, Callable[[], Any]],
+    transforms: tuple[str, ...] = ("log",),
+    scores: np.ndarray | None = None,
+    inputs: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
     """Outer out-of-fold predictions of the head alone and of each regressor on its sums (+ gate)."""
     fold_of = grams.fold_of
     predictions: dict[str, np.ndarray] = {}
@@ -128,19 +136,29 @@ def nested(grams: Any, y: np.ndarray, regressors: dict[str, Callable[[], Any]]) 
         head_test = np.clip(test_sums[:, :, 0], 0, None)
         put("head alone", test_rows, head_test)
         put("head alone + gate", test_rows, apply_gate(head_test, choose_gate(y[train_rows], head_train)))
-        for inputs in ("whole", "whole+2x2"):
-            pick = (lambda s: s[:, :, 0]) if inputs == "whole" else (lambda s: s.reshape(len(s), -1))
-            X_train, X_test = pick(train_sums), pick(test_sums)
-            for name, make in regressors.items():
+        inputs_of = {
+            "whole": (train_sums[:, :, 0], test_sums[:, :, 0]),
+            "whole+2x2": (train_sums.reshape(len(train_sums), -1), test_sums.reshape(len(test_sums), -1)),
+        }
+        if scores is not None:
+            # The head's 20 sums beside the image-level descriptor (class scores).
+            inputs_of["whole + class scores"] = (
+                np.hstack([train_sums[:, :, 0], scores[train_rows]]),
+                np.hstack([test_sums[:, :, 0], scores[test_rows]]),
+            )
+        chosen_inputs = {name: value for name, value in inputs_of.items() if inputs is None or name in inputs}
+        for (input_name, (X_train, X_test)), (name, make), transform in itertools.product(
+            chosen_inputs.items(), regressors.items(), transforms
+        ):
 
-                def build(make: Callable[[], Any] = make) -> Any:
-                    return TransformedRegressor(make(), "log")
+            def build(make: Callable[[], Any] = make, transform: str = transform) -> Any:
+                return TransformedRegressor(make(), transform)
 
-                plain = np.clip(build().fit(X_train, y[train_rows]).predict(X_test), 0, None)
-                label = f"{name} on {inputs} sums [log]"
-                put(label, test_rows, plain)
-                inner = out_of_fold(build, X_train, y[train_rows])
-                put(label + " + gate", test_rows, apply_gate(plain, choose_gate(y[train_rows], inner)))
+            plain = np.clip(build().fit(X_train, y[train_rows]).predict(X_test), 0, None)
+            label = f"{name} on {input_name} [{transform}]"
+            put(label, test_rows, plain)
+            inner = out_of_fold(build, X_train, y[train_rows])
+            put(label + " + gate", test_rows, apply_gate(plain, choose_gate(y[train_rows], inner)))
     return predictions
 
 
@@ -152,6 +170,9 @@ def main() -> None:
     parser.add_argument("--layer-sets", nargs="+", default=list(LAYER_SETS))
     parser.add_argument("--spreads", nargs="+", default=["dot", "gauss", "box"])
     parser.add_argument("--no-test", action="store_true")
+    parser.add_argument("--transforms", nargs="+", default=["log"], help="Target transforms of stage 2.")
+    parser.add_argument("--inputs", nargs="+", help="Stage 2 inputs (whole, whole+2x2, whole + class scores).")
+    parser.add_argument("--with-scores", action="store_true", help="Stage 2 also on head sums + class scores @320.")
     args = parser.parse_args()
     cache = FeatureCache(os.environ.get("COUNTING_CACHE_DIR") or None)
     data = load_dataset("voc", args.root, split=args.split)
@@ -217,15 +238,92 @@ def main() -> None:
     for key in best_heads:
         started = time.perf_counter()
         size, keep, columns = grams_of[key]
-        for label, predicted in nested(everything_of[size].restricted(keep, columns), y, regressors).items():
+        scores = None
+        if args.with_scores:
+            from counting.features import extract_features
+
+            scores = extract_features(
+                paths, backbone, Preprocessing(input_size=320), cache=cache, progress=False
+            ).features.reshape(len(paths), -1)
+        grams = everything_of[size].restricted(keep, columns)
+        for label, predicted in nested(grams, y, regressors, tuple(args.transforms), scores, args.inputs).items():
             stage2[(*key, label)] = score(y, predicted)
             print(
                 line(f"@{key[0]} {key[1]} {key[2]}: {label}", stage2[(*key, label)], time.perf_counter() - started),
                 flush=True,
             )
-    agp_rows = {key: value for key, value in stage2.items() if "AGP" in key[3] or "head" in key[3]}
-    choice = min(agp_rows, key=lambda key: agp_rows[key]["score"])
+    best = min(stage2, key=lambda key: stage2[key]["score"])
+    print(f"best validation row: {best} {stage2[best]['mrmse']:.3f} / {stage2[best]['m_rel_rmse']:.3f}")
+    # `counting train` ships a regressor on the head's sums (it gives the intervals): the choice is
+    # the best AGP row; within TOLERANCE of it, the row without the gate (one choice fewer).
+    agp_rows = {key: value for key, value in stage2.items() if key[3].startswith("AGP")}
+    top = min(value["score"] for value in agp_rows.values())
+    near = [key for key in agp_rows if agp_rows[key]["score"] <= top + TOLERANCE]
+    choice = min(near, key=lambda key: (key[3].endswith("+ gate"), agp_rows[key]["score"]))
     print(f"chosen: {choice} validation {agp_rows[choice]['mrmse']:.3f} / {agp_rows[choice]['m_rel_rmse']:.3f}")
+    if args.no_test:
+        return
+    test_once(args, choice, best, cache)
+
+
+def test_once(args: argparse.Namespace, choice: tuple, best: tuple, cache: FeatureCache) -> None:
+    """The chosen setting through `counting train --density-head` on the 419 photos, scored on the
+    140 test photos once; then the best validation row if it is the head alone (a second look)."""
+    from counting.density.class_training import DEFAULT_CLASS_LAYERS, DEFAULT_SPREAD
+    from counting.evaluation import evaluate_model
+    from counting.training import TrainingConfig, train_model
+
+    size, layers, spread, label = choice
+    if set(layers.split("+")) != set(DEFAULT_CLASS_LAYERS) or spread != DEFAULT_SPREAD:
+        print(
+            f"(train's head uses {'+'.join(DEFAULT_CLASS_LAYERS)} / {DEFAULT_SPREAD}, not the chosen {layers} / {spread})"
+        )
+    transform = label.split("[")[1].split("]")[0]
+    gate = label.endswith("+ gate")
+    grid = (2, 2) if "2x2" in label else None
+    config = TrainingConfig(
+        input_size=size,
+        kernel="univariate",
+        n_centers=50,
+        target_transform=transform,
+        gate=gate,
+        density_head=True,
+        grid=grid,
+    )
+    data = load_dataset("voc", args.root, split=args.split)
+    test = data.subset("test")
+    truth = np.asarray(test.counts, dtype=float)
+    started = time.perf_counter()
+    model = train_model(data, config, cache=cache, split=args.split)
+    result = evaluate_model(model, test, cache=cache, split=args.split)
+    print(f"test part ({len(truth)} photos), once:")
+    train_counts = np.asarray(data.subset("train").counts, dtype=float)
+    print(line("train mean", voc_metrics(truth, np.tile(train_counts.mean(0), (len(truth), 1))), 0.0))
+    print(line("always 0", voc_metrics(truth, np.zeros_like(truth)), 0.0))
+    print(line(f"chosen: {label} (train --density-head)", result.metrics, time.perf_counter() - started))
+    print(
+        "reproduce: counting train -d voc -r ROOT --split "
+        f"{args.split} --input-size {size} --centers 50 --target-transform {transform} "
+        f"{'--gate' if gate else '--no-gate'} --density-head{' --grid 2x2' if grid else ''} -o voc-head.npz"
+    )
+    if best[3] == "head alone + gate":
+        # A second look at the test photos, reported as such: the best validation row has no
+        # regressor, so `train` cannot ship it; its head is the model's, its gate comes from the
+        # head's out-of-fold sums of the 419 train photos.
+        from counting.density.class_training import fit_class_head_descriptors
+        from counting.density.multiclass import class_head_features
+
+        train = data.subset("train")
+        head, out_of_fold = fit_class_head_descriptors(
+            list(train.samples), data, model.get_backbone(), model.preprocessing(), None, seed=config.seed, cache=cache
+        )
+        train_sums = out_of_fold.reshape(len(train_counts), head.n_classes, -1)[:, :, 0]
+        thresholds = choose_gate(train_counts, np.clip(train_sums, 0, None))
+        features, _ok, _errors = class_head_features(
+            head, [str(path) for path in test.paths], model.get_backbone(), model.preprocessing(), cache
+        )
+        predicted = apply_gate(np.clip(features.reshape(len(truth), head.n_classes, -1)[:, :, 0], 0, None), thresholds)
+        print(line("second look: head alone + gate", voc_metrics(truth, predicted), 0.0))
 
 
 if __name__ == "__main__":

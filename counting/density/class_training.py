@@ -26,8 +26,8 @@ __all__ = ["DEFAULT_CLASS_LAYERS", "DEFAULT_SPREAD", "HEAD_FOLDS", "fit_class_he
 
 # Chosen on 5-fold validation inside the 419 train photos of random:0.25:0
 # (scripts/voc_density_study.py, docs/voc.md).
-DEFAULT_CLASS_LAYERS: tuple[str, ...] = ("final",)
-DEFAULT_SPREAD = "gauss"
+DEFAULT_CLASS_LAYERS: tuple[str, ...] = ("final", "block14")
+DEFAULT_SPREAD = "box"
 HEAD_FOLDS = 5
 
 
