@@ -103,10 +103,10 @@ def test_voc_model_with_a_class_density_head_saves_loads_and_counts(
     cache = FeatureCache(session_cache_dir)
     model = train_model(data, config, cache=cache, split="random:0.25:0 (first 40 train)")
     head = model.class_density_head
-    assert head is not None and head.n_classes == 20 and head.layers == ("final",)
+    assert head is not None and head.n_classes == 20 and head.layers == ("final", "block14")
     assert model.feature_dim == 20 and model.gate is not None
     loaded = CountingModel.load(model.save(tmp_path / "voc-head.npz"))
-    assert loaded.class_density_head is not None and loaded.summary()["density_head"] == "per class: final"
+    assert loaded.class_density_head is not None and loaded.summary()["density_head"] == "per class: final,block14"
 
     paths = [str(path) for path in data.subset("test").paths]
     counts = loaded.count_paths(paths, cache=cache).counts
@@ -121,6 +121,19 @@ def test_voc_model_with_a_class_density_head_saves_loads_and_counts(
     assert ok.all() and not errors
     raw = inverse_transform(loaded.regressor.predict(features), "log")
     assert counts == pytest.approx(apply_gate(raw, loaded.gate), abs=1e-6)
+
+    # An edited head section is refused with one line naming the file, before any photo is read.
+    import json
+
+    with np.load(tmp_path / "voc-head.npz") as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    document = json.loads(str(arrays.pop("metadata")))
+    document["user_metadata"]["class_density_head"]["layers"] = ["final"]
+    edited = tmp_path / "edited.npz"
+    with open(edited, "wb") as handle:
+        np.savez(handle, metadata=np.array(json.dumps(document)), **arrays)
+    with pytest.raises(ModelFileError, match="edited.npz: class density head layers final give 1280 channels"):
+        CountingModel.load(edited).count_paths(paths, cache=cache)
 
 
 def test_unreadable_photo_is_reported_not_raised(tmp_path: Path) -> None:
