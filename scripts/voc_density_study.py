@@ -12,9 +12,21 @@ out-of-fold predictions on those rows. Figures: the VOC metrics (clip, round; mR
 m-relRMSE on all photos, -nz on the photos holding the class). Score = mRMSE + m-relRMSE.
 
 Stage 1: head alone (the sum of each class's map, no regressor) over input size x layers x how a
-box is spread (dot / Gaussian / uniform over the box). Stage 2: on the best two, a regressor on
-the 20 out-of-fold head sums (or on the sums over the whole photo and a 2x2 grid, 100 inputs):
-ridge and the univariate AGP-50 (multi-output), log targets, with and without the gate.
+box is spread (dot / Gaussian / uniform over the box), with and without the gate. Stage 2: on
+the best two, a regressor on the 20 out-of-fold head sums (``--inputs``: whole photo; whole and
+a 2x2 grid, 100 inputs; whole + class scores @320 with ``--with-scores``): ridge and the
+univariate AGP-50 (multi-output), ``--transforms`` none / sqrt / log, with and without the gate.
+
+The choice is the best AGP row (`counting train --density-head` ships a regressor on the sums:
+it gives the intervals); the test step trains it through `train_model` on the 419 photos and
+scores the 140 test photos once. When the best validation row is the head alone + gate, its
+test figures follow, labelled as a second look. Runs of docs/voc.md ("Per-class density head"):
+
+    python scripts/voc_density_study.py --sizes 448 320 576 --no-test
+    python scripts/voc_density_study.py --sizes 320 --layer-sets final+block14 --spreads box \
+        --transforms none sqrt log --inputs whole "whole + class scores" --with-scores --no-test
+    python scripts/voc_density_study.py --sizes 320 --layer-sets final+block14 --spreads box \
+        --transforms sqrt --inputs whole
 """
 
 from __future__ import annotations
