@@ -97,6 +97,8 @@ class CountingModel:
     descriptor: Any = None
     # counting.density.DensityHead: the regressor's rows are its density sums (whole ROI, cells).
     density_head: Any = None
+    # counting.density.multiclass.ClassDensityHead (VOC): the regressor's rows are its per-class sums.
+    class_density_head: Any = None
     _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -149,6 +151,10 @@ class CountingModel:
             from counting.density.persistence import head_to_document
 
             head = {"density_head": head_to_document(self.density_head)}
+        if self.class_density_head is not None:
+            from counting.density.multiclass import class_head_to_document
+
+            head = {"class_density_head": class_head_to_document(self.class_density_head)}
         record = head | {
             "kind": MODEL_KIND,
             "format_version": 1 if self.descriptor is None else FORMAT_VERSION,
@@ -236,6 +242,11 @@ class CountingModel:
             from counting.density.persistence import head_from_document
 
             density_head = head_from_document(metadata["density_head"], str(source))
+        class_density_head = None
+        if metadata.get("class_density_head") is not None:
+            from counting.density.multiclass import class_head_from_document
+
+            class_density_head = class_head_from_document(metadata["class_density_head"], str(source))
         try:
             preprocessing = metadata["preprocessing"]
             mask_code = preprocessing.get("roi_mask")
@@ -270,6 +281,7 @@ class CountingModel:
                 path=source,
                 descriptor=descriptor,
                 density_head=density_head,
+                class_density_head=class_density_head,
             )
         except ModelFileError as error:
             raise ModelFileError(f"{source}: {error}") from None
@@ -382,6 +394,11 @@ class CountingModel:
         if self.density_head is not None:
             self._check_density_head(backbone)
             return
+        if self.class_density_head is not None:
+            from counting.density.multiclass import check_class_head
+
+            check_class_head(self.class_density_head, backbone, self.feature_dim, self.name)
+            return
         if self.grid is not None:
             return
         from counting.descriptors import DescriptorError, as_descriptor
@@ -460,6 +477,17 @@ class CountingModel:
 
         if self.density_head is not None:
             return self._count_paths_by_density(paths, backbone, cache, batch_size, progress)
+        if self.class_density_head is not None:
+            from counting.density.multiclass import class_head_features
+
+            features, ok, errors = class_head_features(
+                self.class_density_head, paths, backbone, self.preprocessing(), cache, batch_size
+            )
+            counts = self.predict_features(features)
+            low, high = self.intervals(counts)
+            return CountResult(
+                sources=[str(path) for path in paths], counts=counts, low=low, high=high, ok=ok, errors=errors
+            )
         feature_set = views(self.grid)
         features, ok = feature_set.features, np.asarray(feature_set.ok, dtype=bool)
         errors = dict(feature_set.errors)
@@ -528,6 +556,12 @@ class CountingModel:
         """Counts for prepared inputs of one shape: one forward pass for the batch."""
         if self.density_head is not None:
             return self.count_density(self.density_maps(tensors, weights))
+        if self.class_density_head is not None:
+            from counting.density.multiclass import class_head_batch_features
+
+            batch = np.stack([np.asarray(tensor) for tensor in tensors])
+            features = class_head_batch_features(self.class_density_head, self.get_backbone(weights), batch)
+            return self.predict_features(features, source="frames")
         backbone = self.get_backbone(weights)
         batch = list(tensors)  # stacked by the backbone, in the layout its runtime takes
         if self.uses_maps:
@@ -558,6 +592,8 @@ class CountingModel:
     def summary(self) -> dict:
         """Short description for the CLI."""
         head = {} if self.density_head is None else {"density_head": ",".join(self.density_head.layers)}
+        if self.class_density_head is not None:
+            head = {"density_head": "per class: " + ",".join(self.class_density_head.layers)}
         return head | {
             "backbone": self.backbone,
             "input_size": self.input_size,

@@ -271,7 +271,23 @@ def train_model(
             "--density-head trains one row per image (sums over the ROI and each --grid cell): "
             "leave out --layout and --whole-frame-rows"
         )
-    if config.density_head:
+    class_density_head = None
+    if config.density_head and multi_output:
+        from counting.density.class_training import fit_class_head_descriptors
+
+        class_density_head, frame = fit_class_head_descriptors(
+            samples,
+            dataset,
+            backbone,
+            preprocessing,
+            config.grid,
+            seed=config.seed,
+            cache=cache,
+            batch_size=config.batch_size,
+            log=log,
+        )
+        cells = None
+    elif config.density_head:
         from counting.density.training import fit_head_descriptors
 
         density_head, frame = fit_head_descriptors(
@@ -349,6 +365,7 @@ def train_model(
         class_names=list(dataset.class_names) if multi_output else None,
         target_transform=config.target_transform,
         density_head=density_head,
+        class_density_head=class_density_head,
         dataset={
             "name": dataset.name,
             "root": str(dataset.root),

@@ -230,7 +230,8 @@ DensityHeadOption = Annotated[
         "--density-head",
         help="Fit a density head on mid-level feature maps to the head dots (Mall, ShanghaiTech, UCSD); "
         "the regressor then corrects its sums over the ROI and each --grid cell, and count/video/report "
-        "can draw its density map.",
+        "can draw its density map. On VOC: one density per class on the final and block14 maps, fitted to "
+        "the boxes; the regressor corrects the 20 class sums.",
         rich_help_panel=DESCRIPTORS,
     ),
 ]
