@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def _decode_plain_jpeg(data: bytes) -> np.ndarray | None:
             )
     except Exception:  # noqa: BLE001 - anything odd takes PIL's path, which names the problem
         return None
-    if not plain:
+    if not plain or not _clean_structure(data):
         return None
     import cv2  # the OpenCV decoder is only needed here and for video
 
@@ -130,6 +131,60 @@ def _decode_plain_jpeg(data: bytes) -> np.ndarray | None:
     if array is None or array.shape[:2] != (height, width):
         return None
     return array
+
+
+# Markers a plain JPEG may hold before its image data (SOI, APPn, COM, DQT, DHT, DRI) and the
+# frames both decoders read the same way: baseline, extended and progressive Huffman-coded.
+# Arithmetic coding (SOF9-11) is refused by PIL's decoder and read by OpenCV's; it goes to PIL.
+_SEGMENT_MARKERS = frozenset([0xDB, 0xC4, 0xDD, 0xFE, *range(0xE0, 0xF0)])
+_FRAME_MARKERS = frozenset([0xC0, 0xC1, 0xC2])
+_SOS, _EOI = 0xDA, 0xD9
+# The first marker after entropy-coded data: 0xFF not followed by a stuffed zero, a restart
+# marker (D0-D7) or another fill 0xFF.
+_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+
+
+def _clean_structure(data: bytes) -> bool:
+    """True when ``data`` is a well-formed Huffman-coded JPEG whose last scan runs to the final
+    end-of-image marker, with nothing odd between its markers.
+
+    OpenCV keeps the pixels when libjpeg fails after the last scan line (a bogus marker in the
+    bytes after the image data, e.g. a corrupted middle ending with a copied FFD9), where PIL
+    reports the file as broken; damage inside the image data alone gives both decoders the same
+    pixels. A sequential image must have one scan: the markers between scans are only read
+    after OpenCV has kept the pixels. The regular expression keeps the walk at C speed.
+    """
+    if not data.startswith(b"\xff\xd8"):
+        return False
+    position, end, frame, scans = 2, len(data) - 2, None, 0
+    while position < end:
+        if data[position] != 0xFF:
+            return False
+        marker = data[position + 1]
+        if marker == 0xFF:  # fill byte before a marker
+            position += 1
+            continue
+        if marker not in _SEGMENT_MARKERS and marker not in _FRAME_MARKERS and marker != _SOS:
+            return False
+        if position + 4 > end:
+            return False
+        length = int.from_bytes(data[position + 2 : position + 4], "big")
+        if length < 2:
+            return False
+        position += 2 + length
+        if marker in _FRAME_MARKERS:
+            if frame is not None:
+                return False
+            frame = marker
+        elif marker == _SOS:
+            if frame is None:
+                return False
+            scans += 1
+            found = _NEXT_MARKER.search(data, position)
+            if found is None:
+                return False
+            position = found.start()
+    return position == end and frame is not None and scans >= 1 and (frame == 0xC2 or scans == 1)
 
 
 def _upright(image: Image.Image) -> Image.Image:

@@ -1,0 +1,89 @@
+"""Hostile JPEGs against the OpenCV decode path of the extraction pipeline (issue 8).
+
+``load_pixels`` hands plain JPEGs to OpenCV for speed; every file must still give PIL's pixels
+or PIL's one-line error. Each case failed before its fix.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from robust_helpers import assert_one_error
+
+from counting.errors import ImageError
+from counting.imaging import load_image, load_pixels
+
+
+def _jpeg_bytes(size: tuple[int, int] = (64, 48), seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    buffer = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def _second_start_marker(path: Path) -> Path:
+    # A copy-paste accident: the image data, then a second start-of-image marker before the end
+    # marker. libjpeg fails after the last scan line: OpenCV kept the pixels, PIL says "broken".
+    data = _jpeg_bytes()
+    path.write_bytes(data[:-2] + b"\xff\xd8\xff\xd9")
+    return path
+
+
+def _garbage_inside(path: Path) -> Path:
+    # A damaged download: the header and the start of the scan, then random bytes, then FFD9.
+    data = _jpeg_bytes()
+    start = data.find(b"\xff\xda")
+    garbage = np.random.default_rng(0).integers(0, 256, 3000, dtype=np.uint8).tobytes()
+    path.write_bytes(data[: start + 400] + garbage + b"\xff\xd9")
+    return path
+
+
+def _declared_arithmetic(path: Path) -> Path:
+    # SOF9 (arithmetic coding): OpenCV's libjpeg-turbo decodes it, PIL's does not (a real file
+    # from `jpegtran -arithmetic` is "broken data stream" for PIL and a picture for OpenCV).
+    # Here the Huffman data is declared arithmetic: each decoder makes its own garbage of it.
+    data = bytearray(_jpeg_bytes())
+    frame = data.find(b"\xff\xc0")
+    data[frame + 1] = 0xC9
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("make", [_second_start_marker, _garbage_inside], ids=["second-soi", "garbage"])
+def test_damaged_jpeg_ending_with_its_end_marker_is_refused_like_pil(tmp_path: Path, make) -> None:
+    path = make(tmp_path / "damaged.jpg")
+    with pytest.raises(ImageError) as expected:
+        load_image(path)
+    with pytest.raises(ImageError) as caught:
+        load_pixels(path)
+    assert str(caught.value) == str(expected.value)
+    assert str(caught.value).startswith(f"{path}: cannot decode image")
+
+
+def test_arithmetic_coded_jpeg_takes_pils_decoder(tmp_path: Path) -> None:
+    path = _declared_arithmetic(tmp_path / "arithmetic.jpg")
+    pixels, bgr = load_pixels(path)
+    assert not bgr
+    np.testing.assert_array_equal(np.asarray(pixels), np.asarray(load_image(path)))
+
+
+def test_damaged_jpeg_through_features_is_one_line_naming_it(cli, tmp_path: Path) -> None:
+    path = _second_start_marker(tmp_path / "damaged.jpg")
+    result = cli("features", path, "-o", tmp_path / "f.npy", "--no-progress")
+    assert_one_error(result, str(path), "cannot decode image")
+    assert not (tmp_path / "f.npy").exists()
+
+
+def test_middle_cut_out_still_gives_pils_pixels(tmp_path: Path) -> None:
+    # Damage inside the image data alone: both decoders fill the rest the same way (PIL does not
+    # refuse it), so the fast path may keep it.
+    data = _jpeg_bytes((160, 120))
+    path = tmp_path / "cut.jpg"
+    path.write_bytes(data[: len(data) // 2] + data[len(data) // 2 + 500 :])
+    pixels, bgr = load_pixels(path)
+    assert bgr
+    np.testing.assert_array_equal(np.asarray(pixels)[:, :, ::-1], np.asarray(load_image(path)))
