@@ -39,8 +39,9 @@ class _OneLineErrors(TyperGroup):
             command = f"counting {context.info_name}: " if context is not None and context.parent else ""
             print_error(f"{command}{error.format_message()} (see --help)")
             raise typer.Exit(error.exit_code) from None
-        except KeyboardInterrupt:
-            print_error("interrupted")
+        except KeyboardInterrupt as interrupt:
+            # A command may say what it kept: raise KeyboardInterrupt("what was kept").
+            print_error(f"interrupted: {interrupt}" if str(interrupt) else "interrupted")
             raise typer.Exit(130) from None
 
 
