@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import io
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
-from robust_helpers import assert_one_error, make_image
+from robust_helpers import REPO_ROOT, assert_one_error, make_image, make_video
 
 
 def _truncated_jpeg(path: Path, size: tuple[int, int]) -> Path:
@@ -40,3 +41,34 @@ def test_features_bad_image_without_a_cache_does_not_promise_one(cli, tmp_path: 
     bad = _truncated_jpeg(tmp_path / "z.jpg", (64, 48))
     line = assert_one_error(cli("features", bad, "--no-cache", "--no-progress"), str(bad), "--skip-bad")
     assert "cache" not in line
+
+
+# -- per-class columns: one scheme for `count` and `video` ----------------------------------------
+def test_count_and_video_name_per_class_columns_alike(cli, tmp_path: Path) -> None:
+    # Was: `count` wrote `person`, `person_low`; `video` wrote `count_person` and no interval.
+    model = REPO_ROOT / "models" / "voc20.npz"
+    image = make_image(tmp_path / "photo.png", size=(160, 120))
+    clip = make_video(tmp_path / "clip.avi", n_frames=2, size=(160, 120))
+    result = cli("count", image, "-m", model, "--csv", tmp_path / "count.csv")
+    assert result.exit_code == 0, result.output
+    result = cli("video", clip, "-m", model, "--counts", tmp_path / "video.csv", "--quiet")
+    assert result.exit_code == 0, result.output
+    count_header = _header(tmp_path / "count.csv")
+    video_header = _header(tmp_path / "video.csv")
+    per_class = [f"{kind}_{name}" for name in ("person", "cat") for kind in ("count", "low", "high")]
+    for column in per_class:
+        assert column in count_header and column in video_header, column
+    assert count_header[:2] == ["image", "total"] and video_header[:2] == ["frame", "time_s"]
+    assert not {"person", "person_low", "low", "high", "count"} & set(count_header + video_header)
+
+
+def _header(path: Path) -> list[str]:
+    with open(path, newline="") as handle:
+        return next(csv.reader(handle))
+
+
+# -- --show-above on a single-count model ---------------------------------------------------------
+def test_show_above_on_a_single_count_model_is_refused(cli, features_file: Path) -> None:
+    # Was: exit 0, the option silently ignored.
+    assert_one_error(cli("count", "--features", features_file, "--show-above", "2"), "default.npz", "--show-above")
+    assert cli("count", "--features", features_file).exit_code == 0
