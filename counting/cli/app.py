@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from counting import __version__
-from counting.cli.common import print_error, print_warning
+from counting.cli.common import interrupt_note, print_error, print_warning
 from counting.cli.compare import compare
 from counting.cli.count import count
 from counting.cli.evaluate import evaluate
@@ -28,6 +28,7 @@ class _OneLineErrors(TyperGroup):
     dataset, click's 2 for a bad option (unknown flag, value out of its choices)."""
 
     def invoke(self, ctx: typer.Context) -> Any:
+        interrupt_note()  # a note left by an earlier command in this process is not this one's
         try:
             with one_line_warnings(print_warning):
                 return super().invoke(ctx)
@@ -40,8 +41,9 @@ class _OneLineErrors(TyperGroup):
             print_error(f"{command}{error.format_message()} (see --help)")
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt as interrupt:
-            # A command may say what it kept: raise KeyboardInterrupt("what was kept").
-            print_error(f"interrupted: {interrupt}" if str(interrupt) else "interrupted")
+            # A command says what it kept: raise KeyboardInterrupt("...") or common.on_interrupt().
+            note = str(interrupt) or interrupt_note()
+            print_error(f"interrupted: {note}" if note else "interrupted")
             raise typer.Exit(130) from None
 
 

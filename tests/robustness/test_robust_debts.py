@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
-from robust_helpers import REPO_ROOT, assert_one_error, make_image, make_video
+from robust_helpers import (
+    DEFAULT_MODEL,
+    REPO_ROOT,
+    assert_one_error,
+    assert_process_one_error,
+    assert_unchanged,
+    make_image,
+    make_video,
+    run_cli_process,
+    snapshot,
+)
+
+from counting.model import load_model
 
 
 def _truncated_jpeg(path: Path, size: tuple[int, int]) -> Path:
@@ -72,3 +86,70 @@ def test_show_above_on_a_single_count_model_is_refused(cli, features_file: Path)
     # Was: exit 0, the option silently ignored.
     assert_one_error(cli("count", "--features", features_file, "--show-above", "2"), "default.npz", "--show-above")
     assert cli("count", "--features", features_file).exit_code == 0
+
+
+# -- Ctrl-C during `counting train` -----------------------------------------------------------------
+@pytest.fixture
+def folder_dataset(tmp_path: Path) -> Path:
+    root = tmp_path / "dataset"
+    root.mkdir()
+    rows = ["filename,count,split"]
+    for index in range(16):
+        make_image(root / f"img{index:02d}.png", seed=index)
+        rows.append(f"img{index:02d}.png,{index % 5},{'test' if index >= 12 else 'train'}")
+    (root / "counts.csv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+def _train(root: Path, out: Path) -> list:
+    return ["train", "-d", "folder", "-r", root, "-o", out, "--input-size", "64", "--centers", "3",
+            "--epochs", "2", "--no-progress"]  # fmt: skip
+
+
+def test_ctrl_c_while_fitting_keeps_the_old_model_and_says_so(tmp_path: Path, folder_dataset: Path) -> None:
+    # A real SIGINT in the middle of the fit. Was: exit 130 with a bare "interrupted".
+    out = tmp_path / "model.npz"
+    shutil.copy(DEFAULT_MODEL, out)
+    before = snapshot(out)
+    preamble = (
+        "import os, signal, time, agp\n"
+        "def fit(self, *args, **kwargs):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(30)\n"
+        "agp.AGPRegressor.fit = fit\n"
+    )
+    process = run_cli_process(*_train(folder_dataset, out), preamble=preamble)
+    line = assert_process_one_error(process, "interrupted: no model written", f"{out} is unchanged", code=130)
+    assert "feature cache" in line
+    assert_unchanged(before)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dataset", "feature-cache", "model.npz"]
+
+
+def test_ctrl_c_during_the_test_evaluation_writes_no_model(
+    cli, tmp_path: Path, folder_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import counting.evaluation
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(counting.evaluation, "evaluate_model", interrupted)
+    out = tmp_path / "new.npz"
+    result = cli(*_train(folder_dataset, out), "--no-cache")
+    line = assert_one_error(result, "interrupted: no model written", f"{out} was not created", code=130)
+    assert "cache" not in line
+    assert not out.exists()
+
+
+def test_ctrl_c_after_the_save_says_the_model_is_saved(
+    cli, tmp_path: Path, folder_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import counting.plots
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(counting.plots, "plot_loss", interrupted)
+    out = tmp_path / "new.npz"
+    assert_one_error(cli(*_train(folder_dataset, out)), f"interrupted: model saved to {out}", code=130)
+    assert load_model(out).input_size == 64
