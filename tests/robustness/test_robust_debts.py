@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +156,30 @@ def test_ctrl_c_after_the_save_says_the_model_is_saved(
     out = tmp_path / "new.npz"
     assert_one_error(cli(*_train(folder_dataset, out)), f"interrupted: model saved to {out}", code=130)
     assert load_model(out).input_size == 64
+
+
+# -- `counting --help` / `--version` start fast ---------------------------------------------------
+@pytest.mark.parametrize("argument", ["--help", "--version"])
+def test_top_level_help_and_version_import_no_heavy_library(argument: str) -> None:
+    # Was: every command module imported up front, with torch, scikit-learn and Dask (~4-6 s on
+    # a busy 2-core machine; 0.3-0.5 s now, scripts/bench_cli_startup.py).
+    code = (
+        "import sys\n"
+        "from counting.cli.app import main\n"
+        f"sys.argv = ['counting', '{argument}']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in ('torch', 'sklearn', 'distributed', 'cv2', 'scipy') if m in sys.modules)\n"
+        "print('heavy:', heavy)\n"
+    )
+    process = subprocess.run(  # noqa: PLW1510 - checked below
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    )
+    assert process.returncode == 0, process.stderr
+    assert "heavy: []" in process.stdout, process.stdout[-500:]
+    assert ("counting count" in process.stdout and "compare" in process.stdout) if argument == "--help" else True
+
+
+def test_every_command_still_runs_and_shows_its_help(cli) -> None:
+    for name in ("train", "evaluate", "report", "count", "video", "features", "compare"):
+        result = cli(name, "--help")
+        assert result.exit_code == 0 and "Usage:" in result.stdout and "--help" in result.stdout, name
