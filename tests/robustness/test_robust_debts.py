@@ -19,6 +19,7 @@ from robust_helpers import (
     assert_one_error,
     assert_process_one_error,
     assert_unchanged,
+    file_size_limit,
     make_image,
     make_video,
     run_cli_process,
@@ -183,3 +184,44 @@ def test_every_command_still_runs_and_shows_its_help(cli) -> None:
     for name in ("train", "evaluate", "report", "count", "video", "features", "compare"):
         result = cli(name, "--help")
         assert result.exit_code == 0 and "Usage:" in result.stdout and "--help" in result.stdout, name
+
+
+# -- full disk and Ctrl-C during `counting features` ---------------------------------------------
+def test_full_disk_for_a_new_features_file_does_not_mention_a_previous_file(tmp_path: Path) -> None:
+    # Was: "...; the previous file is unchanged" when there never was one.
+    image = make_image(tmp_path / "a.png", size=(64, 48))
+    out = tmp_path / "out" / "f.csv"
+    out.parent.mkdir()
+    process = run_cli_process("features", image, "-o", out, "--no-progress", preamble=file_size_limit(2_000))
+    assert_process_one_error(process, str(out), "cannot write (File too large); no file was created")
+    assert list(out.parent.iterdir()) == []
+
+
+def test_ctrl_c_during_features_keeps_what_was_extracted_and_the_next_run_resumes(
+    tmp_path: Path, _private_cache
+) -> None:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for k in range(12):
+        make_image(folder / f"a{k:02d}.png", size=(64, 48), seed=k)
+    out = tmp_path / "f.npy"
+    # A real SIGINT once the fourth descriptor is in the cache (batches of two).
+    preamble = (
+        "import os, signal\n"
+        "from counting.features.cache import FeatureCache\n"
+        "put, stored = FeatureCache.put, []\n"
+        "def counted(self, *args):\n"
+        "    put(self, *args)\n"
+        "    stored.append(1)\n"
+        "    if len(stored) == 4:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "FeatureCache.put = counted\n"
+    )
+    args = ("features", folder, "-o", out, "--batch-size", "2", "--no-progress")
+    process = run_cli_process(*args, preamble=preamble)
+    line = assert_process_one_error(process, "interrupted: no descriptors file written", "feature cache", code=130)
+    assert "Traceback" not in process.stderr, line
+    assert not out.exists()
+    process = run_cli_process(*args)
+    assert process.returncode == 0, process.stderr
+    assert "12 of 12 images: 4 from cache, 8 computed, 0 skipped" in process.stdout
