@@ -24,6 +24,8 @@ MAX_SOURCE_PIXELS = 100_000_000
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 
 _EXIF_ORIENTATION = 0x0112
+# Larger JPEGs (rare: a photo is a few MB) are decoded by PIL without first reading them whole.
+_MAX_FAST_JPEG_BYTES = 64 << 20
 
 
 def load_image(path: str | os.PathLike[str]) -> Image.Image:
@@ -99,7 +101,12 @@ def load_pixels(path: str | os.PathLike[str]) -> tuple[Image.Image | np.ndarray,
     path = Path(path)
     _check_file(path)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            # Only a JPEG of ordinary size is read whole: anything else (a huge file of another
+            # kind named .jpg) goes to PIL, which reads no more than its header to refuse it.
+            if handle.read(2) != b"\xff\xd8" or os.fstat(handle.fileno()).st_size > _MAX_FAST_JPEG_BYTES:
+                return load_image(path), False
+            data = b"\xff\xd8" + handle.read()
     except OSError:
         return load_image(path), False  # names the problem
     # A JPEG that does not end with its end-of-image marker may be truncated: OpenCV would fill

@@ -7,12 +7,15 @@ or PIL's one-line error. Each case failed before its fix.
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
-from robust_helpers import assert_one_error
+from robust_helpers import REPO_ROOT, assert_one_error
 
 from counting.errors import ImageError
 from counting.imaging import load_image, load_pixels
@@ -87,3 +90,29 @@ def test_middle_cut_out_still_gives_pils_pixels(tmp_path: Path) -> None:
     pixels, bgr = load_pixels(path)
     assert bgr
     np.testing.assert_array_equal(np.asarray(pixels)[:, :, ::-1], np.asarray(load_image(path)))
+
+
+def test_a_huge_file_of_another_kind_named_jpg_is_not_read_whole(tmp_path: Path) -> None:
+    # Was: load_pixels read all 512 MB into memory (peak RSS ~560 MB) before PIL refused it from
+    # its first bytes. A sparse file: no disk used.
+    path = tmp_path / "disk-image.jpg"
+    with open(path, "wb") as handle:
+        handle.truncate(512 << 20)
+    code = (
+        "import sys\n"
+        "from counting.imaging import load_pixels\n"
+        "from counting.errors import ImageError\n"
+        "try:\n    load_pixels(sys.argv[1])\nexcept ImageError as error:\n    print(error)\n"
+        # VmHWM is this process's own peak (ru_maxrss would carry the forking parent's over exec).
+        "hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0]\n"
+        "print('peak MB', int(hwm.split()[1]) // 1024)\n"
+    )
+    process = subprocess.run(  # noqa: PLW1510 - checked below
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert f"{path}: not an image file" in process.stdout, process.stdout + process.stderr
+    peak = int(process.stdout.split("peak MB")[1])
+    assert peak < 256, peak
