@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
 from typing import TYPE_CHECKING, Any
 
 from counting.backbones.runtime import RUNTIMES, configure_runtime, default_runtime, default_threads
@@ -41,6 +40,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'counting.backbones' has no attribute {name!r}")
+
 
 __all__ = [
     "BACKBONES",
