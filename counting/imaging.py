@@ -57,6 +57,9 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
     except ImageError:
         raise
     except UnidentifiedImageError:
+        kind = _unsupported_jpeg_kind(path)
+        if kind is not None:
+            raise ImageError(f"{path}: cannot decode image ({kind}, which the JPEG decoder does not read)") from None
         raise ImageError(f"{path}: not an image file (unrecognised format)") from None
     except Image.DecompressionBombError:
         raise ImageError(f"{path}: image too large (PIL refuses it as a decompression bomb)") from None
@@ -66,6 +69,9 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "truncated" in message.lower():
             message = "image file is truncated"
+        kind = _unsupported_jpeg_kind(path)
+        if kind is not None:
+            message = f"{kind}, which the JPEG decoder does not read"
         raise ImageError(f"{path}: cannot decode image ({message})") from None
     return rgb
 
@@ -192,6 +198,33 @@ def _clean_structure(data: bytes) -> bool:
                 return False
             position = found.start()
     return position == end and frame is not None and scans >= 1 and (frame == 0xC2 or scans == 1)
+
+
+def _unsupported_jpeg_kind(path: Path) -> str | None:
+    """ "12-bit JPEG", "arithmetic-coded JPEG" or "lossless JPEG" when the frame header of the
+    JPEG at ``path`` says so (PIL reports those as unrecognised or as a broken stream)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16)
+    except OSError:
+        return None
+    if not head.startswith(b"\xff\xd8"):
+        return None
+    position = 2
+    while position + 9 < len(head) and head[position] == 0xFF:
+        marker = head[position + 1]
+        if marker == 0xFF:
+            position += 1
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header (SOFn)
+            if marker in (0xC3, 0xC7, 0xCB, 0xCF):
+                return "lossless JPEG"
+            if marker >= 0xC9:
+                return "arithmetic-coded JPEG"
+            precision = head[position + 4]
+            return f"{precision}-bit JPEG" if precision != 8 else None
+        position += 2 + int.from_bytes(head[position + 2 : position + 4], "big")
+    return None
 
 
 def _upright(image: Image.Image) -> Image.Image:

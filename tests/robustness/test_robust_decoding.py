@@ -6,6 +6,7 @@ or PIL's one-line error. Each case failed before its fix.
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import os
@@ -47,15 +48,13 @@ def _garbage_inside(path: Path) -> Path:
     return path
 
 
-def _declared_arithmetic(path: Path) -> Path:
-    # SOF9 (arithmetic coding): OpenCV's libjpeg-turbo decodes it, PIL's does not (a real file
-    # from `jpegtran -arithmetic` is "broken data stream" for PIL and a picture for OpenCV).
-    # Here the Huffman data is declared arithmetic: each decoder makes its own garbage of it.
-    data = bytearray(_jpeg_bytes())
-    frame = data.find(b"\xff\xc0")
-    data[frame + 1] = 0xC9
-    path.write_bytes(bytes(data))
-    return path
+# A real arithmetic-coded JPEG, 8x8 (`jpegtran -arithmetic` of a PIL JPEG). OpenCV decodes any
+# size; PIL's decoder reads small ones only (larger ones are "broken data stream" there).
+_ARITHMETIC_JPEG = (
+    "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDABALDA4MChAODQ4SERATGCgaGBYWGDEjJR0oOjM9PDkzODdASFxOQERXRTc4UG1RV19iZ2hnPk1xeXBk"
+    "eFxlZ2P/2wBDARESEhgVGC8aGi9jQjhCY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2P/yQARCAAIAAgD"
+    "ASIAAhEBAxEB/8wACgAQEAUBEBEF/9oADAMBAAIRAxEAPwBoyUkDzMq1pRLL56QNTHIcOPuC2qbmeDw5hpXCaLm0hJitZ6UB+Hx95NmLCxD/2Q=="
+)
 
 
 @pytest.mark.parametrize("make", [_second_start_marker, _garbage_inside], ids=["second-soi", "garbage"])
@@ -70,10 +69,25 @@ def test_damaged_jpeg_ending_with_its_end_marker_is_refused_like_pil(tmp_path: P
 
 
 def test_arithmetic_coded_jpeg_takes_pils_decoder(tmp_path: Path) -> None:
-    path = _declared_arithmetic(tmp_path / "arithmetic.jpg")
+    # Was: OpenCV's pixels, so a large arithmetic-coded JPEG was counted by `features`/`count` and
+    # refused by everything reading through load_image.
+    path = tmp_path / "arithmetic.jpg"
+    path.write_bytes(base64.b64decode(_ARITHMETIC_JPEG))
     pixels, bgr = load_pixels(path)
     assert not bgr
     np.testing.assert_array_equal(np.asarray(pixels), np.asarray(load_image(path)))
+
+
+def test_twelve_bit_jpeg_says_so(tmp_path: Path) -> None:
+    # Was: "not an image file (unrecognised format)" for a JPEG PIL does not read.
+    data = bytearray(_jpeg_bytes())
+    data[data.find(b"\xff\xc0") + 4] = 12  # the frame header's sample precision
+    path = tmp_path / "twelve.jpg"
+    path.write_bytes(bytes(data))
+    for loader in (load_image, load_pixels):
+        with pytest.raises(ImageError) as caught:
+            loader(path)
+        assert str(caught.value) == f"{path}: cannot decode image (12-bit JPEG, which the JPEG decoder does not read)"
 
 
 def test_damaged_jpeg_through_features_is_one_line_naming_it(cli, tmp_path: Path) -> None:
