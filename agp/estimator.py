@@ -359,7 +359,9 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         weights = (
             None
             if sample_weight is None
-            else _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            else _checked_weight_range(
+                _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            )
         )
         self._check_grids()
         self._y_ndim = y.ndim
@@ -772,6 +774,36 @@ def _huber_delta(residuals: np.ndarray) -> float:
 def _subsample(rows: np.ndarray, limit: int, rng: np.random.Generator) -> np.ndarray:
     """``rows`` itself when it has at most ``limit`` entries, else a sorted random subset."""
     return rows if len(rows) <= limit else np.sort(rng.choice(rows, size=limit, replace=False))
+
+
+# Limits on sample_weight beyond scikit-learn's finite and non-negative: past them the fit's
+# float64 sums break down and NumPy/scikit-learn print multi-line RuntimeWarnings (squared
+# gradients overflow above ~1e154; a row 1e16 times heavier than another makes the lighter rows
+# vanish below the rounding and RidgeCV's leave-one-out divides by zero).
+MAX_SAMPLE_WEIGHT = 1e100
+MAX_SAMPLE_WEIGHT_RATIO = 1e12
+
+
+def _checked_weight_range(weights: np.ndarray) -> np.ndarray:
+    """``weights``, or a one-line ValueError when they are too large or too unequal to fit on."""
+    positive = weights[weights > 0]
+    if positive.size == 0:
+        return weights  # all zero: the fit names that problem itself
+    largest, smallest = float(positive.max()), float(positive.min())
+    if largest > MAX_SAMPLE_WEIGHT:
+        raise ValueError(
+            f"sample_weight: the largest weight is {largest:.3g} (row {int(np.argmax(weights))}), above "
+            f"{MAX_SAMPLE_WEIGHT:.0e}: divide them all by one factor (their ratios stay; the loss scales "
+            "against `reg` with it)"
+        )
+    if largest / smallest > MAX_SAMPLE_WEIGHT_RATIO:
+        raise ValueError(
+            f"sample_weight: the largest weight ({largest:.3g}, row {int(np.argmax(weights))}) is "
+            f"{largest / smallest:.3g} times the smallest non-zero one ({smallest:.3g}, row "
+            f"{int(np.flatnonzero(weights == smallest)[0])}); at most {MAX_SAMPLE_WEIGHT_RATIO:.0e}, beyond which "
+            "the lighter rows vanish below float64 precision: clip the weights or give such rows weight 0"
+        )
+    return weights
 
 
 def _column_mean_std(

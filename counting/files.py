@@ -137,7 +137,8 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
     except BaseException as error:
         temporary.unlink(missing_ok=True)
         if isinstance(error, OSError) and not isinstance(error, CountingError):
-            raise OutputError(f"{target}: cannot write ({_reason(error)}); the previous file is unchanged") from None
+            kept = "the previous file is unchanged" if os.path.lexists(target) else "no file was created"
+            raise OutputError(f"{target}: cannot write ({_reason(error)}); {kept}") from None
         raise
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -23,6 +24,8 @@ MAX_SOURCE_PIXELS = 100_000_000
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 
 _EXIF_ORIENTATION = 0x0112
+# Larger JPEGs (rare: a photo is a few MB) are decoded by PIL without first reading them whole.
+_MAX_FAST_JPEG_BYTES = 64 << 20
 
 
 def load_image(path: str | os.PathLike[str]) -> Image.Image:
@@ -54,6 +57,9 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
     except ImageError:
         raise
     except UnidentifiedImageError:
+        kind = _unsupported_jpeg_kind(path)
+        if kind is not None:
+            raise ImageError(f"{path}: cannot decode image ({kind}, which the JPEG decoder does not read)") from None
         raise ImageError(f"{path}: not an image file (unrecognised format)") from None
     except Image.DecompressionBombError:
         raise ImageError(f"{path}: image too large (PIL refuses it as a decompression bomb)") from None
@@ -63,6 +69,9 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "truncated" in message.lower():
             message = "image file is truncated"
+        kind = _unsupported_jpeg_kind(path)
+        if kind is not None:
+            message = f"{kind}, which the JPEG decoder does not read"
         raise ImageError(f"{path}: cannot decode image ({message})") from None
     return rgb
 
@@ -98,7 +107,12 @@ def load_pixels(path: str | os.PathLike[str]) -> tuple[Image.Image | np.ndarray,
     path = Path(path)
     _check_file(path)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            # Only a JPEG of ordinary size is read whole: anything else (a huge file of another
+            # kind named .jpg) goes to PIL, which reads no more than its header to refuse it.
+            if handle.read(2) != b"\xff\xd8" or os.fstat(handle.fileno()).st_size > _MAX_FAST_JPEG_BYTES:
+                return load_image(path), False
+            data = b"\xff\xd8" + handle.read()
     except OSError:
         return load_image(path), False  # names the problem
     # A JPEG that does not end with its end-of-image marker may be truncated: OpenCV would fill
@@ -122,7 +136,7 @@ def _decode_plain_jpeg(data: bytes) -> np.ndarray | None:
             )
     except Exception:  # noqa: BLE001 - anything odd takes PIL's path, which names the problem
         return None
-    if not plain:
+    if not plain or not _clean_structure(data):
         return None
     import cv2  # the OpenCV decoder is only needed here and for video
 
@@ -130,6 +144,87 @@ def _decode_plain_jpeg(data: bytes) -> np.ndarray | None:
     if array is None or array.shape[:2] != (height, width):
         return None
     return array
+
+
+# Markers a plain JPEG may hold before its image data (SOI, APPn, COM, DQT, DHT, DRI) and the
+# frames both decoders read the same way: baseline, extended and progressive Huffman-coded.
+# Arithmetic coding (SOF9-11) is refused by PIL's decoder and read by OpenCV's; it goes to PIL.
+_SEGMENT_MARKERS = frozenset([0xDB, 0xC4, 0xDD, 0xFE, *range(0xE0, 0xF0)])
+_FRAME_MARKERS = frozenset([0xC0, 0xC1, 0xC2])
+_SOS, _EOI = 0xDA, 0xD9
+# The first marker after entropy-coded data: 0xFF not followed by a stuffed zero, a restart
+# marker (D0-D7) or another fill 0xFF.
+_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+
+
+def _clean_structure(data: bytes) -> bool:
+    """True when ``data`` is a well-formed Huffman-coded JPEG whose last scan runs to the final
+    end-of-image marker, with nothing odd between its markers.
+
+    OpenCV keeps the pixels when libjpeg fails after the last scan line (a bogus marker in the
+    bytes after the image data, e.g. a corrupted middle ending with a copied FFD9), where PIL
+    reports the file as broken; damage inside the image data alone gives both decoders the same
+    pixels. A sequential image must have one scan: the markers between scans are only read
+    after OpenCV has kept the pixels. The regular expression keeps the walk at C speed.
+    """
+    if not data.startswith(b"\xff\xd8"):
+        return False
+    position, end, frame, scans = 2, len(data) - 2, None, 0
+    while position < end:
+        if data[position] != 0xFF:
+            return False
+        marker = data[position + 1]
+        if marker == 0xFF:  # fill byte before a marker
+            position += 1
+            continue
+        if marker not in _SEGMENT_MARKERS and marker not in _FRAME_MARKERS and marker != _SOS:
+            return False
+        if position + 4 > end:
+            return False
+        length = int.from_bytes(data[position + 2 : position + 4], "big")
+        if length < 2:
+            return False
+        position += 2 + length
+        if marker in _FRAME_MARKERS:
+            if frame is not None:
+                return False
+            frame = marker
+        elif marker == _SOS:
+            if frame is None:
+                return False
+            scans += 1
+            found = _NEXT_MARKER.search(data, position)
+            if found is None:
+                return False
+            position = found.start()
+    return position == end and frame is not None and scans >= 1 and (frame == 0xC2 or scans == 1)
+
+
+def _unsupported_jpeg_kind(path: Path) -> str | None:
+    """ "12-bit JPEG", "arithmetic-coded JPEG" or "lossless JPEG" when the frame header of the
+    JPEG at ``path`` says so (PIL reports those as unrecognised or as a broken stream)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16)
+    except OSError:
+        return None
+    if not head.startswith(b"\xff\xd8"):
+        return None
+    position = 2
+    while position + 9 < len(head) and head[position] == 0xFF:
+        marker = head[position + 1]
+        if marker == 0xFF:
+            position += 1
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header (SOFn)
+            if marker in (0xC3, 0xC7, 0xCB, 0xCF):
+                return "lossless JPEG"
+            if marker >= 0xC9:
+                return "arithmetic-coded JPEG"
+            precision = head[position + 4]
+            return f"{precision}-bit JPEG" if precision != 8 else None
+        position += 2 + int.from_bytes(head[position + 2 : position + 4], "big")
+    return None
 
 
 def _upright(image: Image.Image) -> Image.Image:

@@ -33,6 +33,7 @@ import cv2
 import numpy as np
 
 from counting import defaults
+from counting.columns import class_column
 from counting.errors import CountingError, StreamError
 from counting.inflight import computed_in_order
 from counting.smoothing import StreamingSmoother
@@ -493,12 +494,13 @@ def count_video(
     """
     video = source if isinstance(source, VideoSource) else VideoSource.parse(source)
     names = model.class_names
-    count_fields = [f"count_{name}" for name in names] if names else ["count"]
+    # Per-class columns are named as `counting count` names them (counting.columns).
+    count_fields = [class_column("count", name) for name in names] if names else ["count"]
     fields = ["frame", "time_s"] + count_fields
-    if model.interval is not None and not names:
-        fields += ["low", "high"]
+    if model.interval is not None:
+        fields += [class_column(kind, name) for kind in ("low", "high") for name in names] if names else ["low", "high"]
     if smooth_window > 1:
-        fields += [f"smoothed_{name}" for name in names] if names else ["smoothed"]
+        fields += [class_column("smoothed", name) for name in names] if names else ["smoothed"]
     smoother = StreamingSmoother(smooth_window) if smooth_window > 1 else None
     sink = None
     writer = None
@@ -542,17 +544,20 @@ def count_video(
                         record: dict[str, Any] = {"frame": frame.index, "time_s": round(frame.time_s, 3)}
                         count = counts[k]
                         if names:
-                            record.update({f"count_{n}": float(v) for n, v in zip(names, count)})
+                            record.update({class_column("count", n): float(v) for n, v in zip(names, count)})
+                            if lows is not None:
+                                record.update({class_column("low", n): float(v) for n, v in zip(names, lows[k])})
+                                record.update({class_column("high", n): float(v) for n, v in zip(names, highs[k])})
                         else:
                             record["count"] = float(count)
                             total += float(count)
-                        if lows is not None and not names:
-                            record["low"], record["high"] = float(lows[k]), float(highs[k])
+                            if lows is not None:
+                                record["low"], record["high"] = float(lows[k]), float(highs[k])
                         label = f"count {float(np.sum(count)):.1f}"
                         if smoother is not None:
                             smoothed = smoother.update(count)
                             if names:
-                                record.update({f"smoothed_{n}": float(v) for n, v in zip(names, smoothed)})
+                                record.update({class_column("smoothed", n): float(v) for n, v in zip(names, smoothed)})
                             else:
                                 record["smoothed"] = float(smoothed)
                                 label = f"count {smoothed:.1f}"

@@ -16,11 +16,31 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from counting.backbones.base import Backbone, stack_prepared
-from counting.backbones.preprocessing import Normalisation, Preprocessing
 from counting.backbones.runtime import RUNTIMES, configure_runtime, default_runtime, default_threads
 from counting.errors import BackboneError
+
+if TYPE_CHECKING:
+    from counting.backbones.base import Backbone, stack_prepared
+    from counting.backbones.preprocessing import Normalisation, Preprocessing
+
+# Loaded on first use: they import torch (~2 s), which the command line's --help must not wait for.
+_LAZY = {
+    "Backbone": "counting.backbones.base",
+    "stack_prepared": "counting.backbones.base",
+    "Normalisation": "counting.backbones.preprocessing",
+    "Preprocessing": "counting.backbones.preprocessing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'counting.backbones' has no attribute {name!r}")
+
 
 __all__ = [
     "BACKBONES",

@@ -6,28 +6,76 @@ raised anywhere under a command ends as one red line and exit code 1, never a tr
 
 from __future__ import annotations
 
+import ast
+import importlib
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
+import click
 import typer
+import typer.main
 from typer.core import TyperGroup
 
 from counting import __version__
-from counting.cli.common import print_error, print_warning
-from counting.cli.compare import compare
-from counting.cli.count import count
-from counting.cli.evaluate import evaluate
-from counting.cli.features import features
-from counting.cli.report import report
-from counting.cli.train import train
-from counting.cli.video import video
+from counting.cli.common import interrupt_note, print_error, print_warning
 from counting.errors import CountingError, one_line_warnings
+
+# Each command is the function of the same name in counting/cli/<name>.py. A module is imported
+# only when its command runs or shows its --help: together they pull in torch, scikit-learn,
+# Dask and OpenCV (~4 s), which `counting --help` and `counting --version` do not need.
+COMMANDS = ("train", "evaluate", "report", "count", "video", "features", "compare")
+
+
+def _load_command(name: str) -> click.Command:
+    module = importlib.import_module(f"counting.cli.{name}")
+    single = typer.Typer(rich_markup_mode="markdown", add_completion=False, pretty_exceptions_show_locals=False)
+    single.command(name)(getattr(module, name))
+    command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+def _summary(name: str) -> click.Command:
+    """A stand-in that only lists ``name`` in the top-level --help: its docstring, read from
+    the source without importing the module (or what it imports)."""
+    source = Path(__file__).with_name(f"{name}.py").read_text(encoding="utf-8")
+    docstring = next(
+        (
+            ast.get_docstring(node) or ""
+            for node in ast.parse(source).body
+            if isinstance(node, ast.FunctionDef) and node.name == name
+        ),
+        "",
+    )
+    return click.Command(name, help=docstring)
 
 
 class _OneLineErrors(TyperGroup):
     """Runs a command; user-input failures become one red line: exit code 1 for a bad file or
     dataset, click's 2 for a bad option (unknown flag, value out of its choices)."""
 
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *(name for name in super().list_commands(ctx) if name not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS or cmd_name in self.commands:
+            return super().get_command(ctx, cmd_name)
+        if self._listing:
+            return _summary(cmd_name)
+        self.commands[cmd_name] = _load_command(cmd_name)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
     def invoke(self, ctx: typer.Context) -> Any:
+        interrupt_note()  # a note left by an earlier command in this process is not this one's
         try:
             with one_line_warnings(print_warning):
                 return super().invoke(ctx)
@@ -39,8 +87,10 @@ class _OneLineErrors(TyperGroup):
             command = f"counting {context.info_name}: " if context is not None and context.parent else ""
             print_error(f"{command}{error.format_message()} (see --help)")
             raise typer.Exit(error.exit_code) from None
-        except KeyboardInterrupt:
-            print_error("interrupted")
+        except KeyboardInterrupt as interrupt:
+            # A command says what it kept: raise KeyboardInterrupt("...") or common.on_interrupt().
+            note = str(interrupt) or interrupt_note()
+            print_error(f"interrupted: {note}" if note else "interrupted")
             raise typer.Exit(130) from None
 
 
@@ -73,10 +123,6 @@ def _root(
     ] = None,
 ) -> None:
     """Count objects and people in images and video with an asymmetric-kernel GP on CNN descriptors."""
-
-
-for _command in (train, evaluate, report, count, video, features, compare):
-    app.command(_command.__name__)(_command)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,22 @@ def print_error(message: str) -> None:
     first_line = str(message).strip().splitlines()[0] if str(message).strip() else "error"
     first_line = printable(first_line)
     error_console.print(f"[bold red]error:[/] {escape(first_line)}", soft_wrap=True)
+
+
+# What the running command kept so far, said on Ctrl-C by the error boundary (cli/app.py).
+_interrupt_notes: list[Callable[[], str]] = []
+
+
+def on_interrupt(describe: Callable[[], str]) -> None:
+    """Have a Ctrl-C of this command say ``describe()`` (what it kept) after "interrupted:"."""
+    _interrupt_notes.append(describe)
+
+
+def interrupt_note() -> str:
+    """The latest command's note for a Ctrl-C ("" when it registered none); clears them all."""
+    notes = list(_interrupt_notes)
+    _interrupt_notes.clear()
+    return notes[-1]() if notes else ""
 
 
 def print_warning(line: str) -> None:

@@ -150,7 +150,7 @@ def count(
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
     cluster: ClusterOption = None,
-    show_above: ClassThresholdOption = SHOW_THRESHOLD,
+    show_above: ClassThresholdOption = None,
 ) -> None:
     """Count objects in images: a table on screen, optionally CSV / JSON (one row per image).
 
@@ -163,6 +163,11 @@ def count(
         # the images are checked once expanded (below): globs and folders name them only then
         check_not_an_input(output, [item for item in (model, features) if item is not None])
     counting_model = load_model_option(model)
+    if show_above is not None and not counting_model.class_names:
+        # Was silently ignored: the user believed the table was filtered.
+        raise CountingError(
+            f"{counting_model.name}: --show-above applies to per-class models; this model gives one count per image"
+        )
     problems: list[str] = []
     if features is not None:
         sources, array = read_feature_file(features)
@@ -210,7 +215,7 @@ def count(
         console.print(f"[yellow]skipped:[/] {escape(printable(message))}", soft_wrap=True)
     if not rows:
         raise ImageError(f"{printable(sources[0]) if len(sources) == 1 else 'all images'}: nothing could be counted")
-    console.print(counts_table(counting_model, rows, show_above))
+    console.print(counts_table(counting_model, rows, SHOW_THRESHOLD if show_above is None else show_above))
     if csv is not None:
         write_rows_csv(csv, rows)
         console.print(f"counts written to {escape(printable(str(csv)))}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -31,7 +31,7 @@ from counting.cli.options import (
 )
 from counting.descriptors import Descriptor
 from counting.distributed.session import extraction_on
-from counting.errors import CountingError
+from counting.errors import CountingError, ImageError
 from counting.features import FeatureSet, extract_features
 from counting.files import atomic_path, atomic_write, check_not_an_input, check_writable, printable
 from counting.inputs import expand_image_paths
@@ -76,21 +76,29 @@ def features(
         check_not_an_input(out, paths)
     if problems:
         raise CountingError(problems[0])
-    result = extraction_on(cluster, extract_features)(
-        paths,
-        get_backbone(backbone, weights),
-        Preprocessing(input_size=input_size),
-        grid=grid,
-        cache=feature_cache(cache_dir, not no_cache),
-        batch_size=batch_size,
-        progress=progress,
-        on_error="skip" if skip_bad else "raise",
-        pooled=pooled,
-        descriptor=None
-        if descriptor == "scores"
-        else Descriptor.build(descriptor, source="`counting features` (images, no dataset)"),
-        console=error_console,
-    )
+    cache = feature_cache(cache_dir, not no_cache)
+    try:
+        result = _extract(
+            cluster,
+            paths,
+            get_backbone(backbone, weights),
+            Preprocessing(input_size=input_size),
+            grid=grid,
+            cache=cache,
+            batch_size=batch_size,
+            progress=progress,
+            on_error="skip" if skip_bad else "raise",
+            pooled=pooled,
+            descriptor=None
+            if descriptor == "scores"
+            else Descriptor.build(descriptor, source="`counting features` (images, no dataset)"),
+        )
+    except ImageError as error:
+        # One bad photo in a thousand must not look like a lost run: say how to go on, and
+        # that nothing extracted before it has to be computed again.
+        raise ImageError(f"{error}; --skip-bad reports such images and goes on{_kept(cache)}") from None
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"no descriptors file written{_kept(cache)}") from None
     for message in result.errors.values():
         error_console.print(Text.assemble(("skipped ", "yellow"), printable(message)), soft_wrap=True)
     if out is not None:
@@ -103,6 +111,16 @@ def features(
     )
     if n_good == 0:
         raise typer.Exit(code=1)
+
+
+def _extract(cluster: str | None, *args: Any, **kwargs: Any) -> FeatureSet:
+    return extraction_on(cluster, extract_features)(*args, console=error_console, **kwargs)
+
+
+def _kept(cache: Any) -> str:
+    if cache is None or not cache.enabled:
+        return ""
+    return "; the images extracted before it are in the feature cache, a new run starts from there"
 
 
 def write_features(output: Path, result: FeatureSet) -> None:

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from counting.columns import class_column
+
 # Figure keys of counting.evaluation.voc_metrics and their column titles.
 VOC_FIGURES: dict[str, str] = {
     "mrmse": "mRMSE",
@@ -58,17 +60,18 @@ def class_count_rows(
     high: np.ndarray | None,
     ok: np.ndarray,
 ) -> list[dict]:
-    """One record per counted image: total, then ``CLASS``, ``CLASS_low``, ``CLASS_high`` columns."""
+    """One record per counted image: total, then ``count_CLASS``, ``low_CLASS``, ``high_CLASS``
+    columns (:mod:`counting.columns`, the names ``counting video`` writes too)."""
     rows = []
     for k, source in enumerate(sources):
         if not ok[k]:
             continue
         row: dict[str, Any] = {"image": source, "total": float(np.sum(counts[k]))}
         for c, name in enumerate(class_names):
-            row[name] = float(counts[k, c])
+            row[class_column("count", name)] = float(counts[k, c])
             if low is not None and high is not None:
-                row[f"{name}_low"] = float(low[k, c])
-                row[f"{name}_high"] = float(high[k, c])
+                row[class_column("low", name)] = float(low[k, c])
+                row[class_column("high", name)] = float(high[k, c])
         rows.append(row)
     return rows
 
@@ -81,12 +84,13 @@ def class_counts_table(model: Any, rows: list[dict], display: Any, threshold: fl
     table.add_column("total", justify="right")
     table.add_column(f"classes (count ≥ {threshold:g})")
     for row in rows:
-        present = sorted((name for name in model.class_names if row[name] >= threshold), key=lambda n: -row[n])
+        counts = {name: row[class_column("count", name)] for name in model.class_names}
+        present = sorted((name for name in counts if counts[name] >= threshold), key=lambda n: -counts[n])
         parts = []
         for name in present:
-            text = f"{name} {row[name]:.1f}"
-            if f"{name}_low" in row:
-                text += f" [{row[f'{name}_low']:.1f}–{row[f'{name}_high']:.1f}]"
+            text = f"{name} {counts[name]:.1f}"
+            if class_column("low", name) in row:
+                text += f" [{row[class_column('low', name)]:.1f}–{row[class_column('high', name)]:.1f}]"
             parts.append(text)
         table.add_row(display(row["image"]), f"{row['total']:.1f}", ", ".join(parts) or "–")
     return table

@@ -288,11 +288,13 @@ GateOption = Annotated[
 ]
 
 ClassThresholdOption = Annotated[
-    float,
+    Optional[float],
     typer.Option(
         "--show-above",
         min=0.0,
-        help="Per-class models: list a class in the table when its count reaches this (files get every class).",
+        help="Per-class models: list a class in the table when its count reaches this (files get every class; "
+        "default 0.5). A single-count model refuses it.",
+        show_default=False,
     ),
 ]
 

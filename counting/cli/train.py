@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, feature_cache, open_dataset, use_runtime
+from counting.cli.common import console, feature_cache, on_interrupt, open_dataset, use_runtime
 from counting.cli.options import (
     DESCRIPTORS,
     GRID_DEFAULT,
@@ -170,6 +170,8 @@ def train(
         soft_wrap=True,
     )
     cache = feature_cache(cache_dir, not no_cache)
+    existed, saved = out.exists(), []
+    on_interrupt(lambda: _kept_after_interrupt(out, existed, bool(saved), cache))
     extract = ClusterExtraction(cluster) if cluster is not None else None
     model = train_model(data, config, cache=cache, progress=progress, log=console.print, split=split, extract=extract)
     if model.training.get("best_epoch") is not None:
@@ -214,9 +216,19 @@ def train(
             f"count interval: {model.interval.level:.0%} split conformal ({model.interval.scale} scale){coverage}"
         )
     path = model.save(out)
+    saved.append(path)
     loss_png = path.with_name(f"{path.stem}.loss.png")
     if model.history.get("train_loss"):
         plot_loss(model.history, loss_png, model.training.get("best_epoch"))
         console.print(f"loss curve: {loss_png}")
     size_kb = path.stat().st_size / 1024
     console.print(f"[green]model saved:[/] {path} ({size_kb:.0f} KB)")
+
+
+def _kept_after_interrupt(out: Path, existed: bool, saved: bool, cache: Any) -> str:
+    """What a Ctrl-C kept, in one line: the model file is written whole or not at all."""
+    if saved:
+        return f"model saved to {out}; its loss curve was not written"
+    previous = f"{out} is unchanged" if existed else f"{out} was not created"
+    cached = "; the descriptors computed so far are in the feature cache" if cache is not None and cache.enabled else ""
+    return f"no model written ({previous}){cached}"

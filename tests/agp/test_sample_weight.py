@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,37 @@ def test_huber_validation_loss_is_twice_hubers_loss_with_a_mad_scale() -> None:
     expected = np.mean(np.where(size <= delta, size**2, 2 * delta * size - delta**2))
     assert model.history_["val_loss"][0] == pytest.approx(expected, rel=1e-9)
     assert expected < np.mean(residual**2) / 2  # the outliers weigh linearly, not squared
+
+
+@pytest.mark.parametrize(
+    ("weights", "problem"),
+    [
+        (lambda n: np.where(np.arange(n) == 3, 1e30, 1.0), "1e+30 times the smallest non-zero one"),
+        (lambda n: np.full(n, 1e200), "the largest weight is 1e+200 (row 0), above 1e+100"),
+    ],
+    ids=["one-row-1e30-times-heavier", "all-1e200"],
+)
+def test_extreme_weights_are_one_line_value_error_not_runtime_warnings(weights, problem: str) -> None:
+    # Were: a fit that "worked" after dozens of multi-line RuntimeWarnings (divide by zero in
+    # RidgeCV's leave-one-out, overflow in Adam's squared gradients).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError) as caught:
+            AGPRegressor(n_centers=5, max_epochs=3, random_state=0).fit(X, y, sample_weight=weights(60))
+    message = str(caught.value)
+    assert message.startswith("sample_weight: ") and problem in message and "\n" not in message
+
+
+def test_unequal_but_workable_weights_still_fit_without_warnings() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    weights = np.where(np.arange(60) == 3, 1e10, 1.0)
+    weights[5] = 0.0  # zeros do not count as the smallest weight
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = AGPRegressor(n_centers=5, max_epochs=3, random_state=0).fit(X, y, sample_weight=weights)
+    assert np.isfinite(model.predict(X)).all()

@@ -27,17 +27,17 @@ def test_rows_have_a_column_per_class_with_its_interval_and_skip_failed_images()
     assert list(rows[0]) == [
         "image",
         "total",
-        "person",
-        "person_low",
-        "person_high",
-        "car",
-        "car_low",
-        "car_high",
-        "dog",
-        "dog_low",
-        "dog_high",
+        "count_person",
+        "low_person",
+        "high_person",
+        "count_car",
+        "low_car",
+        "high_car",
+        "count_dog",
+        "low_dog",
+        "high_dog",
     ]
-    assert rows[0]["total"] == pytest.approx(2.9) and rows[0]["dog_high"] == pytest.approx(1.7)
+    assert rows[0]["total"] == pytest.approx(2.9) and rows[0]["high_dog"] == pytest.approx(1.7)
 
 
 def test_table_lists_only_classes_at_the_threshold_largest_first() -> None:

@@ -115,9 +115,9 @@ def test_every_readme_command_runs(runner, workdir: Path) -> None:
     with (workdir / "voc-counts.csv").open() as handle:
         voc_rows = list(csv.DictReader(handle))
     # The shipped VOC model on 5 real VOC-2007 photos: every class with its interval, totals add up.
-    assert len(voc_rows) == 5 and {"person", "person_low", "person_high", "sofa_high"} <= set(voc_rows[0])
+    assert len(voc_rows) == 5 and {"count_person", "low_person", "high_person", "high_sofa"} <= set(voc_rows[0])
     for row in voc_rows:
-        assert float(row["person_low"]) <= float(row["person"]) <= float(row["person_high"])
+        assert float(row["low_person"]) <= float(row["count_person"]) <= float(row["high_person"])
     with (workdir / "frames.csv").open() as handle:
         frames = list(csv.DictReader(handle))
     numbers = [int(row["frame"]) for row in frames]
