@@ -125,7 +125,7 @@ def conv_model(mall_conv, session_cache_dir: Path):
             density_kind="conv",
             n_centers=4,
             max_epochs=3,
-            calibration="tail",
+            calibration="none",
         )
         messages: list[str] = []
         model = train_model(mall_conv, config, cache=FeatureCache(session_cache_dir), log=messages.append)
@@ -153,7 +153,8 @@ def test_conv_model_counts_real_frames_after_a_round_trip(
     test = mall_conv.subset("test")
     cache = FeatureCache(session_cache_dir)
     result = loaded.count_paths(test.paths, cache=cache)
-    np.testing.assert_array_equal(result.counts, conv_model.count_paths(test.paths, cache=cache).counts)
+    # float32 networks: the same counts to float32 rounding
+    np.testing.assert_allclose(result.counts, conv_model.count_paths(test.paths, cache=cache).counts, rtol=1e-6)
     from_images = loaded.count_images([load_image(path) for path in test.paths])
     np.testing.assert_allclose(result.counts, from_images, rtol=1e-3, atol=1e-3)
     # The maps the model counts from (one pass, stride 8) are the ones it was trained on
@@ -166,7 +167,7 @@ def test_conv_model_counts_real_frames_after_a_round_trip(
     assert density.shape == (len(test), 20, 27) and np.all(density >= 0)  # 160 x 213 input at stride 8
     sums = head.region_counts(direct, loaded.roi_mask, head.grid)
     np.testing.assert_allclose(sums[:, 1:].sum(axis=1), sums[:, 0], rtol=1e-9)
-    np.testing.assert_allclose(loaded.predict_features(sums), result.counts, rtol=1e-9)
+    np.testing.assert_allclose(loaded.predict_features(sums), result.counts, rtol=1e-5)
 
 
 def test_head_kind_needs_density_head(mall_conv) -> None:
