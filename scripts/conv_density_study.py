@@ -74,10 +74,12 @@ def agp_cross_validated(rows: np.ndarray, counts: np.ndarray, indices: np.ndarra
 
 
 def parse_config(text: str) -> ConvSettings:
-    """``WxD`` or ``WxDcK``: width, depth of 3x3 convs, count weight K."""
-    shape, _, weight = text.partition("c")
+    """``WxD[cK][cos]``: width, depth of 3x3 convs, count weight K, cosine learning-rate decay."""
+    cosine = text.endswith("cos")
+    shape, _, weight = text.removesuffix("cos").partition("c")
     width, depth = (int(side) for side in shape.split("x"))
-    return ConvSettings(width=width, depth=depth, count_weight=float(weight or 0.0))
+    schedule = "cosine" if cosine else "constant"
+    return ConvSettings(width=width, depth=depth, count_weight=float(weight or 0.0), schedule=schedule)
 
 
 def main() -> None:
@@ -94,6 +96,11 @@ def main() -> None:
     parser.add_argument("--patience", type=int, default=ConvSettings.patience)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-test", action="store_true", help="stop after the validation rows")
+    parser.add_argument(
+        "--test-if-below",
+        type=float,
+        help="score the test range only if the best validation MAE is below this (an earlier choice's)",
+    )
     parser.add_argument("--json", type=Path, help="write every figure here too")
     args = parser.parse_args()
     torch.set_num_threads(2)
@@ -165,6 +172,9 @@ def main() -> None:
     use_agp = chosen["val_agp_cv"][0] < chosen["val_head"][0]
     print(f"validated choice: {chosen['config']} ({'AGP on head sums' if use_agp else 'head alone'})", flush=True)
     result = {"rows": rows, "choice": chosen["config"], "use_agp": use_agp}
+    if args.test_if_below is not None and best["score"] >= args.test_if_below:
+        print(f"validation MAE {best['score']:.2f} does not beat {args.test_if_below:g}: the test range is not scored")
+        args.no_test = True
     if not args.no_test:
         del maps
         test_maps = stride8_maps(test.paths, backbone, prep, layers, cache=cache, progress=True)

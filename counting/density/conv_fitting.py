@@ -40,6 +40,8 @@ class ConvSettings:
     patience: int = 4
     output_scale: float = 100.0
     seed: int = 0
+    # "constant" learning rate, or "cosine": decayed to 0 at max_steps (evaluations then run to the end).
+    schedule: str = "constant"
 
     def record(self) -> dict:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -199,6 +201,10 @@ def fit_conv_head(
     roi = [roi_weights(roi_mask, item.shape[1:]).astype(np.float32) for item in maps]
     network = build_network(maps[0].shape[0], settings.width, settings.depth)
     optimiser = torch.optim.Adam(network.parameters(), lr=settings.learning_rate)
+    if settings.schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule must be 'constant' or 'cosine', got {settings.schedule!r}")
+    cosine = settings.schedule == "cosine"
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, settings.max_steps) if cosine else None
 
     def validation_sums(model: torch.nn.Module) -> np.ndarray:
         model.eval()
@@ -231,6 +237,8 @@ def fit_conv_head(
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
+        if scheduler is not None:
+            scheduler.step()
         if step % settings.eval_every == 0 or step == settings.max_steps:
             mae = float(np.mean(np.abs(validation_sums(network)[:, 0] - truth)))
             history.append((step, mae))
@@ -241,7 +249,7 @@ def fit_conv_head(
                 waited = 0
             else:
                 waited += 1
-                if waited >= settings.patience:
+                if waited >= settings.patience and not cosine:
                     break
     network.load_state_dict(best[2])
     head = ConvDensityHead(
