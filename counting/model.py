@@ -506,11 +506,19 @@ class CountingModel:
         self, paths: Sequence[str | Path], backbone: Any, cache: Any, batch_size: int, progress: bool
     ) -> CountResult:
         """:meth:`count_paths` for a density-head model: maps -> region sums -> regressor."""
-        from counting.density.maps import extract_maps
+        from counting.density.maps import HEAD_STRIDE, extract_maps
 
         head = self.density_head
         map_set = extract_maps(
-            list(paths), backbone, self.preprocessing(), head.layers, cache, batch_size, progress, on_error="skip"
+            list(paths),
+            backbone,
+            self.preprocessing(),
+            head.layers,
+            cache,
+            batch_size,
+            progress,
+            on_error="skip",
+            stride=getattr(head, "stride", HEAD_STRIDE),
         )
         features = np.full((len(map_set.maps), self.feature_dim), np.nan)
         for index, item in enumerate(map_set.maps):
@@ -529,12 +537,14 @@ class CountingModel:
 
     def density_maps(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """``(n, h, w)`` density maps (people per head-grid cell) of prepared inputs of one shape."""
-        from counting.density.maps import maps_on_grid
+        from counting.density.maps import HEAD_STRIDE, maps_on_grid
 
-        if self.density_head is None:
+        head = self.density_head
+        if head is None:
             raise ModelFileError(f"{self.name}: has no density head (train it with --density-head)")
         batch = np.stack([np.asarray(tensor) for tensor in tensors])
-        return self.density_head.density(maps_on_grid(self.get_backbone(weights), batch, self.density_head.layers))
+        stride = getattr(head, "stride", HEAD_STRIDE)  # 8 for the conv head
+        return head.density(maps_on_grid(self.get_backbone(weights), batch, head.layers, stride))
 
     def count_density(self, density: np.ndarray) -> np.ndarray:
         """Counts from density maps of :meth:`density_maps` (the head's sums through the regressor)."""

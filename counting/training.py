@@ -9,7 +9,7 @@ per-tile descriptors of one forward pass, and a frame's count is the sum over it
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ from counting.model import CountingModel
 from counting.multiclass import apply_gate, check_transform, choose_gate, forward_transform
 
 # auto = cv: every train image calibrates the interval (out of fold), the model is fitted on all.
+# Kinds of density head `train --density-head --head-kind` fits (counting.density).
+DENSITY_KINDS = ("ridge", "rff", "conv")
 CALIBRATION_MODES = ("auto", "cv", "tail", "blocks", "random", "none")
 # Frames per contiguous block of the "blocks" calibration hold-out.
 CALIBRATION_BLOCK = 10
@@ -67,6 +69,9 @@ class TrainingConfig:
     # A density head on intermediate feature maps (counting.density); the AGP then regresses the
     # count from the head's sums over the ROI and each --grid cell, one "frame" row per image.
     density_head: bool = False
+    # The head's kind (ridge, rff, conv) and the layers it reads (None: the kind's default).
+    density_kind: str = "ridge"
+    density_layers: tuple[str, ...] | None = None
 
     def resolved_layout(self) -> str:
         """The layout these settings train (checked against the grid)."""
@@ -83,6 +88,7 @@ class TrainingConfig:
         data = asdict(self)
         data["layout"] = self.resolved_layout()
         data["grid"] = None if self.grid is None else list(self.grid)
+        data["density_layers"] = None if self.density_layers is None else list(self.density_layers)
         data["weights"] = None if self.weights is None else Path(self.weights).name
         return data
 
@@ -271,8 +277,15 @@ def train_model(
             "--density-head trains one row per image (sums over the ROI and each --grid cell): "
             "leave out --layout and --whole-frame-rows"
         )
+    if not config.density_head and (config.density_kind != "ridge" or config.density_layers):
+        raise TrainingError("--head-kind and --head-layers choose the density head: add --density-head")
     class_density_head = None
     if config.density_head and multi_output:
+        if config.density_kind != "ridge" or config.density_layers:
+            raise TrainingError(
+                "--head-kind and --head-layers are for one-count density heads; the VOC per-class head "
+                "has its own (final+block14, ridge)"
+            )
         from counting.density.class_training import fit_class_head_descriptors
 
         class_density_head, frame = fit_class_head_descriptors(
@@ -288,7 +301,7 @@ def train_model(
         )
         cells = None
     elif config.density_head:
-        from counting.density.training import fit_head_descriptors
+        from counting.density.training import density_choice, fit_head_descriptors
 
         density_head, frame = fit_head_descriptors(
             samples,
@@ -301,7 +314,14 @@ def train_model(
             cache=cache,
             progress=progress,
             log=log,
+            **density_choice(config),
         )
+        kept = ~np.isnan(frame).any(axis=1)
+        if not kept.all():
+            # A conv head: the AGP learns from the sums of the images it was early-stopped on only.
+            samples = [sample for sample, keep in zip(samples, kept, strict=True) if keep]
+            train = replace(train, samples=samples)
+            frame = frame[kept]
         cells = None
     else:
         frame, cells = extract_views(

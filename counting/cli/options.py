@@ -20,7 +20,7 @@ from counting.backbones.runtime import RUNTIMES
 from counting.errors import CountingError
 from counting.layouts import LAYOUTS
 from counting.multiclass import TARGET_TRANSFORMS
-from counting.training import CALIBRATION_MODES
+from counting.training import CALIBRATION_MODES, DENSITY_KINDS
 
 # Help panels of the longer commands.
 DATA, DESCRIPTORS, REGRESSOR, RUN = "Data", "Descriptors", "Regressor and interval", "Run"
@@ -232,6 +232,30 @@ DensityHeadOption = Annotated[
         "the regressor then corrects its sums over the ROI and each --grid cell, and count/video/report "
         "can draw its density map. On VOC: one density per class on the final and block14 maps, fitted to "
         "the boxes; the regressor corrects the 20 class sums.",
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
+HeadKindOption = Annotated[
+    str,
+    typer.Option(
+        "--head-kind",
+        **choice(DENSITY_KINDS),
+        help="With --density-head: ridge or rff (closed form, stride 16, out-of-fold sums) or conv (a small "
+        "convolutional head trained with torch at stride 8, early-stopped on a quarter of the train images; "
+        "the regressor learns from that quarter's sums).",
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
+
+
+HeadLayersOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--head-layers",
+        metavar="LAYER,...",
+        help="With --density-head: the backbone maps the head reads, e.g. block4,block7,block10 "
+        "(default: block7,block10 for ridge/rff, block4,block7,block10 for conv).",
+        show_default=False,
         rich_help_panel=DESCRIPTORS,
     ),
 ]

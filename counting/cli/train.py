@@ -30,6 +30,8 @@ from counting.cli.options import (
     FlipAverageOption,
     GateOption,
     GridOption,
+    HeadKindOption,
+    HeadLayersOption,
     InputSizeOption,
     KernelOption,
     LayoutOption,
@@ -85,6 +87,8 @@ def train(
     ] = defaults.WHOLE_FRAME_ROWS,
     roi: RoiOption = True,
     density_head: DensityHeadOption = False,
+    head_kind: HeadKindOption = "ridge",
+    head_layers: HeadLayersOption = None,
     kernel: KernelOption = defaults.KERNEL,
     centers: CentersOption = defaults.N_CENTERS,
     epochs: Annotated[
@@ -161,6 +165,10 @@ def train(
         gate=gate,
         flip_average=flip_average,
         density_head=density_head,
+        density_kind=head_kind,
+        density_layers=None
+        if not head_layers
+        else tuple(name.strip() for name in head_layers.split(",") if name.strip()),
     )
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]

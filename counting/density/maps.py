@@ -35,10 +35,10 @@ __all__ = ["HEAD_STRIDE", "MapSet", "extract_maps", "head_grid", "maps_on_grid"]
 HEAD_STRIDE = 16
 
 
-def head_grid(input_size: tuple[int, int]) -> tuple[int, int]:
+def head_grid(input_size: tuple[int, int], stride: int = HEAD_STRIDE) -> tuple[int, int]:
     """``(h, w)`` of the head's grid for a network input of ``(height, width)`` pixels."""
     height, width = input_size
-    return math.ceil(height / HEAD_STRIDE), math.ceil(width / HEAD_STRIDE)
+    return math.ceil(height / stride), math.ceil(width / stride)
 
 
 def resample(fmap: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -56,10 +56,12 @@ def resample(fmap: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return upsampled.numpy()
 
 
-def maps_on_grid(backbone: Backbone, batch: np.ndarray | torch.Tensor, layers: Sequence[str]) -> np.ndarray:
+def maps_on_grid(
+    backbone: Backbone, batch: np.ndarray | torch.Tensor, layers: Sequence[str], stride: int = HEAD_STRIDE
+) -> np.ndarray:
     """The named layers of a prepared batch on the head grid, concatenated: ``(B, C, h, w)``."""
     maps = backbone.feature_maps(batch, list(layers))
-    size = head_grid(batch_shape(batch)[-2:])
+    size = head_grid(batch_shape(batch)[-2:], stride)
     return np.concatenate([resample(maps[name], size) for name in layers], axis=1)
 
 
@@ -79,8 +81,8 @@ class MapSet:
         return np.stack([item for item in self.maps if item is not None])
 
 
-def _layer_key(backbone: Backbone, prep: Preprocessing, layer: str) -> tuple[str, dict]:
-    settings = extraction_settings(backbone, prep, None, False) | {"output": f"map:{layer}:stride{HEAD_STRIDE}"}
+def _layer_key(backbone: Backbone, prep: Preprocessing, layer: str, stride: int = HEAD_STRIDE) -> tuple[str, dict]:
+    settings = extraction_settings(backbone, prep, None, False) | {"output": f"map:{layer}:stride{stride}"}
     return settings_key(settings), settings
 
 
@@ -94,13 +96,17 @@ def extract_maps(
     progress: bool = False,
     on_error: str = "raise",
     console: Console | None = None,
+    stride: int = HEAD_STRIDE,
 ) -> MapSet:
-    """Head-grid maps of ``layers`` for image files, one trunk pass per uncached image."""
+    """Head-grid maps of ``layers`` for image files, one trunk pass per uncached image.
+
+    ``stride``: input pixels per grid cell (16 for the closed-form heads, 8 for the conv head).
+    """
     layers = list(layers)
     path_list = [str(path) for path in paths]
     per_layer: list[dict[int, np.ndarray]] = [{} for _ in layers]
     hashes: list[str | None] = [None] * len(path_list)
-    keys = [_layer_key(backbone, prep, layer) for layer in layers]
+    keys = [_layer_key(backbone, prep, layer, stride) for layer in layers]
     if cache is not None and path_list:
         hashes = [cache.content_hash(path) for path in path_list]
         by_shape: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -110,7 +116,7 @@ def extract_maps(
             except Exception:  # noqa: BLE001 - the decoder reports it when the image is prepared
                 continue
             target_width, target_height = prep.target_size(width, height)
-            by_shape[head_grid((target_height, target_width))].append(index)
+            by_shape[head_grid((target_height, target_width), stride)].append(index)
         for position, (key, _settings) in enumerate(keys):
             channels = layer_channels(backbone, layer=layers[position])
             for size, indices in by_shape.items():
@@ -142,7 +148,7 @@ def extract_maps(
                 errors[path_list[index]] = message
             for indices, batch in group_by_shape(batch_indices, tensors, backbone.runtime):
                 maps = backbone.feature_maps(batch, layers)
-                size = head_grid(batch_shape(batch)[-2:])
+                size = head_grid(batch_shape(batch)[-2:], stride)
                 for position, layer in enumerate(layers):
                     grid_maps = resample(maps[layer], size)
                     for row, index in enumerate(indices):

@@ -147,6 +147,10 @@ def load_head(path: str | Path) -> DensityHead:
 
 def head_to_document(head: DensityHead) -> dict[str, Any]:
     """The head as a JSON-ready dict (arrays as base64 little-endian float64) for a model file."""
+    if getattr(head, "kind", None) == "conv":
+        from counting.density.conv_persistence import conv_head_to_document
+
+        return conv_head_to_document(head)  # type: ignore[arg-type]
     arrays, document = _state(head)
     document["arrays"] = {
         name: {"shape": list(value.shape), "float64_base64": base64.b64encode(value.astype("<f8").tobytes()).decode()}
@@ -157,6 +161,10 @@ def head_to_document(head: DensityHead) -> dict[str, Any]:
 
 def head_from_document(document: Any, source: str) -> DensityHead:
     """Inverse of :func:`head_to_document`, validated (errors name ``source``)."""
+    if isinstance(document, dict) and document.get("head_kind") == "conv":
+        from counting.density.conv_persistence import conv_head_from_document
+
+        return conv_head_from_document(document, source)  # type: ignore[return-value]
     if not isinstance(document, dict) or not isinstance(document.get("arrays"), dict):
         raise DensityHeadError(f"{source}: density head section has no arrays")
     arrays: dict[str, np.ndarray] = {}

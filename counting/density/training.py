@@ -19,7 +19,14 @@ from counting.density.head import DensityHead
 from counting.density.maps import extract_maps
 from counting.errors import DatasetError
 
-__all__ = ["DEFAULT_COUNT_WEIGHTS", "DEFAULT_KIND", "DEFAULT_LAYERS", "HEAD_FOLDS", "fit_head_descriptors"]
+__all__ = [
+    "DEFAULT_COUNT_WEIGHTS",
+    "DEFAULT_KIND",
+    "DEFAULT_LAYERS",
+    "HEAD_FOLDS",
+    "density_choice",
+    "fit_head_descriptors",
+]
 
 # Chosen on validation inside the train ranges (scripts/density_study.py, docs/density.md).
 DEFAULT_LAYERS: tuple[str, ...] = ("block7", "block10")
@@ -31,6 +38,23 @@ HEAD_FOLDS = 5
 # Frames per run dealt to the head's folds on sequences: long runs, so that few of a frame's
 # near-copies sit in the other folds and the out-of-fold sums stay honest.
 SEQUENCE_RUN = 50
+
+
+def density_choice(config: Any) -> dict[str, Any]:
+    """``kind`` and ``layers`` for :func:`fit_head_descriptors` from a TrainingConfig (the kind's
+    default layers when it names none); TrainingError for an unknown kind. An unknown layer is
+    the backbone's one-line error when its maps are asked for."""
+    from counting.training import DENSITY_KINDS, TrainingError
+
+    kind = config.density_kind
+    if kind not in DENSITY_KINDS:
+        raise TrainingError(f"--head-kind must be one of {', '.join(DENSITY_KINDS)}, got {kind!r}")
+    layers = config.density_layers
+    if not layers:
+        from counting.density.conv_training import CONV_LAYERS
+
+        layers = CONV_LAYERS if kind == "conv" else DEFAULT_LAYERS
+    return {"kind": kind, "layers": tuple(layers)}
 
 
 def fit_head_descriptors(
@@ -50,13 +74,35 @@ def fit_head_descriptors(
     kind: str = DEFAULT_KIND,
     targets: TargetSettings | None = None,
 ) -> tuple[DensityHead, np.ndarray]:
-    """``(head fitted on every sample, (n, 1 + cells) out-of-fold region sums)``."""
+    """``(head fitted on every sample, (n, 1 + cells) out-of-fold region sums)``.
+
+    ``kind`` ``conv``: :func:`counting.density.conv_training.fit_conv_descriptors` (its rows are
+    NaN outside the quarter it was early-stopped on).
+    """
     from counting.training import cv_folds
 
     if dataset.class_names is not None:
         raise DatasetError(f"{dataset.root}: --density-head counts one kind of object; {dataset.name} has several")
     if any(sample.dots is None for sample in samples):
         raise DatasetError(f"{dataset.root}: --density-head needs head dots, which {dataset.name} does not have")
+    if kind == "conv":
+        from counting.density.conv_training import fit_conv_descriptors
+
+        return fit_conv_descriptors(  # type: ignore[return-value]
+            samples,
+            dataset,
+            backbone,
+            prep,
+            grid,
+            is_sequence=is_sequence,
+            seed=seed,
+            cache=cache,
+            batch_size=batch_size,
+            progress=progress,
+            log=log,
+            layers=layers,
+            targets=targets,
+        )
     if targets is None:
         # Fixed sigma: on Mall, sigma scaled by pMapN gave the same validation figures (head MAE
         # 1.93 both, AGP 2.35 against 2.29): map cells of 16 px blur the difference away.

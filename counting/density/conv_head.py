@@ -1,0 +1,128 @@
+"""ConvDensityHead: a small convolutional density head on frozen feature maps at stride 8.
+
+The closed-form heads (:mod:`counting.density.head`) map one stride-16 cell's channels to its
+density. In dense crowds a cell holds several people and the evidence for a head lies in its
+neighbours, so this head reads a finer grid (stride 8: block4's own resolution, coarser layers
+upsampled bilinearly onto it) through a few 3x3 convolutions:
+
+    standardised channels -> 1x1 conv to ``width`` -> ReLU -> ``depth`` x (3x3 conv -> ReLU)
+    -> 1x1 conv to one channel -> softplus / ``output_scale``
+
+Its parameters are plain float arrays (``weights``, in the order of :func:`parameter_shapes`), so
+a model file holds them without pickle; inference runs them through torch, with a trunk's output
+never leaving float32. The trunk is not trained: the head learns from cached maps
+(:mod:`counting.density.conv_fitting`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from counting.density.head import DensityHead
+
+__all__ = ["CONV_STRIDE", "ConvDensityHead", "build_network", "parameter_shapes"]
+
+CONV_STRIDE = 8
+# Rows of the grid run through the network at once: bounds the activations (width x rows x cols
+# float32) to some tens of MB on a 1024x768 image.
+_BATCH = 4
+
+
+def parameter_shapes(channels: int, width: int, depth: int) -> list[tuple[int, ...]]:
+    """Shapes of the head's arrays: (weight, bias) of each convolution, input side first."""
+    shapes: list[tuple[int, ...]] = [(width, channels, 1, 1), (width,)]
+    for _ in range(depth):
+        shapes += [(width, width, 3, 3), (width,)]
+    return shapes + [(1, width, 1, 1), (1,)]
+
+
+def build_network(channels: int, width: int, depth: int) -> torch.nn.Sequential:
+    """The head as a torch module (float32, randomly initialised)."""
+    layers: list[torch.nn.Module] = [torch.nn.Conv2d(channels, width, 1), torch.nn.ReLU(inplace=True)]
+    for _ in range(depth):
+        layers += [torch.nn.Conv2d(width, width, 3, padding=1), torch.nn.ReLU(inplace=True)]
+    layers += [torch.nn.Conv2d(width, 1, 1), torch.nn.Softplus()]
+    return torch.nn.Sequential(*layers)
+
+
+@dataclass
+class ConvDensityHead:
+    """A trained conv density head (see module docstring).
+
+    ``layers`` are the backbone maps it reads, concatenated in this order on the stride-8 grid;
+    ``x_mean``/``x_scale`` standardise their channels; the network's output divided by
+    ``output_scale`` is people per grid cell. ``settings`` records how it was trained.
+    """
+
+    layers: tuple[str, ...]
+    width: int
+    depth: int
+    x_mean: np.ndarray
+    x_scale: np.ndarray
+    weights: list[np.ndarray]
+    output_scale: float = 100.0
+    settings: dict[str, Any] = field(default_factory=dict)
+    kind: str = "conv"
+    stride: int = CONV_STRIDE
+
+    def __post_init__(self) -> None:
+        self._network: torch.nn.Sequential | None = None
+
+    @property
+    def n_channels(self) -> int:
+        return int(self.x_mean.shape[0])
+
+    @property
+    def grid(self) -> tuple[int, int] | None:
+        """The grid whose cells' sums follow the whole ROI's among the AGP's descriptors."""
+        grid = self.settings.get("grid")
+        return None if grid is None else (int(grid[0]), int(grid[1]))
+
+    def network(self) -> torch.nn.Sequential:
+        """The torch module with this head's weights, input standardisation folded into the first conv."""
+        if self._network is None:
+            network = build_network(self.n_channels, self.width, self.depth)
+            scale = 1.0 / self.x_scale
+            arrays = [np.asarray(item, dtype=np.float64) for item in self.weights]
+            # (x - mean) / scale through a 1x1 conv = conv with weights / scale and a shifted bias.
+            first = arrays[0] * scale[None, :, None, None]
+            arrays[1] = arrays[1] - first[:, :, 0, 0] @ self.x_mean
+            arrays[0] = first
+            parameters = list(network.parameters())
+            with torch.no_grad():
+                for parameter, value in zip(parameters, arrays, strict=True):
+                    parameter.copy_(torch.from_numpy(value.astype(np.float32)))
+            network.eval()
+            self._network = network
+        return self._network
+
+    def check_maps(self, maps: np.ndarray) -> np.ndarray:
+        array = np.asarray(maps)
+        if array.ndim == 3:
+            array = array[None]
+        if array.ndim != 4 or array.shape[1] != self.n_channels:
+            raise ValueError(f"expected (n, {self.n_channels}, h, w) feature maps, got shape {np.shape(maps)}")
+        return array
+
+    def density(self, maps: np.ndarray) -> np.ndarray:
+        """``(n, C, h, w)`` stride-8 feature maps -> ``(n, h, w)`` density maps (people per cell)."""
+        array = self.check_maps(maps)
+        network = self.network()
+        out = np.empty((array.shape[0], *array.shape[2:]), dtype=np.float64)
+        with torch.inference_mode():
+            for start in range(0, len(array), _BATCH):
+                chunk = torch.from_numpy(np.ascontiguousarray(array[start : start + _BATCH], dtype=np.float32))
+                out[start : start + len(chunk)] = network(chunk)[:, 0].double().numpy()
+        return out / self.output_scale
+
+    def region_counts(
+        self, maps: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        """``(n, 1 + cells)``: density summed over the ROI, then over each grid cell's part of it."""
+        return self.sum_regions(self.density(maps), roi_mask, grid)
+
+    sum_regions = staticmethod(DensityHead.sum_regions)

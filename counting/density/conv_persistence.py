@@ -1,0 +1,127 @@
+"""A ConvDensityHead inside a model file: JSON with its arrays as base64 little-endian float64.
+
+Same envelope as the closed-form heads (:mod:`counting.density.persistence`: ``kind``
+``counting-density-head``, ``head_kind`` ``conv``), so readers that predate the conv head refuse
+it with a one-line error instead of misreading it. Everything read is validated.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+from counting.density.conv_head import CONV_STRIDE, ConvDensityHead, parameter_shapes
+
+__all__ = ["conv_head_from_document", "conv_head_to_document"]
+
+KIND = "counting-density-head"
+FORMAT_VERSION = 1
+_MAX_CHANNELS = 100_000
+_MAX_WIDTH = 1024
+_MAX_DEPTH = 16
+_MAX_GRID = 64
+
+
+def _encode(value: np.ndarray) -> dict[str, Any]:
+    array = np.asarray(value, dtype=np.float64)
+    return {"shape": list(array.shape), "float64_base64": base64.b64encode(array.astype("<f8").tobytes()).decode()}
+
+
+def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
+    """The head as a JSON-ready dict for a model file."""
+    return {
+        "kind": KIND,
+        "format_version": FORMAT_VERSION,
+        "head_kind": "conv",
+        "layers": list(head.layers),
+        "width": int(head.width),
+        "depth": int(head.depth),
+        "stride": int(head.stride),
+        "output_scale": float(head.output_scale),
+        "settings": head.settings,
+        "arrays": {"x_mean": _encode(head.x_mean), "x_scale": _encode(head.x_scale)}
+        | {f"weight{number}": _encode(value) for number, value in enumerate(head.weights)},
+    }
+
+
+def _integer(document: dict, name: str, low: int, high: int, fail) -> int:
+    value = document.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise fail(f"{name} must be an integer from {low} to {high}, got {value!r:.60}")
+    return value
+
+
+def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
+    """Inverse of :func:`conv_head_to_document`, validated (one-line errors name ``source``)."""
+    from counting.density.persistence import DensityHeadError
+
+    def fail(problem: str) -> DensityHeadError:
+        return DensityHeadError(f"{source}: conv density head: {problem}")
+
+    if not isinstance(document, dict) or document.get("kind") != KIND or document.get("head_kind") != "conv":
+        raise fail("not a conv density head section")
+    version = document.get("format_version")
+    if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise fail(f"format version {version!r} is not one this version reads ({FORMAT_VERSION})")
+    layers = document.get("layers")
+    if not isinstance(layers, list) or not layers or not all(isinstance(layer, str) and layer for layer in layers):
+        raise fail("layers must be a non-empty list of layer names")
+    width = _integer(document, "width", 1, _MAX_WIDTH, fail)
+    depth = _integer(document, "depth", 0, _MAX_DEPTH, fail)
+    if document.get("stride") != CONV_STRIDE:
+        raise fail(f"stride must be {CONV_STRIDE}, got {document.get('stride')!r:.60}")
+    scale = document.get("output_scale")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < np.inf:
+        raise fail(f"output_scale must be a positive number, got {scale!r:.60}")
+    settings = document.get("settings", {})
+    if not isinstance(settings, dict):
+        raise fail("settings must be a mapping")
+    grid = settings.get("grid")
+    if grid is not None and (
+        not isinstance(grid, list)
+        or len(grid) != 2
+        or not all(isinstance(side, int) and not isinstance(side, bool) and 1 <= side <= _MAX_GRID for side in grid)
+    ):
+        raise fail(f"settings.grid must be [rows, cols] from 1 to {_MAX_GRID}, got {grid!r:.60}")
+    top = settings.get("display_max")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, (int, float)) or not 0 <= top < np.inf):
+        raise fail(f"settings.display_max must be a number from 0, got {top!r:.60}")
+    entries = document.get("arrays")
+    if not isinstance(entries, dict):
+        raise fail("no arrays")
+    arrays: dict[str, np.ndarray] = {}
+    for name, entry in entries.items():
+        try:
+            shape = tuple(int(side) for side in entry["shape"])
+            raw = base64.b64decode(entry["float64_base64"], validate=True)
+            arrays[name] = np.frombuffer(raw, dtype="<f8").reshape(shape).astype(np.float64)
+        except (KeyError, TypeError, ValueError) as error:
+            raise fail(f"array {name!r} is damaged ({error})") from None
+        if not np.all(np.isfinite(arrays[name])):
+            raise fail(f"array {name!r} must hold finite floats")
+    mean, spread = arrays.get("x_mean"), arrays.get("x_scale")
+    if mean is None or spread is None or mean.ndim != 1 or spread.shape != mean.shape:
+        raise fail("x_mean and x_scale must be 1-D arrays of one length")
+    channels = mean.shape[0]
+    if not 1 <= channels <= _MAX_CHANNELS or np.any(spread <= 0):
+        raise fail(f"{channels} channels with x_scale > 0 expected")
+    shapes = parameter_shapes(channels, width, depth)
+    expected = {"x_mean", "x_scale"} | {f"weight{number}" for number in range(len(shapes))}
+    if set(arrays) != expected:
+        raise fail(f"arrays {sorted(set(arrays) ^ expected)[:3]} missing or unknown for width {width}, depth {depth}")
+    weights = [arrays[f"weight{number}"] for number in range(len(shapes))]
+    for number, (value, shape) in enumerate(zip(weights, shapes, strict=True)):
+        if value.shape != shape:
+            raise fail(f"weight{number} has shape {value.shape}, expected {shape}")
+    return ConvDensityHead(
+        layers=tuple(layers),
+        width=width,
+        depth=depth,
+        x_mean=mean,
+        x_scale=spread,
+        weights=weights,
+        output_scale=float(scale),
+        settings=settings,
+    )

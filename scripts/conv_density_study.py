@@ -1,0 +1,203 @@
+"""Conv density head study: choices on a validation part inside the train range, the test range once.
+
+Mall: train frames 1-600 (head trained on 1-450, early-stopped and validated on 451-600), test
+601-800. ShanghaiTech B: its 400 train images split random:0.25:0 (300 train, 100 test); the head
+is trained on 225 and early-stopped / validated on a seeded random 75 of the 300.
+
+For each head configuration (width x depth, count weight) it prints the validation count MAE/MSE
+of the head alone (at the kept step) and of the AGP on the head's region sums of the validation
+part (5-fold cross-validated inside that part). The best configuration (and whichever of head
+alone / AGP validates better) is then scored on the test range once: the head as trained, the
+AGP fitted on all validation-part sums. Speeds are measured now, under the machine's load.
+
+    python scripts/conv_density_study.py --dataset shanghaitech
+    python scripts/conv_density_study.py --dataset mall
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from counting.backbones import Preprocessing, get_backbone
+from counting.datasets import load_dataset
+from counting.density.conv_fitting import ConvSettings, fit_conv_head, stride8_maps
+from counting.density.data import TargetSettings, density_targets
+from counting.density.maps import extract_maps
+from counting.features import FeatureCache
+from counting.training import TrainingConfig, cv_folds, make_regressor
+
+SHARED = Path(os.environ.get("COUNTING_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SETUPS = {
+    "mall": {
+        "root": "mall-train",
+        "split": "train=1-600,test=601-800",
+        "validation": lambda indices, seed: indices > 450,
+        "sequence": True,
+    },
+    "shanghaitech": {
+        "root": "shanghaitech-B-train",
+        "split": "random:0.25:0",
+        "validation": lambda indices, seed: np.isin(
+            np.arange(len(indices)), np.random.default_rng(seed).choice(len(indices), len(indices) // 4, replace=False)
+        ),
+        "sequence": False,
+    },
+}
+
+
+def metrics(truth: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
+    error = np.asarray(predicted, float) - np.asarray(truth, float)
+    return float(np.mean(np.abs(error))), float(np.mean(error**2))
+
+
+def agp_fit_predict(rows: np.ndarray, counts: np.ndarray, new_rows: np.ndarray, seed: int) -> np.ndarray:
+    regressor = make_regressor(TrainingConfig(seed=seed), len(rows))
+    regressor.fit(rows, counts)
+    return np.clip(np.asarray(regressor.predict(new_rows), float), 0.0, None)
+
+
+def agp_cross_validated(rows: np.ndarray, counts: np.ndarray, indices: np.ndarray, sequence: bool, seed: int):
+    """AGP counts of each validation image by an AGP fitted on the other folds of the validation part."""
+    predicted = np.zeros(len(rows))
+    for members in cv_folds(indices, 5, sequence, seed, 15 if sequence else None):
+        train = np.ones(len(rows), bool)
+        train[members] = False
+        predicted[members] = agp_fit_predict(rows[train], counts[train], rows[members], seed)
+    return predicted
+
+
+def parse_config(text: str) -> ConvSettings:
+    """``WxD[cK][cos]``: width, depth of 3x3 convs, count weight K, cosine learning-rate decay."""
+    cosine = text.endswith("cos")
+    shape, _, weight = text.removesuffix("cos").partition("c")
+    width, depth = (int(side) for side in shape.split("x"))
+    schedule = "cosine" if cosine else "constant"
+    return ConvSettings(width=width, depth=depth, count_weight=float(weight or 0.0), schedule=schedule)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=sorted(SETUPS), default="shanghaitech")
+    parser.add_argument(
+        "--configs", nargs="*", default=["32x3", "32x3c1"], help="WxD[cK]: width, 3x3 convs, count weight"
+    )
+    parser.add_argument("--layers", default="block4,block7,block10")
+    parser.add_argument("--grid", default="2x2", help="cells whose density sums join the AGP descriptor ('none')")
+    parser.add_argument("--max-steps", type=int, default=ConvSettings.max_steps)
+    parser.add_argument("--batch", type=int, default=ConvSettings.batch, help="crops per Adam step")
+    parser.add_argument("--eval-every", type=int, default=ConvSettings.eval_every, help="steps between validations")
+    parser.add_argument("--patience", type=int, default=ConvSettings.patience)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-test", action="store_true", help="stop after the validation rows")
+    parser.add_argument(
+        "--test-if-below",
+        type=float,
+        help="score the test range only if the best validation MAE is below this (an earlier choice's)",
+    )
+    parser.add_argument("--json", type=Path, help="write every figure here too")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+
+    setup = SETUPS[args.dataset]
+    dataset = load_dataset(args.dataset, SHARED / setup["root"], split=setup["split"])
+    train, test = dataset.subset("train"), dataset.subset("test")
+    validation = setup["validation"](train.indices, args.seed)
+    val_part = np.flatnonzero(validation)
+    grid = None if args.grid == "none" else tuple(int(v) for v in args.grid.split("x"))
+    layers = args.layers.split(",")
+    roi = dataset.roi_mask
+    backbone = get_backbone("efficientnet-lite0")
+    cache = FeatureCache()
+    prep = Preprocessing(input_size=None, roi_mask=roi)
+    print(
+        f"{args.dataset}: {len(train)} train ({int((~validation).sum())} fit / {len(val_part)} validation), "
+        f"{len(test)} test; layers {args.layers} at stride 8, native input, AGP grid {args.grid}, "
+        f"runtime {backbone.runtime}, torch threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    maps = stride8_maps(train.paths, backbone, prep, layers, cache=cache, progress=True)
+    targets = density_targets(
+        train.samples, [item.shape[1:] for item in maps], TargetSettings(), None, str(dataset.root)
+    )
+    counts = train.counts.astype(float)
+    truth = counts[val_part]
+    rows: list[dict] = []
+    best: dict | None = None
+    for text in args.configs:
+        settings = parse_config(text)
+        settings = ConvSettings(
+            **(
+                settings.record()
+                | {
+                    "max_steps": args.max_steps,
+                    "batch": args.batch,
+                    "eval_every": args.eval_every,
+                    "patience": args.patience,
+                    "seed": args.seed,
+                }
+            )
+        )
+        load = os.getloadavg()[0]
+        fit = fit_conv_head(maps, targets, counts, layers, validation, roi_mask=roi, grid=grid, settings=settings)
+        head_alone = metrics(truth, np.clip(fit.validation_sums[:, 0], 0, None))
+        agp = agp_cross_validated(fit.validation_sums, truth, train.indices[val_part], setup["sequence"], args.seed)
+        row = {
+            "config": text,
+            "best_step": fit.best_step,
+            "val_head": head_alone,
+            "val_agp_cv": metrics(truth, agp),
+            "seconds": round(fit.seconds, 1),
+            "load": round(load, 1),
+            "history": fit.history,
+        }
+        rows.append(row)
+        print(
+            f"  {text:10} kept step {fit.best_step:5d}  validation head MAE {head_alone[0]:6.2f} MSE {head_alone[1]:8.2f}"
+            f" | AGP (5-fold inside validation) MAE {row['val_agp_cv'][0]:6.2f} MSE {row['val_agp_cv'][1]:8.2f}"
+            f"  ({fit.seconds:.0f} s, load {load:.1f})",
+            flush=True,
+        )
+        score = min(head_alone[0], row["val_agp_cv"][0])
+        if best is None or score < best["score"]:
+            best = {"score": score, "row": row, "fit": fit}
+    assert best is not None
+    chosen, fit = best["row"], best["fit"]
+    use_agp = chosen["val_agp_cv"][0] < chosen["val_head"][0]
+    print(f"validated choice: {chosen['config']} ({'AGP on head sums' if use_agp else 'head alone'})", flush=True)
+    result = {"rows": rows, "choice": chosen["config"], "use_agp": use_agp}
+    if args.test_if_below is not None and best["score"] >= args.test_if_below:
+        print(f"validation MAE {best['score']:.2f} does not beat {args.test_if_below:g}: the test range is not scored")
+        args.no_test = True
+    if not args.no_test:
+        del maps
+        test_maps = stride8_maps(test.paths, backbone, prep, layers, cache=cache, progress=True)
+        sums = np.stack([fit.head.region_counts(item.astype(np.float32), roi, grid)[0] for item in test_maps])
+        test_head = metrics(test.counts, np.clip(sums[:, 0], 0, None))
+        test_agp = metrics(test.counts, agp_fit_predict(fit.validation_sums, truth, sums, args.seed))
+        print(f"TEST (once) head alone:       MAE {test_head[0]:.2f}  MSE {test_head[1]:.2f}")
+        print(f"TEST (once) AGP on head sums: MAE {test_agp[0]:.2f}  MSE {test_agp[1]:.2f}")
+        fps = frames_per_second(test.paths[:16], backbone, prep, fit.head)
+        print(f"speed: {fps:.1f} images/s (one trunk pass + conv head, uncached, load now {os.getloadavg()[0]:.1f})")
+        result |= {"test_head": test_head, "test_agp": test_agp, "fps": fps}
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+def frames_per_second(paths, backbone, prep, head) -> float:
+    """Uncached maps (one trunk pass per image) + conv head, images per second."""
+    head.density(extract_maps(paths[:2], backbone, prep, head.layers, stride=head.stride).stacked())  # warm-up
+    start = time.perf_counter()
+    for first in range(0, len(paths), 4):
+        head.density(extract_maps(paths[first : first + 4], backbone, prep, head.layers, stride=head.stride).stacked())
+    return len(paths) / (time.perf_counter() - start)
+
+
+if __name__ == "__main__":
+    main()
