@@ -146,3 +146,15 @@ def test_unreadable_photo_is_reported_not_raised(tmp_path: Path) -> None:
         [bad], get_backbone("efficientnet-lite0"), Preprocessing(input_size=64), ["final"], errors=errors
     )
     assert maps == [None] and str(bad) in errors
+
+
+def test_head_kind_options_are_refused_for_the_per_class_head(coco_voc20_root: Path, session_cache_dir: Path) -> None:
+    from counting.features import FeatureCache
+    from counting.training import TrainingConfig, TrainingError, train_model
+
+    data, _classes = _photos(coco_voc20_root)
+    data.samples = [s for s in data.samples if s.split == "train"][:6]
+    for choice in ({"density_kind": "conv"}, {"density_layers": ("block4",)}):
+        config = TrainingConfig(input_size=128, n_centers=2, max_epochs=1, density_head=True, **choice)
+        with pytest.raises(TrainingError, match="VOC per-class head"):
+            train_model(data, config, cache=FeatureCache(session_cache_dir), split="first 6")
