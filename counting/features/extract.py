@@ -310,16 +310,11 @@ def _prepared_batches(
     if not todo:
         return
     chunks = batches_by_shape(todo, paths, prep, batch_size)
-    workers = num_workers or max(1, min(4, available_cpus()))
-    lead = 2 * workers
-    if len(chunks[0]) > lead:
-        # A short first batch: the network starts after a few decodes instead of a whole
-        # batch's (on 2 cores ~16 ms less idle at the start, the time to the first result).
-        chunks[:1] = [chunks[0][:lead], chunks[0][lead:]]
     # Decoding costs ~10 % (torch) to ~20 % (onnxruntime) of the forward pass. onnxruntime runs
     # a batch as independent per-thread parts (no barrier per layer), so one decode thread per
     # core fills the gaps best: on 2 cores end to end went from 74 % to 83 % of the bare forward
     # (1 -> 2 threads; 3 gave 81 %).
+    workers = num_workers or max(1, min(4, available_cpus()))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decode")
     pending: deque[list[tuple[int, Future]]] = deque()
 
