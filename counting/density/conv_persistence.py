@@ -7,12 +7,12 @@ it with a one-line error instead of misreading it. Everything read is validated.
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import numpy as np
 
 from counting.density.conv_head import CONV_STRIDE, ConvDensityHead, parameter_shapes
+from counting.density.sections import checked_layers, checked_settings, decode_array, encode_array
 
 __all__ = ["conv_head_from_document", "conv_head_to_document"]
 
@@ -22,11 +22,6 @@ _MAX_CHANNELS = 100_000
 _MAX_WIDTH = 1024
 _MAX_DEPTH = 16
 _MAX_GRID = 64
-
-
-def _encode(value: np.ndarray) -> dict[str, Any]:
-    array = np.asarray(value, dtype=np.float64)
-    return {"shape": list(array.shape), "float64_base64": base64.b64encode(array.astype("<f8").tobytes()).decode()}
 
 
 def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
@@ -41,8 +36,8 @@ def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
         "stride": int(head.stride),
         "output_scale": float(head.output_scale),
         "settings": head.settings,
-        "arrays": {"x_mean": _encode(head.x_mean), "x_scale": _encode(head.x_scale)}
-        | {f"weight{number}": _encode(value) for number, value in enumerate(head.weights)},
+        "arrays": {"x_mean": encode_array(head.x_mean), "x_scale": encode_array(head.x_scale)}
+        | {f"weight{number}": encode_array(value) for number, value in enumerate(head.weights)},
     }
 
 
@@ -65,9 +60,7 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
     version = document.get("format_version")
     if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
         raise fail(f"format version {version!r} is not one this version reads ({FORMAT_VERSION})")
-    layers = document.get("layers")
-    if not isinstance(layers, list) or not layers or not all(isinstance(layer, str) and layer for layer in layers):
-        raise fail("layers must be a non-empty list of layer names")
+    layers = checked_layers(document, fail)
     width = _integer(document, "width", 1, _MAX_WIDTH, fail)
     depth = _integer(document, "depth", 0, _MAX_DEPTH, fail)
     if document.get("stride") != CONV_STRIDE:
@@ -75,30 +68,13 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
     scale = document.get("output_scale")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < np.inf:
         raise fail(f"output_scale must be a positive number, got {scale!r:.60}")
-    settings = document.get("settings", {})
-    if not isinstance(settings, dict):
-        raise fail("settings must be a mapping")
-    grid = settings.get("grid")
-    if grid is not None and (
-        not isinstance(grid, list)
-        or len(grid) != 2
-        or not all(isinstance(side, int) and not isinstance(side, bool) and 1 <= side <= _MAX_GRID for side in grid)
-    ):
-        raise fail(f"settings.grid must be [rows, cols] from 1 to {_MAX_GRID}, got {grid!r:.60}")
-    top = settings.get("display_max")
-    if top is not None and (isinstance(top, bool) or not isinstance(top, (int, float)) or not 0 <= top < np.inf):
-        raise fail(f"settings.display_max must be a number from 0, got {top!r:.60}")
+    settings = checked_settings(document, fail, _MAX_GRID, display_max=True)
     entries = document.get("arrays")
     if not isinstance(entries, dict):
         raise fail("no arrays")
     arrays: dict[str, np.ndarray] = {}
     for name, entry in entries.items():
-        try:
-            shape = tuple(int(side) for side in entry["shape"])
-            raw = base64.b64decode(entry["float64_base64"], validate=True)
-            arrays[name] = np.frombuffer(raw, dtype="<f8").reshape(shape).astype(np.float64)
-        except (KeyError, TypeError, ValueError) as error:
-            raise fail(f"array {name!r} is damaged ({error})") from None
+        arrays[name] = decode_array(name, entry, fail)
         if not np.all(np.isfinite(arrays[name])):
             raise fail(f"array {name!r} must hold finite floats")
     mean, spread = arrays.get("x_mean"), arrays.get("x_scale")

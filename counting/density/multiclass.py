@@ -20,8 +20,6 @@ pass over its cells. The ridge penalty is chosen per class on out-of-fold counts
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
 import os
 import xml.etree.ElementTree as ElementTree
@@ -36,6 +34,7 @@ import scipy.linalg
 from counting.backbones import Backbone, Preprocessing
 from counting.density.maps import resample
 from counting.density.regions import region_weights
+from counting.density.sections import checked_layers, checked_settings, decode_array, encode_array
 from counting.density.targets import density_map
 from counting.errors import ImageError, ModelFileError
 from counting.features.cache import FeatureCache, settings_key
@@ -439,13 +438,7 @@ def class_head_to_document(head: ClassDensityHead) -> dict[str, Any]:
         "format_version": CLASS_HEAD_VERSION,
         "layers": list(head.layers),
         "settings": head.settings,
-        "arrays": {
-            name: {
-                "shape": list(np.shape(getattr(head, name))),
-                "float64_base64": base64.b64encode(np.asarray(getattr(head, name), "<f8").tobytes()).decode(),
-            }
-            for name in _CLASS_ARRAYS
-        },
+        "arrays": {name: encode_array(getattr(head, name)) for name in _CLASS_ARRAYS},
     }
 
 
@@ -460,30 +453,14 @@ def class_head_from_document(document: Any, source: str) -> ClassDensityHead:
     version = document.get("format_version")
     if not isinstance(version, int) or not 1 <= version <= CLASS_HEAD_VERSION:
         raise fail(f"format version {version!r} is not one this version reads ({CLASS_HEAD_VERSION})")
-    layers = document.get("layers")
-    if not isinstance(layers, list) or not layers or not all(isinstance(layer, str) and layer for layer in layers):
-        raise fail("layers must be a non-empty list of layer names")
-    settings = document.get("settings", {})
-    if not isinstance(settings, dict):
-        raise fail("settings must be a mapping")
-    grid = settings.get("grid")
-    if grid is not None and (
-        not isinstance(grid, list)
-        or len(grid) != 2
-        or not all(isinstance(side, int) and not isinstance(side, bool) and 1 <= side <= _MAX_GRID for side in grid)
-    ):
-        raise fail(f"settings.grid must be [rows, cols] from 1 to {_MAX_GRID}, got {grid!r:.60}")
+    layers = checked_layers(document, fail)
+    settings = checked_settings(document, fail, _MAX_GRID, display_max=False)
     entries = document.get("arrays")
     if not isinstance(entries, dict) or set(entries) != set(_CLASS_ARRAYS):
         raise fail(f"arrays must be exactly {', '.join(_CLASS_ARRAYS)}")
     arrays: dict[str, np.ndarray] = {}
     for name, entry in entries.items():
-        try:
-            shape = tuple(int(side) for side in entry["shape"])
-            raw = base64.b64decode(entry["float64_base64"], validate=True)
-            arrays[name] = np.frombuffer(raw, dtype="<f8").reshape(shape).astype(np.float64)
-        except (KeyError, TypeError, ValueError, binascii.Error) as error:
-            raise fail(f"array {name!r} is damaged ({error})") from None
+        arrays[name] = decode_array(name, entry, fail)
         if not np.all(np.isfinite(arrays[name])):
             raise fail(f"array {name!r} must hold finite floats")
     channels = arrays["x_mean"].shape[0] if arrays["x_mean"].ndim == 1 else 0

@@ -7,7 +7,6 @@ Everything read is validated: a damaged or foreign file is a one-line :class:`De
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import zipfile
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from counting.density.head import HEAD_KINDS, DensityHead
+from counting.density.sections import checked_layers, checked_settings, decode_array, encode_array
 from counting.errors import ModelFileError
 
 __all__ = ["DensityHeadError", "head_from_document", "head_to_document", "load_head", "save_head"]
@@ -59,25 +59,11 @@ def _from_state(arrays: dict[str, np.ndarray], document: Any, source: str) -> De
     kind = document.get("head_kind")
     if kind not in HEAD_KINDS:
         raise fail(f"head_kind {kind!r} is not one of {', '.join(HEAD_KINDS)}")
-    layers = document.get("layers")
-    if not isinstance(layers, list) or not layers or not all(isinstance(layer, str) and layer for layer in layers):
-        raise fail("layers must be a non-empty list of layer names")
+    layers = checked_layers(document, fail)
     intercept = document.get("intercept")
     if isinstance(intercept, bool) or not isinstance(intercept, (int, float)) or not np.isfinite(intercept):
         raise fail(f"intercept must be a finite number, got {intercept!r}")
-    settings = document.get("settings", {})
-    if not isinstance(settings, dict):
-        raise fail("settings must be a mapping")
-    grid = settings.get("grid")
-    if grid is not None and (
-        not isinstance(grid, list)
-        or len(grid) != 2
-        or not all(isinstance(side, int) and not isinstance(side, bool) and 1 <= side <= _MAX_GRID for side in grid)
-    ):
-        raise fail(f"settings.grid must be [rows, cols] from 1 to {_MAX_GRID}, got {grid!r:.60}")
-    top = settings.get("display_max")
-    if top is not None and (isinstance(top, bool) or not isinstance(top, (int, float)) or not 0 <= top < np.inf):
-        raise fail(f"settings.display_max must be a number from 0, got {top!r:.60}")
+    settings = checked_settings(document, fail, _MAX_GRID, display_max=True)
     for name, value in arrays.items():
         if value.dtype.kind != "f" or not np.all(np.isfinite(value)):
             raise fail(f"array {name!r} must hold finite floats")
@@ -152,10 +138,7 @@ def head_to_document(head: DensityHead) -> dict[str, Any]:
 
         return conv_head_to_document(head)  # type: ignore[arg-type]
     arrays, document = _state(head)
-    document["arrays"] = {
-        name: {"shape": list(value.shape), "float64_base64": base64.b64encode(value.astype("<f8").tobytes()).decode()}
-        for name, value in arrays.items()
-    }
+    document["arrays"] = {name: encode_array(value) for name, value in arrays.items()}
     return document
 
 
@@ -171,10 +154,5 @@ def head_from_document(document: Any, source: str) -> DensityHead:
     for name, entry in document["arrays"].items():
         if name not in _ARRAYS or not isinstance(entry, dict):
             raise DensityHeadError(f"{source}: density head has an unknown array {name!r}")
-        try:
-            shape = tuple(int(side) for side in entry["shape"])
-            raw = base64.b64decode(entry["float64_base64"], validate=True)
-            arrays[name] = np.frombuffer(raw, dtype="<f8").reshape(shape).astype(np.float64)
-        except (KeyError, TypeError, ValueError) as error:
-            raise DensityHeadError(f"{source}: density head array {name!r} is damaged ({error})") from None
+        arrays[name] = decode_array(name, entry, lambda problem: DensityHeadError(f"{source}: density head {problem}"))
     return _from_state(arrays, {key: value for key, value in document.items() if key != "arrays"}, source)
