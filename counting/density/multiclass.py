@@ -20,10 +20,9 @@ pass over its cells. The ridge penalty is chosen per class on out-of-fold counts
 
 from __future__ import annotations
 
-import math
 import os
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,14 +31,13 @@ import numpy as np
 import scipy.linalg
 
 from counting.backbones import Backbone, Preprocessing
-from counting.density.maps import resample
+from counting.density.maps import extract_maps, head_grid, resample
 from counting.density.regions import region_weights
 from counting.density.sections import checked_layers, checked_settings, decode_array, encode_array
 from counting.density.targets import density_map
-from counting.errors import ImageError, ModelFileError
-from counting.features.cache import FeatureCache, settings_key
-from counting.features.extract import _prepared_batches, batch_shape, extraction_settings, group_by_shape
-from counting.imaging import image_size
+from counting.errors import ModelFileError
+from counting.features.cache import FeatureCache
+from counting.features.extract import batch_shape
 
 __all__ = [
     "CLASS_MAP_STRIDE",
@@ -68,8 +66,7 @@ SPREADS = ("dot", "gauss", "box")
 
 def class_grid(input_size: tuple[int, int]) -> tuple[int, int]:
     """``(h, w)`` of the stride-32 grid for a network input of ``(height, width)`` pixels."""
-    height, width = input_size
-    return math.ceil(height / CLASS_MAP_STRIDE), math.ceil(width / CLASS_MAP_STRIDE)
+    return head_grid(input_size, CLASS_MAP_STRIDE)
 
 
 # -- boxes and targets ------------------------------------------------------------------------
@@ -133,11 +130,6 @@ def class_density_targets(
 # -- maps -------------------------------------------------------------------------------------
 
 
-def _layer_key(backbone: Backbone, prep: Preprocessing, layer: str) -> tuple[str, dict]:
-    settings = extraction_settings(backbone, prep, None, False) | {"output": f"map:{layer}:stride{CLASS_MAP_STRIDE}"}
-    return settings_key(settings), settings
-
-
 def extract_class_maps(
     paths: Sequence[str | os.PathLike[str]],
     backbone: Backbone,
@@ -145,66 +137,29 @@ def extract_class_maps(
     layers: Sequence[str],
     cache: FeatureCache | None = None,
     batch_size: int = 8,
-    progress: Callable[[int], None] | None = None,
+    progress: bool = False,
     errors: dict[str, str] | None = None,
 ) -> list[np.ndarray]:
-    """``(C, h, w)`` float32 maps of ``layers`` on the stride-32 grid, one per image (cached per layer).
+    """``(C, h, w)`` float32 maps of ``layers`` on the stride-32 grid, one per image (cached per layer):
+    :func:`counting.density.maps.extract_maps` at that stride.
 
     Images that cannot be read raise an ImageError, or, given an ``errors`` dict, are recorded
     there (path -> one-line message) and get None in place of a map.
     """
-    from counting.density.maps import layer_channels
-
-    layers = list(layers)
-    path_list = [str(path) for path in paths]
-    keys = [_layer_key(backbone, prep, layer) for layer in layers]
-    found: list[dict[int, np.ndarray]] = [{} for _ in layers]
-    hashes: list[str | None] = [None] * len(path_list)
-    if cache is not None:
-        hashes = [cache.content_hash(path) for path in path_list]
-        for index, path in enumerate(path_list):
-            try:
-                height, width = image_size(path)
-            except ImageError:  # reported when the image is prepared
-                continue
-            target_width, target_height = prep.target_size(width, height)
-            size = class_grid((target_height, target_width))
-            for position, (key, _settings) in enumerate(keys):
-                digest = hashes[index]
-                if digest is None:
-                    continue
-                stored = cache.get(key, digest, (layer_channels(backbone, layers[position]), *size))
-                if stored is not None:
-                    found[position][index] = stored
-    todo = [index for index in range(len(path_list)) if not all(index in layer for layer in found)]
-    done = len(path_list) - len(todo)
-    on_error = "raise" if errors is None else "skip"
-    for batch_indices, tensors, failures in _prepared_batches(
-        todo, path_list, backbone, prep, batch_size, None, on_error
-    ):
-        for index, message in failures:
-            assert errors is not None
-            errors[path_list[index]] = message
-        for indices, batch in group_by_shape(batch_indices, tensors, backbone.runtime):
-            maps = backbone.feature_maps(batch, layers)
-            size = class_grid(batch_shape(batch)[-2:])
-            for position, layer in enumerate(layers):
-                on_grid = resample(maps[layer], size)
-                for row, index in enumerate(indices):
-                    found[position][index] = on_grid[row]
-                    if cache is not None and hashes[index] is not None:
-                        key, settings = keys[position]
-                        cache.describe(key, settings)
-                        cache.put(key, hashes[index], on_grid[row])  # type: ignore[arg-type]
-        done += len(batch_indices)
-        if progress is not None:
-            progress(done)
-    if cache is not None:
-        cache.flush()
-    return [
-        np.concatenate([layer[index] for layer in found], axis=0) if all(index in layer for layer in found) else None
-        for index in range(len(path_list))
-    ]  # type: ignore[return-value]
+    found = extract_maps(
+        paths,
+        backbone,
+        prep,
+        layers,
+        cache,
+        batch_size,
+        progress=progress,
+        on_error="raise" if errors is None else "skip",
+        stride=CLASS_MAP_STRIDE,
+    )
+    if errors is not None:
+        errors.update(found.errors)
+    return found.maps  # type: ignore[return-value]
 
 
 # -- the head ---------------------------------------------------------------------------------
