@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from counting.density.head import DensityHead
+from counting.density.head import DensityHead, MapHead
 
 __all__ = ["CONV_STRIDE", "ConvDensityHead", "build_network", "parameter_shapes"]
 
@@ -50,7 +50,7 @@ def build_network(channels: int, width: int, depth: int) -> torch.nn.Sequential:
 
 
 @dataclass
-class ConvDensityHead:
+class ConvDensityHead(MapHead):
     """A trained conv density head (see module docstring).
 
     ``layers`` are the backbone maps it reads, concatenated in this order on the stride-8 grid;
@@ -72,16 +72,6 @@ class ConvDensityHead:
     def __post_init__(self) -> None:
         self._network: torch.nn.Sequential | None = None
 
-    @property
-    def n_channels(self) -> int:
-        return int(self.x_mean.shape[0])
-
-    @property
-    def grid(self) -> tuple[int, int] | None:
-        """The grid whose cells' sums follow the whole ROI's among the AGP's descriptors."""
-        grid = self.settings.get("grid")
-        return None if grid is None else (int(grid[0]), int(grid[1]))
-
     def network(self) -> torch.nn.Sequential:
         """The torch module with this head's weights, input standardisation folded into the first conv."""
         if self._network is None:
@@ -99,14 +89,6 @@ class ConvDensityHead:
             network.eval()
             self._network = network
         return self._network
-
-    def check_maps(self, maps: np.ndarray) -> np.ndarray:
-        array = np.asarray(maps)
-        if array.ndim == 3:
-            array = array[None]
-        if array.ndim != 4 or array.shape[1] != self.n_channels:
-            raise ValueError(f"expected (n, {self.n_channels}, h, w) feature maps, got shape {np.shape(maps)}")
-        return array
 
     def density(self, maps: np.ndarray) -> np.ndarray:
         """``(n, C, h, w)`` stride-8 feature maps -> ``(n, h, w)`` density maps (people per cell)."""

@@ -23,8 +23,33 @@ HEAD_KINDS = ("ridge", "rff")
 _CHUNK_PIXELS = 16_384
 
 
+class MapHead:
+    """What every density head derives from its channel standardisation and its settings."""
+
+    x_mean: np.ndarray  # (C,)
+    settings: dict[str, Any]
+
+    @property
+    def n_channels(self) -> int:
+        return int(self.x_mean.shape[0])
+
+    @property
+    def grid(self) -> tuple[int, int] | None:
+        """The grid whose cells' sums follow the whole ROI's among the AGP's descriptors."""
+        grid = self.settings.get("grid")
+        return None if grid is None else (int(grid[0]), int(grid[1]))
+
+    def check_maps(self, maps: np.ndarray) -> np.ndarray:
+        array = np.asarray(maps)
+        if array.ndim == 3:
+            array = array[None]
+        if array.ndim != 4 or array.shape[1] != self.n_channels:
+            raise ValueError(f"expected (n, {self.n_channels}, h, w) feature maps, got shape {np.shape(maps)}")
+        return array
+
+
 @dataclass
-class DensityHead:
+class DensityHead(MapHead):
     """A fitted per-pixel density regressor (see module docstring).
 
     ``layers`` are the backbone maps it reads (concatenated in this order on the head grid of
@@ -43,19 +68,9 @@ class DensityHead:
     settings: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def n_channels(self) -> int:
-        return int(self.x_mean.shape[0])
-
-    @property
     def n_features(self) -> int:
         extra = 0 if self.projection is None else int(self.projection.shape[1])
         return self.n_channels + extra
-
-    @property
-    def grid(self) -> tuple[int, int] | None:
-        """The grid whose cells' sums follow the whole ROI's among the AGP's descriptors."""
-        grid = self.settings.get("grid")
-        return None if grid is None else (int(grid[0]), int(grid[1]))
 
     def pixel_features(self, pixels: np.ndarray) -> np.ndarray:
         """``(N, C)`` channel vectors -> ``(N, n_features)`` float32 regression features."""
@@ -69,14 +84,6 @@ class DensityHead:
         waves = np.cos(angles, out=angles)
         waves *= np.float32(np.sqrt(2.0 / self.projection.shape[1]))
         return np.concatenate([standardised, waves], axis=1)
-
-    def check_maps(self, maps: np.ndarray) -> np.ndarray:
-        array = np.asarray(maps)
-        if array.ndim == 3:
-            array = array[None]
-        if array.ndim != 4 or array.shape[1] != self.n_channels:
-            raise ValueError(f"expected (n, {self.n_channels}, h, w) feature maps, got shape {np.shape(maps)}")
-        return array
 
     def density(self, maps: np.ndarray) -> np.ndarray:
         """``(n, C, h, w)`` feature maps -> ``(n, h, w)`` density maps (people per map cell)."""

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.linalg
 
 from counting.backbones import Backbone, Preprocessing
+from counting.density.head import MapHead
 from counting.density.maps import extract_maps, head_grid, resample
 from counting.density.regions import region_weights
 from counting.density.sections import checked_layers, checked_settings, decode_array, encode_array
@@ -166,7 +167,7 @@ def extract_class_maps(
 
 
 @dataclass
-class ClassDensityHead:
+class ClassDensityHead(MapHead):
     """A fitted linear per-cell regressor from standardised channels to ``K`` class densities."""
 
     layers: tuple[str, ...]
@@ -177,17 +178,8 @@ class ClassDensityHead:
     settings: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def n_channels(self) -> int:
-        return int(self.x_mean.shape[0])
-
-    @property
     def n_classes(self) -> int:
         return int(self.coef.shape[1])
-
-    @property
-    def grid(self) -> tuple[int, int] | None:
-        grid = self.settings.get("grid")
-        return None if grid is None else (int(grid[0]), int(grid[1]))
 
     def density(self, maps: np.ndarray) -> np.ndarray:
         """``(C, h, w)`` map -> ``(K, h, w)`` class densities (objects per cell)."""
