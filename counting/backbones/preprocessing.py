@@ -226,7 +226,9 @@ def prepare_image(
     turned to RGB after the resize, where it costs a quarter of the full-size conversion.
     """
     source = source or getattr(image, "filename", None) or "image"
-    width, height = _image_size(image, source)
+    if not isinstance(image, Image.Image):
+        image = _checked_array(image, source)
+    width, height = image.size if isinstance(image, Image.Image) else (image.shape[1], image.shape[0])
     mask = None
     if prep.roi_mask is not None and prep.roi_mask.shape != (height, width):
         mask_h, mask_w = prep.roi_mask.shape
@@ -256,14 +258,6 @@ def prepare_image(
     return torch.from_numpy(normalised).permute(2, 0, 1)
 
 
-def _image_size(image: ImageLike, source: str) -> tuple[int, int]:
-    """``(width, height)`` of a PIL image or of a checked uint8 array."""
-    if isinstance(image, Image.Image):
-        return image.size
-    array = _checked_array(image, source)
-    return array.shape[1], array.shape[0]
-
-
 def _checked_array(image: np.ndarray, source: str) -> np.ndarray:
     array = np.asarray(image)
     if array.dtype != np.uint8 or array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (1, 3)):
@@ -289,7 +283,7 @@ def _resized_rgb(image: ImageLike, size: tuple[int, int], source: str, bgr: bool
     turning the full-size array into a PIL image first; everything else goes through PIL.
     """
     if not isinstance(image, Image.Image):
-        array = _checked_array(image, source)
+        array = image  # already through _checked_array (prepare_image)
         height, width = array.shape[:2]
         if array.ndim == 3 and (width, height) != size:
             if reduction_factors(width, height, size) == (2, 2) and width % 2 == 0 and height % 2 == 0:
