@@ -4,6 +4,7 @@ from robust_helpers import (  # noqa: F401 - fixtures are registered by being im
     _private_cache,
     cli,
     features_file,
+    folder_dataset,
     http_folder,
     mutated_model,
     runner,

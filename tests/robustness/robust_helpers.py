@@ -180,6 +180,19 @@ def mutated_model(tmp_path: Path) -> Callable[..., Path]:
 
 
 @pytest.fixture
+def folder_dataset(tmp_path: Path) -> Path:
+    """16 small noise images with counts, 12 train / 4 test."""
+    root = tmp_path / "dataset"
+    root.mkdir()
+    rows = ["filename,count,split"]
+    for index in range(16):
+        make_image(root / f"img{index:02d}.png", seed=index)
+        rows.append(f"img{index:02d}.png,{index % 5},{'test' if index >= 12 else 'train'}")
+    (root / "counts.csv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+@pytest.fixture
 def features_file(tmp_path: Path) -> Path:
     """Two rows of 1000-d descriptors (what the shipped model reads)."""
     path = tmp_path / "features.npy"

@@ -93,18 +93,6 @@ def test_show_above_on_a_single_count_model_is_refused(cli, features_file: Path)
 
 
 # -- Ctrl-C during `counting train` -----------------------------------------------------------------
-@pytest.fixture
-def folder_dataset(tmp_path: Path) -> Path:
-    root = tmp_path / "dataset"
-    root.mkdir()
-    rows = ["filename,count,split"]
-    for index in range(16):
-        make_image(root / f"img{index:02d}.png", seed=index)
-        rows.append(f"img{index:02d}.png,{index % 5},{'test' if index >= 12 else 'train'}")
-    (root / "counts.csv").write_text("\n".join(rows) + "\n")
-    return root
-
-
 def _train(root: Path, out: Path) -> list:
     return ["train", "-d", "folder", "-r", root, "-o", out, "--input-size", "64", "--centers", "3",
             "--epochs", "2", "--no-progress"]  # fmt: skip

@@ -26,19 +26,6 @@ from counting.files import atomic_write, atomic_write_text, check_writable
 from counting.model import load_model
 
 
-@pytest.fixture
-def folder_dataset(tmp_path: Path) -> Path:
-    """16 small noise images with counts, 12 train / 4 test."""
-    root = tmp_path / "dataset"
-    root.mkdir()
-    rows = ["filename,count,split"]
-    for index in range(16):
-        make_image(root / f"img{index:02d}.png", seed=index)
-        rows.append(f"img{index:02d}.png,{index % 5},{'test' if index >= 12 else 'train'}")
-    (root / "counts.csv").write_text("\n".join(rows) + "\n")
-    return root
-
-
 def train_args(root: Path, out: Path) -> list:
     return ["train", "--dataset", "folder", "--root", root, "--out", out, "--input-size", "64",
             "--centers", "3", "--epochs", "2", "--no-progress", "--no-cache"]  # fmt: skip
