@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from counting.density.conv_head import CONV_STRIDE, ConvDensityHead, build_network
+from counting.density.fitting import channel_statistics
 from counting.density.maps import extract_maps, head_grid, resample
 from counting.density.regions import region_weights, roi_weights
 
@@ -130,21 +131,6 @@ def _channels_of(backbone, layer: str) -> int:
     return layer_channels(backbone, layer)
 
 
-def _statistics(maps: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    channels = maps[0].shape[0]
-    total = np.zeros(channels)
-    squares = np.zeros(channels)
-    cells = 0
-    for item in maps:
-        flat = item.reshape(channels, -1).astype(np.float64)
-        total += flat.sum(axis=1)
-        squares += np.einsum("ij,ij->i", flat, flat)
-        cells += flat.shape[1]
-    mean = total / cells
-    scale = np.sqrt(np.maximum(squares / cells - mean**2, 0.0))
-    return mean, np.where(scale > 1e-6, scale, 1.0)
-
-
 def _crop_batch(
     maps: Sequence[np.ndarray],
     targets: Sequence[np.ndarray],
@@ -195,7 +181,7 @@ def fit_conv_head(
     start = time.perf_counter()
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    mean, scale = _statistics([maps[i] for i in fit_part[:: max(1, len(fit_part) // 100)]])
+    mean, scale = channel_statistics([maps[i] for i in fit_part[:: max(1, len(fit_part) // 100)]])
     shift = torch.from_numpy(mean.astype(np.float32))[None, :, None, None]
     inverse = torch.from_numpy((1.0 / scale).astype(np.float32))[None, :, None, None]
     roi = [roi_weights(roi_mask, item.shape[1:]).astype(np.float32) for item in maps]

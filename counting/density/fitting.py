@@ -46,7 +46,8 @@ class HeadFit:
     count_weight: float = 0.0
 
 
-def _channel_statistics(maps: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def channel_statistics(maps: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and standard deviation over every cell of every ``(C, h, w)`` map (float64)."""
     channels = maps[0].shape[0]
     total = np.zeros(channels)
     squares = np.zeros(channels)
@@ -65,7 +66,7 @@ def _channel_statistics(maps: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndar
 def _skeleton(
     maps: Sequence[np.ndarray], layers: Sequence[str], kind: str, n_random: int, bandwidth: float, seed: int
 ) -> DensityHead:
-    mean, scale = _channel_statistics(maps)
+    mean, scale = channel_statistics(maps)
     projection = phase = None
     if kind == "rff":
         rng = np.random.default_rng(seed)

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.linalg
 
 from counting.backbones import Backbone, Preprocessing
+from counting.density.fitting import channel_statistics
 from counting.density.head import MapHead
 from counting.density.maps import extract_maps, head_grid, resample
 from counting.density.regions import region_weights
@@ -194,21 +195,6 @@ class ClassDensityHead(MapHead):
         density = self.density(maps)
         weights = region_weights(None, density.shape[1:], self.grid)  # (regions, h*w)
         return (density.reshape(self.n_classes, -1) @ weights.T).ravel()
-
-
-def channel_statistics(maps: Iterable[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean and standard deviation over every cell of every map (float64)."""
-    total = squares = None
-    cells = 0
-    for item in maps:
-        flat = item.reshape(item.shape[0], -1).astype(np.float64)
-        total = flat.sum(axis=1) if total is None else total + flat.sum(axis=1)
-        squares = np.einsum("ij,ij->i", flat, flat) + (0 if squares is None else squares)
-        cells += flat.shape[1]
-    assert total is not None and squares is not None
-    mean = total / cells
-    scale = np.sqrt(np.maximum(squares / cells - mean**2, 0.0))
-    return mean, np.where(scale > 1e-6, scale, 1.0)
 
 
 @dataclass
