@@ -1,17 +1,23 @@
-"""Conv density head study: choices on a validation part inside the train range, the test range once.
+"""Conv density head study: choices on validation inside the train range, the test range once.
 
-Mall: train frames 1-600 (head trained on 1-450, early-stopped and validated on 451-600), test
-601-800. ShanghaiTech B: its 400 train images split random:0.25:0 (300 train, 100 test); the head
-is trained on 225 and early-stopped / validated on a seeded random 75 of the 300.
+Mall: train frames 1-600, test 601-800. ShanghaiTech B: its 400 train images split
+random:0.25:0 (300 train, 100 test).
 
-For each head configuration (width x depth, count weight) it prints the validation count MAE/MSE
-of the head alone (at the kept step) and of the AGP on the head's region sums of the validation
-part (5-fold cross-validated inside that part). The best configuration (and whichever of head
-alone / AGP validates better) is then scored on the test range once: the head as trained, the
-AGP fitted on all validation-part sums. Speeds are measured now, under the machine's load.
+``--folds 1``: one head, trained on three quarters of the train range and validated on the rest
+(Mall: frames 451-600; ShanghaiTech B: a seeded random 75 of the 300). ``--folds K``: K heads,
+each validated on one of K parts of the train range (Mall: contiguous blocks of frames) and
+trained on the others, as ``counting train --head-kind conv`` does; the validation figures are
+then out of fold over the whole train range, and the test range is counted by the ensemble (the
+mean of the K heads' densities). ``--keep last`` keeps each head's last weights, so that the
+validation parts only measure (``best`` early-stops on them, which makes their figures optimistic).
 
-    python scripts/conv_density_study.py --dataset shanghaitech
-    python scripts/conv_density_study.py --dataset mall
+For each head configuration it prints the validation count MAE/MSE of the head alone and of the
+AGP on the heads' region sums (5-fold cross-validated inside the validated images). The best
+configuration (and whichever of head alone / AGP validates better) is then scored on the test
+range once. Speeds are measured now, under the machine's load.
+
+    python scripts/conv_density_study.py --dataset mall --folds 4 --keep last --configs 32x3-e995 32x3c1-e995
+    python scripts/conv_density_study.py --dataset shanghaitech --configs 32x3cos
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ import torch
 from counting.backbones import Preprocessing, get_backbone
 from counting.datasets import load_dataset
 from counting.density.conv_fitting import ConvSettings, fit_conv_head, stride8_maps
+from counting.density.conv_training import validation_parts
 from counting.density.data import TargetSettings, density_targets
+from counting.density.fitting import channel_statistics
 from counting.density.maps import extract_maps
 from counting.features import FeatureCache
 from counting.training import TrainingConfig, cv_folds, make_regressor
@@ -38,15 +46,11 @@ SETUPS = {
     "mall": {
         "root": "mall-train",
         "split": "train=1-600,test=601-800",
-        "validation": lambda indices, seed: indices > 450,
         "sequence": True,
     },
     "shanghaitech": {
         "root": "shanghaitech-B-train",
         "split": "random:0.25:0",
-        "validation": lambda indices, seed: np.isin(
-            np.arange(len(indices)), np.random.default_rng(seed).choice(len(indices), len(indices) // 4, replace=False)
-        ),
         "sequence": False,
     },
 }
@@ -74,12 +78,15 @@ def agp_cross_validated(rows: np.ndarray, counts: np.ndarray, indices: np.ndarra
 
 
 def parse_config(text: str) -> ConvSettings:
-    """``WxD[cK][cos]``: width, depth of 3x3 convs, count weight K, cosine learning-rate decay."""
+    """``WxD[cK][cos][-eNNN]``: width, depth of 3x3 convs, count weight K, cosine learning-rate decay,
+    weight averaging with decay 0.NNN per step (``-e995``: 0.995)."""
+    text, _, averaging = text.partition("-e")
     cosine = text.endswith("cos")
     shape, _, weight = text.removesuffix("cos").partition("c")
     width, depth = (int(side) for side in shape.split("x"))
     schedule = "cosine" if cosine else "constant"
-    return ConvSettings(width=width, depth=depth, count_weight=float(weight or 0.0), schedule=schedule)
+    ema = float(f"0.{averaging}") if averaging else 0.0
+    return ConvSettings(width=width, depth=depth, count_weight=float(weight or 0.0), schedule=schedule, ema=ema)
 
 
 def main() -> None:
@@ -95,6 +102,20 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=ConvSettings.eval_every, help="steps between validations")
     parser.add_argument("--patience", type=int, default=ConvSettings.patience)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--folds",
+        type=int,
+        default=1,
+        help="1: one validation part (above); K > 1: K heads, each validated on one of K parts of the "
+        "train range (Mall: contiguous blocks) and trained on the rest; the figures are out of fold over "
+        "the whole train range, and the test range is counted by the mean of the K heads' densities",
+    )
+    parser.add_argument("--input-size", default="native", help="short side in pixels, or native")
+    parser.add_argument("--crop", type=int, default=ConvSettings.crop, help="cells per side of a training crop")
+    parser.add_argument("--ema", type=float, default=0.0, help="weight averaging decay per step (0: off)")
+    parser.add_argument(
+        "--keep", choices=("best", "last"), default="best", help="weights kept: best validation or last"
+    )
     parser.add_argument("--no-test", action="store_true", help="stop after the validation rows")
     parser.add_argument(
         "--test-if-below",
@@ -108,18 +129,25 @@ def main() -> None:
     setup = SETUPS[args.dataset]
     dataset = load_dataset(args.dataset, SHARED / setup["root"], split=setup["split"])
     train, test = dataset.subset("train"), dataset.subset("test")
-    validation = setup["validation"](train.indices, args.seed)
-    val_part = np.flatnonzero(validation)
+    parts = validation_parts(train.indices, setup["sequence"], args.seed, args.folds)
+    validated = np.any(parts, axis=0)
+    val_part = np.flatnonzero(validated)
     grid = None if args.grid == "none" else tuple(int(v) for v in args.grid.split("x"))
     layers = args.layers.split(",")
     roi = dataset.roi_mask
     backbone = get_backbone("efficientnet-lite0")
     cache = FeatureCache()
-    prep = Preprocessing(input_size=None, roi_mask=roi)
+    prep = Preprocessing(input_size=None if args.input_size == "native" else int(args.input_size), roi_mask=roi)
+    scheme = (
+        f"{int((~parts[0]).sum())} fit / {int(parts[0].sum())} validation"
+        if args.folds == 1
+        else f"{args.folds} heads, each validated on one of {args.folds} parts and fitted on the rest"
+    )
     print(
-        f"{args.dataset}: {len(train)} train ({int((~validation).sum())} fit / {len(val_part)} validation), "
-        f"{len(test)} test; layers {args.layers} at stride 8, native input, AGP grid {args.grid}, "
-        f"runtime {backbone.runtime}, torch threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.1f}",
+        f"{args.dataset}: {len(train)} train ({scheme}), "
+        f"{len(test)} test; layers {args.layers} at stride 8, input {args.input_size}, AGP grid {args.grid}, "
+        f"ema {args.ema:g}, keep {args.keep}, runtime {backbone.runtime}, torch threads {torch.get_num_threads()}, "
+        f"load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     maps = stride8_maps(train.paths, backbone, prep, layers, cache=cache, progress=True)
@@ -128,6 +156,8 @@ def main() -> None:
     )
     counts = train.counts.astype(float)
     truth = counts[val_part]
+    # As `train` does (conv_training): the heads of an ensemble share one standardisation.
+    statistics = channel_statistics(maps[:: max(1, len(maps) // 100)]) if args.folds > 1 else None
     rows: list[dict] = []
     best: dict | None = None
     for text in args.configs:
@@ -138,52 +168,79 @@ def main() -> None:
                 | {
                     "max_steps": args.max_steps,
                     "batch": args.batch,
+                    "crop": args.crop,
                     "eval_every": args.eval_every,
                     "patience": args.patience,
                     "seed": args.seed,
+                    "ema": settings.ema or args.ema,
+                    "keep": args.keep,
                 }
             )
         )
         load = os.getloadavg()[0]
-        fit = fit_conv_head(maps, targets, counts, layers, validation, roi_mask=roi, grid=grid, settings=settings)
-        head_alone = metrics(truth, np.clip(fit.validation_sums[:, 0], 0, None))
-        agp = agp_cross_validated(fit.validation_sums, truth, train.indices[val_part], setup["sequence"], args.seed)
+        # Each head's sums of the part it was validated on: out of fold over the validated images.
+        sums = np.zeros((len(train), 1 + (0 if grid is None else grid[0] * grid[1])))
+        fits = []
+        for part in parts:
+            fit = fit_conv_head(
+                maps, targets, counts, layers, part, roi_mask=roi, grid=grid, settings=settings, statistics=statistics
+            )
+            sums[part] = fit.validation_sums
+            fits.append(fit)
+            if args.folds > 1:
+                fold_mae = metrics(counts[part], np.clip(fit.validation_sums[:, 0], 0, None))[0]
+                print(
+                    f"    {text}: part {len(fits)}/{args.folds} validation head MAE {fold_mae:.2f} ({fit.seconds:.0f} s)"
+                )
+        validation_sums = sums[val_part]
+        head_alone = metrics(truth, np.clip(validation_sums[:, 0], 0, None))
+        agp = agp_cross_validated(validation_sums, truth, train.indices[val_part], setup["sequence"], args.seed)
         row = {
             "config": text,
-            "best_step": fit.best_step,
+            "best_step": [fit.best_step for fit in fits],
             "val_head": head_alone,
             "val_agp_cv": metrics(truth, agp),
-            "seconds": round(fit.seconds, 1),
+            "bias": float(np.mean(validation_sums[:, 0] - truth)),
+            "seconds": round(sum(fit.seconds for fit in fits), 1),
             "load": round(load, 1),
-            "history": fit.history,
+            "history": [fit.history for fit in fits],
         }
         rows.append(row)
         print(
-            f"  {text:10} kept step {fit.best_step:5d}  validation head MAE {head_alone[0]:6.2f} MSE {head_alone[1]:8.2f}"
-            f" | AGP (5-fold inside validation) MAE {row['val_agp_cv'][0]:6.2f} MSE {row['val_agp_cv'][1]:8.2f}"
-            f"  ({fit.seconds:.0f} s, load {load:.1f})",
+            f"  {text:10} kept step {max(row['best_step']):5d}  validation head MAE {head_alone[0]:6.2f} MSE {head_alone[1]:8.2f}"
+            f" (bias {row['bias']:+.2f}) | AGP (5-fold inside validation) MAE {row['val_agp_cv'][0]:6.2f}"
+            f" MSE {row['val_agp_cv'][1]:8.2f}  ({row['seconds']:.0f} s, load {load:.1f})",
             flush=True,
         )
         score = min(head_alone[0], row["val_agp_cv"][0])
         if best is None or score < best["score"]:
-            best = {"score": score, "row": row, "fit": fit}
+            best = {"score": score, "row": row, "fits": fits, "sums": validation_sums}
     assert best is not None
-    chosen, fit = best["row"], best["fit"]
+    chosen, fits = best["row"], best["fits"]
     use_agp = chosen["val_agp_cv"][0] < chosen["val_head"][0]
     print(f"validated choice: {chosen['config']} ({'AGP on head sums' if use_agp else 'head alone'})", flush=True)
-    result = {"rows": rows, "choice": chosen["config"], "use_agp": use_agp}
+    result = {"rows": rows, "choice": chosen["config"], "use_agp": use_agp, "folds": args.folds}
     if args.test_if_below is not None and best["score"] >= args.test_if_below:
         print(f"validation MAE {best['score']:.2f} does not beat {args.test_if_below:g}: the test range is not scored")
         args.no_test = True
     if not args.no_test:
         del maps
         test_maps = stride8_maps(test.paths, backbone, prep, layers, cache=cache, progress=True)
-        sums = np.stack([fit.head.region_counts(item.astype(np.float32), roi, grid)[0] for item in test_maps])
+        # The K heads' densities averaged: one ensemble (K = 1: the head as trained).
+        sums = np.mean(
+            [
+                np.stack([fit.head.region_counts(item.astype(np.float32), roi, grid)[0] for item in test_maps])
+                for fit in fits
+            ],
+            axis=0,
+        )
         test_head = metrics(test.counts, np.clip(sums[:, 0], 0, None))
-        test_agp = metrics(test.counts, agp_fit_predict(fit.validation_sums, truth, sums, args.seed))
+        test_agp = metrics(test.counts, agp_fit_predict(best["sums"], truth, sums, args.seed))
         print(f"TEST (once) head alone:       MAE {test_head[0]:.2f}  MSE {test_head[1]:.2f}")
         print(f"TEST (once) AGP on head sums: MAE {test_agp[0]:.2f}  MSE {test_agp[1]:.2f}")
-        fps = frames_per_second(test.paths[:16], backbone, prep, fit.head)
+        ensemble = fits[0].head
+        ensemble.more_weights = [fit.head.weights for fit in fits[1:]]
+        fps = frames_per_second(test.paths[:16], backbone, prep, ensemble)
         print(f"speed: {fps:.1f} images/s (one trunk pass + conv head, uncached, load now {os.getloadavg()[0]:.1f})")
         result |= {"test_head": test_head, "test_agp": test_agp, "fps": fps}
     if args.json:

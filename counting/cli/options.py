@@ -240,9 +240,9 @@ HeadKindOption = Annotated[
     typer.Option(
         "--head-kind",
         **choice(DENSITY_KINDS),
-        help="With --density-head: ridge or rff (closed form, stride 16, out-of-fold sums) or conv (a small "
-        "convolutional head trained with torch at stride 8, early-stopped on a quarter of the train images; "
-        "the regressor learns from that quarter's sums).",
+        help="With --density-head: ridge or rff (closed form, stride 16, out-of-fold sums) or conv (small "
+        "convolutional heads trained with torch at stride 8, one per quarter of the train images left out; "
+        "the model counts with their mean density, and the regressor learns from out-of-fold sums).",
         rich_help_panel=DESCRIPTORS,
     ),
 ]

@@ -9,7 +9,9 @@ upsampled bilinearly onto it) through a few 3x3 convolutions:
     -> 1x1 conv to one channel -> softplus / ``output_scale``
 
 Its parameters are plain float arrays (``weights``, in the order of :func:`parameter_shapes`), so
-a model file holds them without pickle; inference runs them through torch, with a trunk's output
+a model file holds them without pickle. A head may be an ensemble: ``more_weights`` holds further
+networks of the same shape (trained on other folds of the train images), and the density is the
+mean of all members' densities; inference runs them through torch, with a trunk's output
 never leaving float32. The trunk is not trained: the head learns from cached maps
 (:mod:`counting.density.conv_fitting`).
 """
@@ -55,7 +57,9 @@ class ConvDensityHead(MapHead):
 
     ``layers`` are the backbone maps it reads, concatenated in this order on the stride-8 grid;
     ``x_mean``/``x_scale`` standardise their channels; the network's output divided by
-    ``output_scale`` is people per grid cell. ``settings`` records how it was trained.
+    ``output_scale`` is people per grid cell. ``more_weights``: the other members of an ensemble
+    (same shapes and standardisation), averaged with ``weights``. ``settings`` records how it was
+    trained.
     """
 
     layers: tuple[str, ...]
@@ -66,40 +70,65 @@ class ConvDensityHead(MapHead):
     weights: list[np.ndarray]
     output_scale: float = 100.0
     settings: dict[str, Any] = field(default_factory=dict)
+    more_weights: list[list[np.ndarray]] = field(default_factory=list)
     kind: str = "conv"
     stride: int = CONV_STRIDE
 
     def __post_init__(self) -> None:
-        self._network: torch.nn.Sequential | None = None
+        self._networks: list[torch.nn.Sequential] | None = None
+        # The arrays the cached networks were built from (held, so compared by identity).
+        self._built_from: tuple[Any, ...] = ()
+
+    @property
+    def members(self) -> list[list[np.ndarray]]:
+        """Every network's arrays: ``weights`` first, then ``more_weights``."""
+        return [self.weights, *self.more_weights]
+
+    def networks(self) -> list[torch.nn.Sequential]:
+        """One torch module per member, input standardisation folded into its first conv.
+
+        Built once, and again when a member or the standardisation is replaced (an ensemble is
+        assembled by assigning ``more_weights`` to a head that may have counted already)."""
+        source = (self.x_mean, self.x_scale, *(array for member in self.members for array in member))
+        if (
+            self._networks is None
+            or len(source) != len(self._built_from)
+            or any(mine is not theirs for mine, theirs in zip(source, self._built_from, strict=True))
+        ):
+            self._networks = [self._network_of(member) for member in self.members]
+            self._built_from = source
+        return self._networks
 
     def network(self) -> torch.nn.Sequential:
-        """The torch module with this head's weights, input standardisation folded into the first conv."""
-        if self._network is None:
-            network = build_network(self.n_channels, self.width, self.depth)
-            scale = 1.0 / self.x_scale
-            arrays = [np.asarray(item, dtype=np.float64) for item in self.weights]
-            # (x - mean) / scale through a 1x1 conv = conv with weights / scale and a shifted bias.
-            first = arrays[0] * scale[None, :, None, None]
-            arrays[1] = arrays[1] - first[:, :, 0, 0] @ self.x_mean
-            arrays[0] = first
-            parameters = list(network.parameters())
-            with torch.no_grad():
-                for parameter, value in zip(parameters, arrays, strict=True):
-                    parameter.copy_(torch.from_numpy(value.astype(np.float32)))
-            network.eval()
-            self._network = network
-        return self._network
+        """The first member's torch module."""
+        return self.networks()[0]
+
+    def _network_of(self, weights: list[np.ndarray]) -> torch.nn.Sequential:
+        network = build_network(self.n_channels, self.width, self.depth)
+        scale = 1.0 / self.x_scale
+        arrays = [np.asarray(item, dtype=np.float64) for item in weights]
+        # (x - mean) / scale through a 1x1 conv = conv with weights / scale and a shifted bias.
+        first = arrays[0] * scale[None, :, None, None]
+        arrays[1] = arrays[1] - first[:, :, 0, 0] @ self.x_mean
+        arrays[0] = first
+        with torch.no_grad():
+            for parameter, value in zip(network.parameters(), arrays, strict=True):
+                parameter.copy_(torch.from_numpy(value.astype(np.float32)))
+        network.eval()
+        return network
 
     def density(self, maps: np.ndarray) -> np.ndarray:
-        """``(n, C, h, w)`` stride-8 feature maps -> ``(n, h, w)`` density maps (people per cell)."""
+        """``(n, C, h, w)`` stride-8 feature maps -> ``(n, h, w)`` density maps (people per cell),
+        the mean over the members of an ensemble."""
         array = self.check_maps(maps)
-        network = self.network()
-        out = np.empty((array.shape[0], *array.shape[2:]), dtype=np.float64)
+        networks = self.networks()
+        out = np.zeros((array.shape[0], *array.shape[2:]), dtype=np.float64)
         with torch.inference_mode():
             for start in range(0, len(array), _BATCH):
                 chunk = torch.from_numpy(np.ascontiguousarray(array[start : start + _BATCH], dtype=np.float32))
-                out[start : start + len(chunk)] = network(chunk)[:, 0].double().numpy()
-        return out / self.output_scale
+                for network in networks:
+                    out[start : start + len(chunk)] += network(chunk)[:, 0].double().numpy()
+        return out / (self.output_scale * len(networks))
 
     def region_counts(
         self, maps: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None

@@ -17,18 +17,28 @@ from counting.density.sections import checked_layers, checked_settings, decode_a
 __all__ = ["conv_head_from_document", "conv_head_to_document"]
 
 KIND = "counting-density-head"
-FORMAT_VERSION = 1
+# Version 2: an ensemble (``members`` > 1, arrays ``member{m}_weight{n}`` for members after the
+# first). A single head is still written as version 1, which earlier readers take.
+FORMAT_VERSION = 2
+_MAX_MEMBERS = 64
 _MAX_CHANNELS = 100_000
 _MAX_WIDTH = 1024
 _MAX_DEPTH = 16
 _MAX_GRID = 64
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
     """The head as a JSON-ready dict for a model file."""
+    ensemble = {"members": len(head.members)} if head.more_weights else {}
+    more = {
+        f"member{member}_weight{number}": encode_array(value)
+        for member, weights in enumerate(head.more_weights, start=1)
+        for number, value in enumerate(weights)
+    }
     return {
         "kind": KIND,
-        "format_version": FORMAT_VERSION,
+        "format_version": 2 if head.more_weights else 1,
         "head_kind": "conv",
         "layers": list(head.layers),
         "width": int(head.width),
@@ -37,8 +47,9 @@ def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
         "output_scale": float(head.output_scale),
         "settings": head.settings,
         "arrays": {"x_mean": encode_array(head.x_mean), "x_scale": encode_array(head.x_scale)}
-        | {f"weight{number}": encode_array(value) for number, value in enumerate(head.weights)},
-    }
+        | {f"weight{number}": encode_array(value) for number, value in enumerate(head.weights)}
+        | more,
+    } | ensemble
 
 
 def _integer(document: dict, name: str, low: int, high: int, fail) -> int:
@@ -46,6 +57,19 @@ def _integer(document: dict, name: str, low: int, high: int, fail) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise fail(f"{name} must be an integer from {low} to {high}, got {value!r:.60}")
     return value
+
+
+def _check_float32(prefix: str, weights: list[np.ndarray], mean: np.ndarray, spread: np.ndarray, fail) -> None:
+    """The network runs in float32 with the standardisation folded into its first conv (see
+    :meth:`ConvDensityHead._network_of`): every value it holds must be a finite float32, or each
+    count would come out NaN without a word."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        first = weights[0] / spread[None, :, None, None]
+        folded = [first, weights[1] - first[:, :, 0, 0] @ mean, *weights[2:]]
+        for number, value in enumerate(folded):
+            if not np.all(np.abs(value) <= _FLOAT32_MAX):
+                which = f"{prefix}weight{number}" + (" over x_scale and x_mean" if number < 2 else "")
+                raise fail(f"{which} overflows float32, in which the head runs")
 
 
 def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
@@ -58,11 +82,14 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
     if not isinstance(document, dict) or document.get("kind") != KIND or document.get("head_kind") != "conv":
         raise fail("not a conv density head section")
     version = document.get("format_version")
-    if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
         raise fail(f"format version {version!r} is not one this version reads ({FORMAT_VERSION})")
     layers = checked_layers(document, fail)
     width = _integer(document, "width", 1, _MAX_WIDTH, fail)
     depth = _integer(document, "depth", 0, _MAX_DEPTH, fail)
+    members = _integer(document, "members", 1, _MAX_MEMBERS, fail) if "members" in document else 1
+    if members > 1 and version < 2:
+        raise fail(f"{members} members need format version 2, the file says {version}")
     if document.get("stride") != CONV_STRIDE:
         raise fail(f"stride must be {CONV_STRIDE}, got {document.get('stride')!r:.60}")
     scale = document.get("output_scale")
@@ -84,20 +111,29 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
     if not 1 <= channels <= _MAX_CHANNELS or np.any(spread <= 0):
         raise fail(f"{channels} channels with x_scale > 0 expected")
     shapes = parameter_shapes(channels, width, depth)
-    expected = {"x_mean", "x_scale"} | {f"weight{number}" for number in range(len(shapes))}
+    prefixes = [""] + [f"member{member}_" for member in range(1, members)]
+    expected = {"x_mean", "x_scale"} | {
+        f"{prefix}weight{number}" for prefix in prefixes for number in range(len(shapes))
+    }
     if set(arrays) != expected:
-        raise fail(f"arrays {sorted(set(arrays) ^ expected)[:3]} missing or unknown for width {width}, depth {depth}")
-    weights = [arrays[f"weight{number}"] for number in range(len(shapes))]
-    for number, (value, shape) in enumerate(zip(weights, shapes, strict=True)):
-        if value.shape != shape:
-            raise fail(f"weight{number} has shape {value.shape}, expected {shape}")
+        raise fail(
+            f"arrays {sorted(set(arrays) ^ expected)[:3]} missing or unknown for width {width}, depth {depth}, "
+            f"{members} member(s)"
+        )
+    ensemble = [[arrays[f"{prefix}weight{number}"] for number in range(len(shapes))] for prefix in prefixes]
+    for prefix, weights in zip(prefixes, ensemble, strict=True):
+        for number, (value, shape) in enumerate(zip(weights, shapes, strict=True)):
+            if value.shape != shape:
+                raise fail(f"{prefix}weight{number} has shape {value.shape}, expected {shape}")
+        _check_float32(prefix, weights, mean, spread, fail)
     return ConvDensityHead(
         layers=tuple(layers),
         width=width,
         depth=depth,
         x_mean=mean,
         x_scale=spread,
-        weights=weights,
+        weights=ensemble[0],
+        more_weights=ensemble[1:],
         output_scale=float(scale),
         settings=settings,
     )

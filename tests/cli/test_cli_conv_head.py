@@ -20,9 +20,10 @@ from counting.model import load_model
 @pytest.fixture(scope="module")
 def conv_model(runner, mall_root: Path, session_cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("conv") / "conv.npz"
-    quick = ConvSettings(width=8, depth=1, batch=4, max_steps=40, eval_every=20, patience=2)
+    # The default's shape (folds, weight averaging, last weights), a few steps: the commands, not the accuracy.
+    quick = ConvSettings(width=8, depth=1, batch=4, max_steps=40, eval_every=20, ema=0.9, keep="last", folds=2)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(conv_training, "DEFAULT_SETTINGS", quick)  # a few steps: the commands, not the accuracy
+        patch.setattr(conv_training, "DEFAULT_SETTINGS", quick)
         patch.setenv("COUNTING_CACHE_DIR", str(session_cache_dir))
         result = runner.invoke(
             app,
@@ -31,7 +32,7 @@ def conv_model(runner, mall_root: Path, session_cache_dir: Path, tmp_path_factor
              "--centers", "4", "--epochs", "3", "--calibration", "none", "--no-progress", "-o", str(out)],
         )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "conv density head: kept step" in result.output
+    assert "conv density head 2: kept step 40" in result.output and "2 heads, out-of-fold count MAE" in result.output
     return out
 
 
@@ -41,7 +42,8 @@ def test_train_records_the_conv_head_and_its_layers(conv_model: Path) -> None:
     assert isinstance(head, ConvDensityHead) and head.layers == ("block4", "block10")
     assert head.n_channels == 40 + 112 and head.width == 8 and head.depth == 1
     assert model.training["density_kind"] == "conv" and model.training["density_layers"] == ["block4", "block10"]
-    assert model.dataset["n_train"] == 10  # the validation quarter (frames 31-40) trains the AGP
+    # Two heads, each validated on one half of frames 1-40: the AGP learns from all 40 out-of-fold rows.
+    assert model.dataset["n_train"] == 40 and len(head.members) == 2 and head.settings["members"] == 2
 
 
 def test_count_and_video_use_the_conv_head(
