@@ -183,6 +183,8 @@ def cv_folds(
     order = np.argsort(indices, kind="stable")
     if block is None:
         return [np.sort(fold) for fold in np.array_split(order, n_folds)]
+    # Fewer than n_folds runs of `block` frames would leave folds empty (12 frames: 10, 2, 0, 0, 0).
+    block = min(block, max(1, n // n_folds))
     fold_of = (np.arange(n) // block) % n_folds
     return [np.sort(order[fold_of == k]) for k in range(n_folds)]
 

@@ -178,6 +178,16 @@ def test_cv_folds_deal_runs_of_frames_in_turn() -> None:
         cv_folds(np.arange(8), 5, True, 0, 10)
 
 
+def test_cv_folds_of_a_short_sequence_are_never_empty() -> None:
+    """12 frames in runs of 10 gave folds of 10, 2, 0, 0, 0 frames: the runs shrink to fit."""
+    for n in (10, 12, 17, 49):
+        folds = cv_folds(np.arange(1, n + 1), 5, contiguous=True, seed=0, block=10)
+        sizes = [len(fold) for fold in folds]
+        assert min(sizes) >= 2 and sum(sizes) == n, (n, sizes)
+        assert np.array_equal(np.sort(np.concatenate(folds)), np.arange(n))
+    assert [len(fold) for fold in cv_folds(np.arange(12), 5, True, 0, 10)] == [4, 2, 2, 2, 2]
+
+
 def test_cv_calibration_fits_on_every_frame(mall_small, session_cache_dir: Path) -> None:
     config = TrainingConfig(input_size=112, n_centers=8, max_epochs=3)  # calibration "auto" = cv
     model = train_model(mall_small, config, cache=FeatureCache(session_cache_dir))
