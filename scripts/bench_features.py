@@ -30,7 +30,7 @@ from pathlib import Path
 
 from counting import defaults
 from counting.backbones import Preprocessing, configure_runtime, get_backbone
-from counting.backbones.runtime import default_threads
+from counting.backbones.runtime import cpu_description, default_threads
 from counting.features import FeatureCache, configure_torch_threads, extract_features
 from counting.imaging import load_image, load_pixels
 
@@ -73,7 +73,7 @@ def main() -> None:
     prep = Preprocessing(input_size=args.input_size)
     print(
         f"{args.backbone}, input short side {args.input_size}, batch {args.batch_size}, {threads} threads, "
-        f"{os.cpu_count()} CPUs, load average {_load()} (1/5/15 min)"
+        f"{os.cpu_count()} CPUs ({cpu_description()}), load average {_load()} (1/5/15 min)"
     )
     print(
         f"onnxruntime export ready in {onnx_load:.1f} s ({onnx._onnx[('final',)].path.name}, "

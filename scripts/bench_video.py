@@ -28,6 +28,7 @@ import cv2
 
 from counting import defaults
 from counting.backbones import configure_runtime
+from counting.backbones.runtime import cpu_description
 from counting.model import load_model
 from counting.video import count_video
 
@@ -104,7 +105,7 @@ def main() -> None:
     print(f"model: {model.name} ({model.backbone}, input {model.input_size or 'native'}, grid {model.grid})")
     print(
         f"video: {args.frames} frames, 640x480 at {FPS:g} fps; stride {args.stride}, batch {args.batch_size}; "
-        f"load average {_load()} (1/5/15 min) on {os.cpu_count()} CPUs"
+        f"load average {_load()} (1/5/15 min) on {os.cpu_count()} CPUs ({cpu_description()})"
     )
     with tempfile.TemporaryDirectory() as folder:
         video = Path(folder) / "mall_640x480_25fps.avi"

@@ -26,6 +26,7 @@ __all__ = [
     "RuntimeName",
     "available_cpus",
     "check_runtime",
+    "cpu_description",
     "configure_runtime",
     "configured_threads",
     "default_runtime",
@@ -46,6 +47,26 @@ def available_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def cpu_description() -> str:
+    """The CPU's model name and the vector extensions the forward pass uses, e.g.
+    ``"AMD EPYC (avx2)"``: speed figures are only comparable on the same kind of CPU (the
+    project's machines have been AVX-512/AMX Intel and AVX2-only AMD ones)."""
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                name, _, value = line.partition(":")
+                if name.strip() == "model name":
+                    model = value.strip()
+                elif name.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:  # not Linux
+        return model
+    extensions = [flag for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
+    return f"{model} ({', '.join(extensions) or 'no AVX2'})"
 
 
 def check_runtime(name: str) -> str:

@@ -344,3 +344,14 @@ def test_exported_files_follow_the_umask_like_any_new_file(
     # readable by the other users of a shared cache (mkstemp alone gives 0600)
     assert (exported.stat().st_mode & 0o777) == 0o644
     assert (exported.with_suffix(".json").stat().st_mode & 0o777) == 0o644
+
+
+def test_cpu_description_names_the_cpu_and_its_vector_extensions() -> None:
+    from counting.backbones.runtime import cpu_description
+
+    text = cpu_description()
+    with open("/proc/cpuinfo", encoding="utf-8") as handle:
+        info = handle.read()
+    model = next(line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name"))
+    assert text.startswith(model + " (") and text.endswith(")")
+    assert ("avx2" in text) == (" avx2" in info)
