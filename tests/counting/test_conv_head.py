@@ -196,6 +196,22 @@ def test_weight_averaging_keeping_the_last_weights_learns_too() -> None:
         fit_conv_head(maps, targets, counts, ["a"], validation, settings=replace(settings, ema=1.0))
 
 
+def test_with_the_last_weights_kept_evaluations_only_report() -> None:
+    """`train` evaluates its heads 3 times, not 10: the heads must not depend on it."""
+    rng = np.random.default_rng(1)
+    maps = [rng.normal(size=(3, 12, 12)).astype(np.float16) for _ in range(12)]
+    targets = [np.clip(item[0].astype(np.float32), 0, None) / 10 for item in maps]
+    counts = np.array([target.sum() for target in targets])
+    validation = np.arange(12) >= 9
+    base = ConvSettings(width=4, depth=1, crop=8, batch=4, max_steps=60, ema=0.9, keep="last")
+    often = fit_conv_head(maps, targets, counts, ["a"], validation, settings=replace(base, eval_every=10))
+    rarely = fit_conv_head(maps, targets, counts, ["a"], validation, settings=replace(base, eval_every=60))
+    assert len(often.history) == 6 and len(rarely.history) == 1
+    for left, right in zip(often.head.weights, rarely.head.weights, strict=True):
+        np.testing.assert_array_equal(left, right)
+    assert conv_training.DEFAULT_SETTINGS.keep == "last"
+
+
 @pytest.fixture(scope="module")
 def mall_conv(mall_root: Path):
     return load_dataset("mall", mall_root, split="train=1-48,test=49-56")
