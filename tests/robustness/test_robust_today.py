@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 from robust_helpers import REPO_ROOT, assert_one_error, make_image, model_parts, write_model
 
-MALL_ACCURATE = REPO_ROOT / "models" / "mall-accurate.npz"
+MALL_SUMS = REPO_ROOT / "models" / "mall-sums.npz"
 
 
 def _edited_descriptor(tmp_path: Path, spec: str) -> Path:
-    arrays, document = model_parts(MALL_ACCURATE)
+    arrays, document = model_parts(MALL_SUMS)
     document["user_metadata"]["descriptor"]["spec"] = spec
     return write_model(tmp_path / "edited.npz", arrays, document)
 
@@ -132,6 +132,6 @@ def test_report_with_a_roi_model_on_images_of_another_size_says_why_nothing_was_
     # Was a traceback: "metrics need at least one sample, got none" (Mall's 640x480 ROI, 1024x768 images).
     result = cli(
         "report", "-d", "shanghaitech", "-r", shanghaitech_root, "--split", "train=1-5,test=6-8",
-        "-m", MALL_ACCURATE, "-o", tmp_path / "report",
+        "-m", MALL_SUMS, "-o", tmp_path / "report",
     )  # fmt: skip
     assert_one_error(result, str(shanghaitech_root), "none of the 3 test images", "ROI mask is 640x480")
