@@ -228,7 +228,9 @@ def test_photos_of_mixed_sizes_batch_by_shape_with_unchanged_descriptors(
     assert sorted(map(len, chunks)) == [1, 2, 3]  # three shapes, one batch each
     together = extract_features(paths, onnx_net, prep, batch_size=4, progress=False).features
     one_by_one = np.stack([extract_features([path], onnx_net, prep, progress=False).features[0] for path in paths])
-    np.testing.assert_allclose(together, one_by_one, atol=1e-5)
+    # The fc head's float32 product sums in another order for another batch size (AVX2 OpenBLAS:
+    # 1.3e-5 on a score of 20.8): equal to float32 rounding, well inside the 1e-4 the runtimes keep.
+    np.testing.assert_allclose(together, one_by_one, rtol=2e-6, atol=1e-5)
     assert np.abs(together[0] - together[1]).max() > 0.1  # rows stay with their own image
 
 
