@@ -8,9 +8,16 @@ tests that need it are skipped.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
+
+# A shell that starts the suite in the background ignores SIGINT, the processes the Ctrl-C tests
+# start inherit that, and Python then never raises KeyboardInterrupt in them: restore it (a
+# handler, unlike SIG_IGN, is reset to the default in every process started from here).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("COUNTING_SHARED_DATA", str(REPO_ROOT.parent / "shared" / "data"))).resolve()
