@@ -33,10 +33,10 @@ import torch
 
 from counting.backbones import Preprocessing, get_backbone
 from counting.datasets import load_dataset
-from counting.density.conv_fitting import ConvSettings, fit_conv_head, stride8_maps
+from counting.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
+from counting.density.conv_head import ensemble
 from counting.density.conv_training import validation_parts
 from counting.density.data import TargetSettings, density_targets
-from counting.density.fitting import channel_statistics
 from counting.density.maps import extract_maps
 from counting.features import FeatureCache
 from counting.training import TrainingConfig, cv_folds, make_regressor
@@ -156,8 +156,6 @@ def main() -> None:
     )
     counts = train.counts.astype(float)
     truth = counts[val_part]
-    # As `train` does (conv_training): the heads of an ensemble share one standardisation.
-    statistics = channel_statistics(maps[:: max(1, len(maps) // 100)]) if args.folds > 1 else None
     rows: list[dict] = []
     best: dict | None = None
     for text in args.configs:
@@ -179,18 +177,12 @@ def main() -> None:
         )
         load = os.getloadavg()[0]
         # Each head's sums of the part it was validated on: out of fold over the validated images.
-        sums = np.zeros((len(train), 1 + (0 if grid is None else grid[0] * grid[1])))
-        fits = []
-        for part in parts:
-            fit = fit_conv_head(
-                maps, targets, counts, layers, part, roi_mask=roi, grid=grid, settings=settings, statistics=statistics
-            )
-            sums[part] = fit.validation_sums
-            fits.append(fit)
-            if args.folds > 1:
+        fits, sums = fit_conv_heads(maps, targets, counts, layers, parts, roi_mask=roi, grid=grid, settings=settings)
+        if args.folds > 1:
+            for number, (part, fit) in enumerate(zip(parts, fits, strict=True), start=1):
                 fold_mae = metrics(counts[part], np.clip(fit.validation_sums[:, 0], 0, None))[0]
                 print(
-                    f"    {text}: part {len(fits)}/{args.folds} validation head MAE {fold_mae:.2f} ({fit.seconds:.0f} s)"
+                    f"    {text}: part {number}/{args.folds} validation head MAE {fold_mae:.2f} ({fit.seconds:.0f} s)"
                 )
         validation_sums = sums[val_part]
         head_alone = metrics(truth, np.clip(validation_sums[:, 0], 0, None))
@@ -227,20 +219,13 @@ def main() -> None:
         del maps
         test_maps = stride8_maps(test.paths, backbone, prep, layers, cache=cache, progress=True)
         # The K heads' densities averaged: one ensemble (K = 1: the head as trained).
-        sums = np.mean(
-            [
-                np.stack([fit.head.region_counts(item.astype(np.float32), roi, grid)[0] for item in test_maps])
-                for fit in fits
-            ],
-            axis=0,
-        )
+        counting_head = ensemble([fit.head for fit in fits])
+        sums = np.stack([counting_head.region_counts(item.astype(np.float32), roi, grid)[0] for item in test_maps])
         test_head = metrics(test.counts, np.clip(sums[:, 0], 0, None))
         test_agp = metrics(test.counts, agp_fit_predict(best["sums"], truth, sums, args.seed))
         print(f"TEST (once) head alone:       MAE {test_head[0]:.2f}  MSE {test_head[1]:.2f}")
         print(f"TEST (once) AGP on head sums: MAE {test_agp[0]:.2f}  MSE {test_agp[1]:.2f}")
-        ensemble = fits[0].head
-        ensemble.more_weights = [fit.head.weights for fit in fits[1:]]
-        fps = frames_per_second(test.paths[:16], backbone, prep, ensemble)
+        fps = frames_per_second(test.paths[:16], backbone, prep, counting_head)
         print(f"speed: {fps:.1f} images/s (one trunk pass + conv head, uncached, load now {os.getloadavg()[0]:.1f})")
         result |= {"test_head": test_head, "test_agp": test_agp, "fps": fps}
     if args.json:

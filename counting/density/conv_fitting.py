@@ -26,7 +26,15 @@ from counting.density.fitting import channel_statistics
 from counting.density.maps import extract_maps, head_grid, resample
 from counting.density.regions import region_weights, roi_weights
 
-__all__ = ["ConvFit", "ConvSettings", "fit_conv_head", "native_stride", "stride8_maps"]
+__all__ = [
+    "ConvFit",
+    "ConvSettings",
+    "fit_conv_head",
+    "fit_conv_heads",
+    "native_stride",
+    "sampled_statistics",
+    "stride8_maps",
+]
 
 
 @dataclass(frozen=True)
@@ -197,7 +205,7 @@ def fit_conv_head(
     start = time.perf_counter()
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    mean, scale = statistics or channel_statistics([maps[i] for i in fit_part[:: max(1, len(fit_part) // 100)]])
+    mean, scale = statistics or sampled_statistics([maps[i] for i in fit_part])
     shift = torch.from_numpy(mean.astype(np.float32))[None, :, None, None]
     inverse = torch.from_numpy((1.0 / scale).astype(np.float32))[None, :, None, None]
     roi = [roi_weights(roi_mask, item.shape[1:]).astype(np.float32) for item in maps]
@@ -290,6 +298,60 @@ def fit_conv_head(
         history=history,
         seconds=time.perf_counter() - start,
     )
+
+
+def sampled_statistics(maps: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Channel ``(mean, scale)`` over about 100 evenly spaced ``maps`` (enough for 232 channels)."""
+    return channel_statistics(maps[:: max(1, len(maps) // 100)])
+
+
+def fit_conv_heads(
+    maps: Sequence[np.ndarray],
+    targets: Sequence[np.ndarray],
+    counts: np.ndarray,
+    layers: Sequence[str],
+    parts: Sequence[np.ndarray],
+    *,
+    roi_mask: np.ndarray | None = None,
+    grid: tuple[int, int] | None = None,
+    settings: ConvSettings = ConvSettings(),
+    log: Callable[[str], None] | None = None,
+) -> tuple[list[ConvFit], np.ndarray]:
+    """One head per boolean mask of ``parts``, each validated on its part and trained on the
+    other images (several heads share one standardisation, measured on every image: it uses no
+    labels). Returns the fits and ``(n, 1 + cells)`` region sums: each validated image's by the
+    head validated on it, NaN for images in no part."""
+    statistics = sampled_statistics(maps) if len(parts) > 1 else None
+    rows = np.full((len(maps), 1 + (0 if grid is None else grid[0] * grid[1])), np.nan)
+    fits: list[ConvFit] = []
+    for number, part in enumerate(parts, start=1):
+        if log is not None:
+            which = "" if len(parts) == 1 else f" {number} of {len(parts)}"
+            log(
+                f"training conv density head{which} ({settings.width} wide, {settings.depth} 3x3 convs) on "
+                f"{', '.join(layers)} maps at stride 8: {int((~part).sum())} images, validated on {int(part.sum())}"
+            )
+        fit = fit_conv_head(
+            maps,
+            targets,
+            counts,
+            layers,
+            part,
+            roi_mask=roi_mask,
+            grid=grid,
+            settings=settings,
+            log=log,
+            statistics=statistics,
+        )
+        rows[part] = fit.validation_sums
+        fits.append(fit)
+        if log is not None:
+            which = "" if len(parts) == 1 else f" {number}"
+            log(
+                f"conv density head{which}: kept step {fit.best_step}, "
+                f"validation count MAE {fit.head.settings['validation_mae']:.3f}"
+            )
+    return fits, rows
 
 
 def grid_of(input_size: tuple[int, int]) -> tuple[int, int]:

@@ -18,7 +18,7 @@ never leaving float32. The trunk is not trained: the head learns from cached map
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ import torch
 
 from counting.density.head import DensityHead, MapHead
 
-__all__ = ["CONV_STRIDE", "ConvDensityHead", "build_network", "parameter_shapes"]
+__all__ = ["CONV_STRIDE", "ConvDensityHead", "build_network", "ensemble", "folded_weights", "parameter_shapes"]
 
 CONV_STRIDE = 8
 # Rows of the grid run through the network at once: bounds the activations (width x rows x cols
@@ -49,6 +49,14 @@ def build_network(channels: int, width: int, depth: int) -> torch.nn.Sequential:
         layers += [torch.nn.Conv2d(width, width, 3, padding=1), torch.nn.ReLU(inplace=True)]
     layers += [torch.nn.Conv2d(width, 1, 1), torch.nn.Softplus()]
     return torch.nn.Sequential(*layers)
+
+
+def folded_weights(weights: list[np.ndarray], x_mean: np.ndarray, x_scale: np.ndarray) -> list[np.ndarray]:
+    """A network's arrays (float64) with the input standardisation folded into its first conv:
+    (x - mean) / scale through a 1x1 conv = a conv with weights / scale and a shifted bias."""
+    arrays = [np.asarray(item, dtype=np.float64) for item in weights]
+    first = arrays[0] * (1.0 / np.asarray(x_scale, dtype=np.float64))[None, :, None, None]
+    return [first, arrays[1] - first[:, :, 0, 0] @ x_mean, *arrays[2:]]
 
 
 @dataclass
@@ -105,12 +113,7 @@ class ConvDensityHead(MapHead):
 
     def _network_of(self, weights: list[np.ndarray]) -> torch.nn.Sequential:
         network = build_network(self.n_channels, self.width, self.depth)
-        scale = 1.0 / self.x_scale
-        arrays = [np.asarray(item, dtype=np.float64) for item in weights]
-        # (x - mean) / scale through a 1x1 conv = conv with weights / scale and a shifted bias.
-        first = arrays[0] * scale[None, :, None, None]
-        arrays[1] = arrays[1] - first[:, :, 0, 0] @ self.x_mean
-        arrays[0] = first
+        arrays = folded_weights(weights, self.x_mean, self.x_scale)
         with torch.no_grad():
             for parameter, value in zip(network.parameters(), arrays, strict=True):
                 parameter.copy_(torch.from_numpy(value.astype(np.float32)))
@@ -137,3 +140,10 @@ class ConvDensityHead(MapHead):
         return self.sum_regions(self.density(maps), roi_mask, grid)
 
     sum_regions = staticmethod(DensityHead.sum_regions)
+
+
+def ensemble(heads: list[ConvDensityHead]) -> ConvDensityHead:
+    """One head counting with the mean density of ``heads`` (same layers, shapes and
+    standardisation, as :func:`counting.density.conv_fitting.fit_conv_heads` trains them); the
+    first head's settings."""
+    return replace(heads[0], more_weights=[head.weights for head in heads[1:]])

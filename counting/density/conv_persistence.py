@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from counting.density.conv_head import CONV_STRIDE, ConvDensityHead, parameter_shapes
+from counting.density.conv_head import CONV_STRIDE, ConvDensityHead, folded_weights, parameter_shapes
 from counting.density.sections import checked_layers, checked_settings, decode_array, encode_array
 
 __all__ = ["conv_head_from_document", "conv_head_to_document"]
@@ -61,12 +61,10 @@ def _integer(document: dict, name: str, low: int, high: int, fail) -> int:
 
 def _check_float32(prefix: str, weights: list[np.ndarray], mean: np.ndarray, spread: np.ndarray, fail) -> None:
     """The network runs in float32 with the standardisation folded into its first conv (see
-    :meth:`ConvDensityHead._network_of`): every value it holds must be a finite float32, or each
-    count would come out NaN without a word."""
+    :func:`counting.density.conv_head.folded_weights`): every value it holds must be a finite
+    float32, or each count would come out NaN without a word."""
     with np.errstate(over="ignore", invalid="ignore"):
-        first = weights[0] / spread[None, :, None, None]
-        folded = [first, weights[1] - first[:, :, 0, 0] @ mean, *weights[2:]]
-        for number, value in enumerate(folded):
+        for number, value in enumerate(folded_weights(weights, mean, spread)):
             if not np.all(np.abs(value) <= _FLOAT32_MAX):
                 which = f"{prefix}weight{number}" + (" over x_scale and x_mean" if number < 2 else "")
                 raise fail(f"{which} overflows float32, in which the head runs")

@@ -19,10 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from counting.density.conv_fitting import ConvSettings, fit_conv_head, stride8_maps
-from counting.density.conv_head import ConvDensityHead
+from counting.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
+from counting.density.conv_head import ConvDensityHead, ensemble
 from counting.density.data import TargetSettings, density_targets
-from counting.density.fitting import channel_statistics
 from counting.errors import DatasetError
 
 __all__ = ["CONV_LAYERS", "DEFAULT_SETTINGS", "fit_conv_descriptors", "validation_part", "validation_parts"]
@@ -104,42 +103,11 @@ def fit_conv_descriptors(
         samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
     )
     counts = np.array([float(sample.count) for sample in samples])
-    # One standardisation for every member of an ensemble (channel statistics use no labels).
-    statistics = channel_statistics(maps[:: max(1, len(maps) // 100)]) if len(parts) > 1 else None
-    rows: np.ndarray | None = None
-    heads: list[ConvDensityHead] = []
-    for number, part in enumerate(parts, start=1):
-        if log is not None:
-            which = "" if len(parts) == 1 else f" {number} of {len(parts)}"
-            log(
-                f"training conv density head{which} ({settings.width} wide, {settings.depth} 3x3 convs) on "
-                f"{', '.join(layers)} maps at stride 8: {int((~part).sum())} images, validated on {int(part.sum())}"
-            )
-        fit = fit_conv_head(
-            maps,
-            density,
-            counts,
-            layers,
-            part,
-            roi_mask=prep.roi_mask,
-            grid=grid,
-            settings=settings,
-            log=log,
-            statistics=statistics,
-        )
-        if rows is None:
-            rows = np.full((len(samples), fit.validation_sums.shape[1]), np.nan)
-        rows[part] = fit.validation_sums
-        heads.append(fit.head)
-        if log is not None:
-            which = "" if len(parts) == 1 else f" {number}"
-            log(
-                f"conv density head{which}: kept step {fit.best_step}, "
-                f"validation count MAE {fit.head.settings['validation_mae']:.3f}"
-            )
-    assert rows is not None
-    head = heads[0]
-    head.more_weights = [member.weights for member in heads[1:]]
+    fits, rows = fit_conv_heads(
+        maps, density, counts, layers, parts, roi_mask=prep.roi_mask, grid=grid, settings=settings, log=log
+    )
+    heads = [fit.head for fit in fits]
+    head = ensemble(heads)
     validated = ~np.isnan(rows[:, 0])
     head.settings |= {
         "grid": None if grid is None else list(grid),

@@ -321,8 +321,8 @@ def test_ctrl_c_between_ensemble_members_exits_130_and_keeps_the_model(
         "    if len(calls) == 2:\n"
         "        kwargs['log'] = lambda line: os.kill(os.getpid(), signal.SIGINT) if 'step 20:' in line else None\n"
         "    return fit(*args, **kwargs)\n"
-        "fit = conv_training.fit_conv_head\n"
-        "conv_training.fit_conv_head = interrupting\n"
+        "fit = conv_fitting.fit_conv_head\n"
+        "conv_fitting.fit_conv_head = interrupting\n"
     )
     process = run_cli_process(*train_arguments(mall_root, out, session_cache_dir), preamble=preamble, timeout=600)
     assert_process_one_error(process, "interrupted", str(out), code=130)
