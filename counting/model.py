@@ -23,7 +23,11 @@ from counting.uncertainty import ConformalInterval
 MODEL_KIND = "counting-model"
 # Version 2 adds the descriptor record (feature-map sums); class-score models are still written
 # as version 1, byte for byte as before, so older readers keep reading them.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+# What the regressor's output is added to: nothing, or the density head's whole-ROI sum (the
+# regressor then learns the count minus the head's sum: a correction of the head that, away
+# from its training rows, leaves the head's count alone; scripts/conv_agp_study.py).
+COUNT_OFFSETS = ("none", "head_sum")
 
 
 class FeatureDimensionError(CountingError, ValueError):
@@ -99,6 +103,10 @@ class CountingModel:
     density_head: Any = None
     # counting.density.multiclass.ClassDensityHead (VOC): the regressor's rows are its per-class sums.
     class_density_head: Any = None
+    # One of COUNT_OFFSETS; "head_sum" needs a density head and no target transform. With it, the
+    # count is the head's sum plus ``correction_weight`` times the regressor's correction.
+    count_offset: str = "none"
+    correction_weight: float = 1.0
     _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -110,6 +118,15 @@ class CountingModel:
             self.descriptor = None  # class scores are what a model without a descriptor record uses
         if self.uses_maps and self.grid is not None:
             raise ModelFileError(f"descriptor {self.descriptor.text!r} does not take a grid (it has levels=...)")
+        if self.count_offset not in COUNT_OFFSETS:
+            raise ModelFileError(f"count offset {self.count_offset!r:.60} is not one of {', '.join(COUNT_OFFSETS)}")
+        if self.count_offset == "head_sum" and (self.density_head is None or self.target_transform != "none"):
+            raise ModelFileError("count offset 'head_sum' needs a density head and no target transform")
+        weight = self.correction_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight <= 2.0:
+            raise ModelFileError(f"correction weight must be a number from 0 to 2, got {weight!r:.60}")
+        if weight != 1.0 and self.count_offset == "none":
+            raise ModelFileError("a correction weight other than 1 needs the count offset 'head_sum'")
 
     @property
     def uses_maps(self) -> bool:
@@ -157,7 +174,8 @@ class CountingModel:
             head = {"class_density_head": class_head_to_document(self.class_density_head)}
         record = head | {
             "kind": MODEL_KIND,
-            "format_version": 1 if self.descriptor is None else FORMAT_VERSION,
+            # The oldest version that reads the file right: readers before 3 would ignore the offset.
+            "format_version": 3 if self.count_offset != "none" else 1 if self.descriptor is None else 2,
             "counting_version": __version__,
             "backbone": {
                 "name": self.backbone,
@@ -183,6 +201,9 @@ class CountingModel:
         }
         if self.descriptor is not None:
             record["descriptor"] = self.descriptor.to_dict()
+        if self.count_offset != "none":
+            record["count_offset"] = self.count_offset
+            record["correction_weight"] = float(self.correction_weight)
         return record
 
     def save(self, path: str | Path) -> Path:
@@ -282,6 +303,8 @@ class CountingModel:
                 descriptor=descriptor,
                 density_head=density_head,
                 class_density_head=class_density_head,
+                count_offset=metadata.get("count_offset") or "none",
+                correction_weight=metadata.get("correction_weight", 1.0),
             )
         except ModelFileError as error:
             raise ModelFileError(f"{source}: {error}") from None
@@ -346,7 +369,11 @@ class CountingModel:
             values = np.asarray(self.regressor.predict(rows[finite]), dtype=float)
             predicted[finite] = values.reshape(-1, n_outputs)
         # Sum first, clip after: clipping each tile would bias sparse tiles upwards.
-        counts = inverse_transform(frame_counts(predicted, n_images), self.target_transform)
+        summed = frame_counts(predicted, n_images)
+        if self.count_offset == "head_sum":
+            # The regressor predicted the count minus the head's sum.
+            summed = array[:, :1] + self.correction_weight * summed
+        counts = inverse_transform(summed, self.target_transform)
         if not self.is_multi_output:
             return counts[:, 0]
         return apply_gate(counts, self.gate)

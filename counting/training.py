@@ -281,6 +281,10 @@ def train_model(
         )
     if not config.density_head and (config.density_kind != "ridge" or config.density_layers):
         raise TrainingError("--head-kind and --head-layers choose the density head: add --density-head")
+    if config.density_head and config.density_kind == "conv" and config.target_transform != "none":
+        raise TrainingError(
+            "--target-transform does not apply to the conv density head: its AGP corrects the head's count"
+        )
     class_density_head = None
     if config.density_head and multi_output:
         if config.density_kind != "ridge" or config.density_layers:
@@ -343,6 +347,15 @@ def train_model(
     indices = np.array([sample.index for sample in samples])
     check_multiclass_settings(config, layout, multi_output, dataset.root)
     targets = forward_transform(counts, config.target_transform)
+    # A conv head's ensemble: the AGP corrects the head's count rather than replacing it (chosen
+    # on `train`'s procedure nested inside the train ranges, scripts/conv_agp_study.py).
+    count_offset = "head_sum" if density_head is not None and config.density_kind == "conv" else "none"
+    correction_weight = 1.0
+    if count_offset == "head_sum":
+        from counting.density.conv_training import CORRECTION_WEIGHT
+
+        targets = targets - frame[:, 0]
+        correction_weight = CORRECTION_WEIGHT
 
     def rows(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         X, y = training_rows(
@@ -388,6 +401,8 @@ def train_model(
         target_transform=config.target_transform,
         density_head=density_head,
         class_density_head=class_density_head,
+        count_offset=count_offset,
+        correction_weight=correction_weight,
         dataset={
             "name": dataset.name,
             "root": str(dataset.root),
@@ -403,6 +418,8 @@ def train_model(
             "n_rows": int(len(X)),
             "n_validation_rows": len(regressor.validation_indices_),
             "best_epoch": _best_epoch(regressor),
+            "count_offset": count_offset,
+            "correction_weight": correction_weight,
         },
         history=_json_history(regressor),
         descriptor=None if descriptor.spec.kind == "scores" else descriptor,
@@ -422,6 +439,9 @@ def train_model(
                 class_names=model.class_names,
                 descriptor=model.descriptor,
                 target_transform=config.target_transform,
+                density_head=density_head,
+                count_offset=count_offset,
+                correction_weight=correction_weight,
             )
             predicted[fold] = fold_model.predict_features(features[fold])
         where = f"out-of-fold predictions of {len(held)} train images ({len(folds)} folds"

@@ -35,7 +35,7 @@ from counting.backbones import Preprocessing, get_backbone
 from counting.datasets import load_dataset
 from counting.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
 from counting.density.conv_head import ensemble
-from counting.density.conv_training import validation_parts
+from counting.density.conv_training import CORRECTION_WEIGHT, validation_parts
 from counting.density.data import TargetSettings, density_targets
 from counting.density.maps import extract_maps
 from counting.features import FeatureCache
@@ -62,9 +62,12 @@ def metrics(truth: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
 
 
 def agp_fit_predict(rows: np.ndarray, counts: np.ndarray, new_rows: np.ndarray, seed: int) -> np.ndarray:
+    """The head's whole-ROI sum plus CORRECTION_WEIGHT times an AGP fitted to the count minus that
+    sum, as `counting train` counts with a conv head (chosen by scripts/conv_agp_study.py)."""
     regressor = make_regressor(TrainingConfig(seed=seed), len(rows))
-    regressor.fit(rows, counts)
-    return np.clip(np.asarray(regressor.predict(new_rows), float), 0.0, None)
+    regressor.fit(rows, counts - rows[:, 0])
+    correction = CORRECTION_WEIGHT * np.asarray(regressor.predict(new_rows), float)
+    return np.clip(new_rows[:, 0] + correction, 0.0, None)
 
 
 def agp_cross_validated(rows: np.ndarray, counts: np.ndarray, indices: np.ndarray, sequence: bool, seed: int):
@@ -200,7 +203,7 @@ def main() -> None:
         rows.append(row)
         print(
             f"  {text:10} kept step {max(row['best_step']):5d}  validation head MAE {head_alone[0]:6.2f} MSE {head_alone[1]:8.2f}"
-            f" (bias {row['bias']:+.2f}) | AGP (5-fold inside validation) MAE {row['val_agp_cv'][0]:6.2f}"
+            f" (bias {row['bias']:+.2f}) | head + AGP correction (5-fold inside validation) MAE {row['val_agp_cv'][0]:6.2f}"
             f" MSE {row['val_agp_cv'][1]:8.2f}  ({row['seconds']:.0f} s, load {load:.1f})",
             flush=True,
         )
@@ -210,7 +213,7 @@ def main() -> None:
     assert best is not None
     chosen, fits = best["row"], best["fits"]
     use_agp = chosen["val_agp_cv"][0] < chosen["val_head"][0]
-    print(f"validated choice: {chosen['config']} ({'AGP on head sums' if use_agp else 'head alone'})", flush=True)
+    print(f"validated choice: {chosen['config']} ({'head + AGP correction' if use_agp else 'head alone'})", flush=True)
     result = {"rows": rows, "choice": chosen["config"], "use_agp": use_agp, "folds": args.folds}
     if args.test_if_below is not None and best["score"] >= args.test_if_below:
         print(f"validation MAE {best['score']:.2f} does not beat {args.test_if_below:g}: the test range is not scored")
@@ -224,7 +227,7 @@ def main() -> None:
         test_head = metrics(test.counts, np.clip(sums[:, 0], 0, None))
         test_agp = metrics(test.counts, agp_fit_predict(best["sums"], truth, sums, args.seed))
         print(f"TEST (once) head alone:       MAE {test_head[0]:.2f}  MSE {test_head[1]:.2f}")
-        print(f"TEST (once) AGP on head sums: MAE {test_agp[0]:.2f}  MSE {test_agp[1]:.2f}")
+        print(f"TEST (once) head + AGP correction: MAE {test_agp[0]:.2f}  MSE {test_agp[1]:.2f}")
         fps = frames_per_second(test.paths[:16], backbone, prep, counting_head)
         print(f"speed: {fps:.1f} images/s (one trunk pass + conv head, uncached, load now {os.getloadavg()[0]:.1f})")
         result |= {"test_head": test_head, "test_agp": test_agp, "fps": fps}

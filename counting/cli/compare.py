@@ -111,6 +111,18 @@ def compare(
     hog_train_images: Annotated[
         int, typer.Option(help="Training images the HOG calibration line is fitted on (spread evenly).", min=2)
     ] = 150,
+    model: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="A trained model file (from `counting train`, e.g. a conv density head) to count the same "
+            "test images with, as one more row; repeat for several. A model trained on any of them is refused.",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+        ),
+    ] = None,
     seed: SeedOption = defaults.SEED,
     out: Annotated[Path, out_option("Folder for compare-DATASET.csv / .json / .md.", folder=True)] = Path("."),
     cache_dir: CacheDirOption = None,
@@ -123,6 +135,8 @@ def compare(
     published figures, and write it as CSV, JSON and Markdown.
 
     Default split: mall 'train=1-600,test=601-800', shanghaitech and voc 'random:0.25:0', else 'standard'.
+    `--model FILE` adds rows for trained models (density heads take minutes per head to train, so
+    `counting train` makes them): each counts the test images and is scored like the methods.
     Per-class counts (voc): baselines and every regressor on whole-frame descriptors, scored with
     mRMSE / m-relRMSE (and their non-zero variants), beside the published VOC-2007 rows.
     """
@@ -147,6 +161,7 @@ def compare(
     else:
         methods = methods or ",".join(DEFAULT_METHODS)
         check_methods(_names(methods), _names(tiled_methods))
+    cache = feature_cache(cache_dir, not no_cache)
     data = load_comparison_data(
         dataset,
         root,
@@ -155,10 +170,12 @@ def compare(
         input_size=input_size,
         grid=grid,
         use_roi=roi,
-        cache=feature_cache(cache_dir, not no_cache),
+        cache=cache,
         descriptors=descriptor or (),
     )
     if data.train_counts.ndim != 1:
+        if model:
+            raise typer.BadParameter("per-class comparisons take no --model rows", param_hint="'--model'")
         from counting.cli.multiclass_output import compare_per_class
 
         compare_per_class(data, dataset, root, methods, centers, seed, target_transform, gate, out)
@@ -178,6 +195,15 @@ def compare(
         max_hog_train_images=hog_train_images,
         on_result=announce,
     )
+    if model:
+        from counting.comparison.models import run_model
+
+        window = smooth if data.is_sequence else 0
+        for path in model:
+            console.print(f"counting the {len(data.test_paths)} test images with {path}")
+            result = run_model(data, path, cache=cache, window=window, root=Path(root), progress=True)
+            announce(result)
+            results.append(result)
     paths = write_comparison(data, results, out)
     console.print(results_table(data, results, published_rows(data.dataset), data.is_sequence))
     console.print("wrote " + ", ".join(str(path) for path in paths.values()))

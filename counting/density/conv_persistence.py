@@ -124,7 +124,7 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
             if value.shape != shape:
                 raise fail(f"{prefix}weight{number} has shape {value.shape}, expected {shape}")
         _check_float32(prefix, weights, mean, spread, fail)
-    return ConvDensityHead(
+    head = ConvDensityHead(
         layers=tuple(layers),
         width=width,
         depth=depth,
@@ -135,3 +135,22 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
         output_scale=float(scale),
         settings=settings,
     )
+    _check_probe(head, prefixes, fail)
+    return head
+
+
+def _check_probe(head: ConvDensityHead, prefixes: list[str], fail) -> None:
+    """Weights that are finite float32 can still overflow inside the network (products of large
+    weights); run every member on a small input of typical channel values, so such a file is
+    refused here rather than giving NaN counts for every image."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    typical = np.clip(rng.standard_normal((1, head.n_channels, 6, 6)), -3, 3)
+    values = head.x_mean[None, :, None, None] + typical * head.x_scale[None, :, None, None]
+    probe = torch.from_numpy(values.astype(np.float32))
+    with torch.inference_mode():
+        for number, network in enumerate(head.networks(), start=1):
+            if not bool(torch.isfinite(network(probe)).all()):
+                which = f"member {number} of {len(prefixes)}" if len(prefixes) > 1 else "the network"
+                raise fail(f"{which}: its weights overflow inside the network (file edited or corrupt)")

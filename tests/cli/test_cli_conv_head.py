@@ -46,6 +46,30 @@ def test_train_records_the_conv_head_and_its_layers(conv_model: Path) -> None:
     assert model.dataset["n_train"] == 40 and len(head.members) == 2 and head.settings["members"] == 2
 
 
+def test_the_agp_corrects_the_conv_heads_count(conv_model: Path, mall_root: Path) -> None:
+    """The AGP learnt the count minus the head's whole-ROI sum; counting adds the sum back."""
+    model = load_model(conv_model)
+    assert model.count_offset == "head_sum" and model.training["count_offset"] == "head_sum"
+    assert model.metadata()["format_version"] == 3
+    frames = sorted((mall_root / "frames").glob("*.jpg"))[40:43]
+    density = model.density_maps([model.prepare_image(load_image(path)) for path in frames])
+    sums = model.density_head.sum_regions(density, model.roi_mask, model.density_head.grid)
+    correction = np.asarray(model.regressor.predict(sums), float).ravel()
+    np.testing.assert_allclose(model.count_density(density), np.clip(sums[:, 0] + correction, 0, None), rtol=1e-9)
+    assert np.abs(correction).max() > 0  # the AGP does change the head's count
+
+
+def test_a_target_transform_is_refused_for_the_conv_head(runner, mall_root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "never.npz"
+    result = runner.invoke(
+        app,
+        ["train", "-d", "mall", "-r", str(mall_root), "--split", "train=1-40,test=41-46", "--input-size", "128",
+         "--density-head", "--head-kind", "conv", "--target-transform", "log", "-o", str(out)],
+    )  # fmt: skip
+    assert result.exit_code != 0 and not out.exists()
+    assert "--target-transform does not apply to the conv density head" in result.output
+
+
 def test_count_and_video_use_the_conv_head(
     conv_model: Path, runner, mall_root: Path, short_video: Path, tmp_path: Path
 ) -> None:
@@ -77,3 +101,41 @@ def test_count_and_video_use_the_conv_head(
         counts = np.array([float(row["count"]) for row in csv.DictReader(handle)])
     # MJPG frames are re-encoded JPEGs: the same frames within a person or so.
     assert len(counts) == 12 and np.abs(counts - expected).max() < 1.5
+
+
+def _compare_with_model(runner, mall_root: Path, conv_model: Path, split: str, out: Path):
+    result = runner.invoke(
+        app,
+        ["compare", "-d", "mall", "-r", str(mall_root), "--split", split, "--input-size", "64", "--grid", "2x2",
+         "--methods", "ridge", "--tiled-methods", "", "--model", str(conv_model), "--out", str(out)],
+        env={"COLUMNS": "250"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with (out / "compare-mall.csv").open() as handle:
+        return result, [row for row in csv.DictReader(handle) if row["method"] == "model"]
+
+
+def test_compare_scores_the_conv_model_on_the_same_test_frames(
+    conv_model: Path, runner, mall_root: Path, tmp_path: Path
+) -> None:
+    result, rows = _compare_with_model(runner, mall_root, conv_model, "train=1-40,test=41-46", tmp_path)
+    (row,) = rows
+    assert row["label"] == "model conv.npz" and row["status"] == "ok" and row["n_test"] == "6"
+    assert row["features"] == "conv density head x2 (block4+block10), 2x2 sums @128"
+    frames = sorted((mall_root / "frames").glob("*.jpg"))[40:46]
+    model = load_model(conv_model)
+    counted = model.count_paths(frames).counts
+    from counting.datasets import load_dataset
+
+    expected = load_dataset("mall", mall_root, split="train=1-40,test=41-46").subset("test").counts
+    assert float(row["mae"]) == pytest.approx(np.mean(np.abs(counted - expected)), abs=1e-3)
+    assert "model conv.npz" in result.output
+
+
+def test_compare_refuses_a_model_trained_on_its_test_frames(
+    conv_model: Path, runner, mall_root: Path, tmp_path: Path
+) -> None:
+    # The model learnt frames 1-40: ten of the test frames 31-46 are in sample.
+    _, (row,) = _compare_with_model(runner, mall_root, conv_model, "train=1-30,test=31-46", tmp_path)
+    assert row["status"] == "failed" and row["mae"] == ""
+    assert row["note"] == "trained on 10 of the 16 test images (split 'train=1-40,test=41-46')"

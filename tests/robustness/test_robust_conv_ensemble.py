@@ -163,6 +163,11 @@ def test_an_ensemble_assembled_after_counting_counts_with_every_member() -> None
         (lambda d: set_values(d["arrays"]["member1_weight2"], 1e39), "member1_weight2 overflows float32"),
         (lambda d: set_values(d["arrays"]["x_scale"], 1e-300), "weight0 over x_scale and x_mean overflows float32"),
         (lambda d: set_values(d["arrays"]["x_mean"], 1e300), "weight1 over x_scale and x_mean overflows float32"),
+        # Each array fits in float32; their product inside the network does not.
+        (
+            lambda d: [set_values(d["arrays"][f"member2_weight{n}"], 1e25) for n in (0, 2, 4)],
+            "member 3 of 3: its weights overflow inside the network",
+        ),
     ],
 )
 def test_sections_a_reader_would_misread_are_one_line_errors(edit, message: str) -> None:
@@ -328,3 +333,29 @@ def test_ctrl_c_between_ensemble_members_exits_130_and_keeps_the_model(
     assert_process_one_error(process, "interrupted", str(out), code=130)
     assert_unchanged(before)
     assert no_temporary_files(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("bogus", "count offset 'bogus' is not one of none, head_sum"),
+        (["head_sum"], "count offset ['head_sum'] is not one of none, head_sum"),
+    ],
+)
+def test_an_edited_count_offset_is_a_one_line_error(
+    value: object, message: str, ensemble_file: Path, tmp_path: Path, cli, mall_root: Path
+) -> None:
+    arrays, document = model_parts(ensemble_file)
+    assert document["user_metadata"]["count_offset"] == "head_sum"
+    document["user_metadata"]["count_offset"] = value
+    bad = write_model(tmp_path / "bad.npz", arrays, document)
+    result = cli("count", "-m", bad, mall_root / "frames" / "seq_000050.jpg")
+    assert_one_error(result, str(bad), message)
+
+
+def test_a_count_offset_without_a_density_head_is_refused(tmp_path: Path, cli, mall_root: Path) -> None:
+    arrays, document = model_parts()  # the shipped default: class scores, no density head
+    document["user_metadata"]["count_offset"] = "head_sum"
+    bad = write_model(tmp_path / "bad.npz", arrays, document)
+    result = cli("count", "-m", bad, mall_root / "frames" / "seq_000050.jpg")
+    assert_one_error(result, str(bad), "count offset 'head_sum' needs a density head")
