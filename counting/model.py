@@ -30,6 +30,27 @@ FORMAT_VERSION = 3
 COUNT_OFFSETS = ("none", "head_sum")
 
 
+def _check_offset_record(metadata: dict, version: int, source: str) -> None:
+    """The count offset's record, beyond its values (checked by the model): a file that lost
+    or changed part of it would count silently wrong (the regressor learnt a correction)."""
+    if "count_offset" not in metadata and version >= 3:
+        raise ModelFileError(f"{source}: format version {version} records a count_offset, this file has none")
+    offset = metadata.get("count_offset", "none")
+    if not isinstance(offset, str) or offset not in COUNT_OFFSETS:
+        return  # the model refuses it, saying why
+    if offset != "none":
+        if version < 3:
+            raise ModelFileError(f"{source}: count offset {offset!r} needs format version 3, the file says {version}")
+        if "correction_weight" not in metadata:
+            raise ModelFileError(f"{source}: count offset {offset!r} without its correction_weight")
+    training = metadata.get("training") or {}
+    trained = training.get("count_offset", offset)
+    if trained != offset:
+        raise ModelFileError(
+            f"{source}: count offset {offset!r:.40} differs from the one it was trained with ({trained!r:.40})"
+        )
+
+
 class FeatureDimensionError(CountingError, ValueError):
     """Features do not have the dimension the model was trained on."""
 
@@ -303,13 +324,14 @@ class CountingModel:
                 descriptor=descriptor,
                 density_head=density_head,
                 class_density_head=class_density_head,
-                count_offset=metadata.get("count_offset") or "none",
+                count_offset=metadata.get("count_offset", "none"),
                 correction_weight=metadata.get("correction_weight", 1.0),
             )
         except ModelFileError as error:
             raise ModelFileError(f"{source}: {error}") from None
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ModelFileError(f"{source}: malformed counting metadata ({error})") from None
+        _check_offset_record(metadata, version, str(source))
         return model
 
     # ------------------------------------------------------------------ features -> counts

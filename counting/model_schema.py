@@ -160,6 +160,8 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
     from counting.backbones import BACKBONES
     from counting.backbones.preprocessing import MAX_INPUT_SIZE
 
+    # A bool or a version below 1 would pass the reader's "not newer" test and each per-version rule.
+    _integer(metadata.get("format_version"), "format_version", 1, 1 << 20)
     backbone = _mapping(metadata.get("backbone"), "backbone", optional=False)
     name = backbone.get("name")
     if name not in BACKBONES:

@@ -32,6 +32,7 @@ from counting.cli.options import (
     smooth_option,
 )
 from counting.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
+from counting.errors import CountingError
 from counting.peers import FEATURE_PEERS, IMAGE_PEERS
 
 
@@ -152,6 +153,8 @@ def compare(
     if methods.strip() and not _names(methods):  # e.g. "," would run no method and say nothing
         raise typer.BadParameter(f"{methods!r} names no method", param_hint="'--methods'")
     per_class = dataset == "voc"
+    if per_class and model:  # before the descriptors are extracted, not after
+        raise typer.BadParameter("per-class comparisons take no --model rows", param_hint="'--model'")
     if per_class:
         from counting.comparison.voc import DEFAULT_VOC_METHODS, check_voc_methods
 
@@ -162,6 +165,11 @@ def compare(
         methods = methods or ",".join(DEFAULT_METHODS)
         check_methods(_names(methods), _names(tiled_methods))
     cache = feature_cache(cache_dir, not no_cache)
+    models = []
+    if model:
+        from counting.comparison.models import load_models
+
+        models = load_models(model)  # every file read before any work: a bad one wastes none
     data = load_comparison_data(
         dataset,
         root,
@@ -185,6 +193,9 @@ def compare(
         shown = _fmt(result.metrics.get("mae")) if result.status == "ok" else result.status
         console.print(f"  {result.label} · {result.features}: MAE {shown}")
 
+    for path, loaded in models:
+        if loaded.class_names:
+            raise CountingError(f"{path}: counts {len(loaded.class_names)} classes; this comparison counts one")
     results = run_comparison(
         data,
         methods=_names(methods),
@@ -195,13 +206,18 @@ def compare(
         max_hog_train_images=hog_train_images,
         on_result=announce,
     )
-    if model:
+    if models:
         from counting.comparison.models import run_model
 
         window = smooth if data.is_sequence else 0
-        for path in model:
+        for path, loaded in models:
             console.print(f"counting the {len(data.test_paths)} test images with {path}")
-            result = run_model(data, path, cache=cache, window=window, root=Path(root), progress=True)
+            result = run_model(data, path, cache=cache, window=window, root=Path(root), progress=True, model=loaded)
+            # Rows are keyed by label, predictions by method and features: two files alike get their paths.
+            if any(other.label == result.label for other in results):
+                result.label = f"model {path}"
+            if any((other.method, other.features) == (result.method, result.features) for other in results):
+                result.features = f"{result.features} ({path})"
             announce(result)
             results.append(result)
     paths = write_comparison(data, results, out)

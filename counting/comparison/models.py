@@ -8,6 +8,7 @@ that was trained on any of those test images is refused: its row would be scored
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from counting.comparison.data import ComparisonData
 from counting.comparison.methods import MethodResult, score
 from counting.errors import CountingError
 
-__all__ = ["model_features", "run_model"]
+__all__ = ["load_models", "model_features", "run_model"]
 
 
 def model_features(model: Any) -> str:
@@ -39,22 +40,103 @@ def model_features(model: Any) -> str:
     return f"{descriptor}{grid} {size}"
 
 
+class _Unknown(Exception):
+    """Which images the model was trained on cannot be told (its row is refused)."""
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _same_images(train_paths: list[Path], test_paths: list[Path]) -> int:
+    """How many test images are train images: the same file (links resolved) or the same bytes
+    (a copy of the dataset in another folder)."""
+    resolved = {Path(path).resolve() for path in train_paths}
+    sizes: dict[int, list[Path]] = {}
+    for path in resolved:
+        try:
+            sizes.setdefault(path.stat().st_size, []).append(path)
+        except OSError:
+            continue
+    digests: dict[int, set[str | None]] = {}
+    overlap = 0
+    for path in test_paths:
+        path = Path(path).resolve()
+        if path in resolved:
+            overlap += 1
+            continue
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        if size not in sizes:
+            continue
+        if size not in digests:
+            digests[size] = {_digest(item) for item in sizes[size]} - {None}
+        if _digest(path) in digests[size]:
+            overlap += 1
+    return overlap
+
+
+def _folder(text: Any) -> Path | None:
+    """The recorded root when it is a folder here."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        folder = Path(text).expanduser()
+        return folder.resolve() if folder.is_dir() else None
+    except (OSError, ValueError):
+        return None
+
+
 def _train_overlap(model: Any, data: ComparisonData, root: Path | None) -> int:
     """How many of the comparison's test images the model was trained on (0 when it was trained
-    on another dataset, or on a root that is not here)."""
-    recorded = model.dataset or {}
-    if recorded.get("name") != data.dataset or not recorded.get("split"):
-        return 0
+    on another dataset that is not here); :class:`_Unknown` when that cannot be told."""
     from counting.datasets import load_dataset
 
-    trained_root = Path(recorded.get("root") or "")
-    if root is not None and not trained_root.is_dir():
-        trained_root = root  # a model trained elsewhere on the same dataset: its split, read here
-    if not trained_root.is_dir():
-        return 0
-    trained = load_dataset(data.dataset, trained_root, split=recorded["split"]).subset("train")
-    names = {Path(path).resolve() for path in trained.paths}
-    return sum(Path(path).resolve() in names for path in data.test_paths)
+    recorded = model.dataset if isinstance(model.dataset, dict) else {}
+    name, split = recorded.get("name"), recorded.get("split")
+    trained_root = _folder(recorded.get("root"))
+    here = None if root is None else _folder(str(root))
+    if name != data.dataset:
+        if trained_root is not None and trained_root == here:
+            raise _Unknown(f"it records dataset {name!r:.40} at this comparison's root")
+        if trained_root is None or not isinstance(name, str) or not isinstance(split, str):
+            return 0  # another dataset, not here: none of these images
+        try:
+            trained = load_dataset(name, trained_root, split=split).subset("train")
+        except Exception:  # noqa: BLE001 - another dataset that no longer reads: not these images
+            return 0
+        return _same_images(list(trained.paths), list(data.test_paths))
+    if not isinstance(split, str) or not split:
+        raise _Unknown(f"it records no split (found {split!r:.40})")
+    folder = trained_root or here  # a model trained elsewhere on the same dataset: its split, read here
+    if folder is None:
+        raise _Unknown("neither its recorded root nor this comparison's root is a folder here")
+    try:
+        trained = load_dataset(data.dataset, folder, split=split).subset("train")
+    except Exception as error:  # noqa: BLE001 - any failure: the train images are unknown
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise _Unknown(f"its split {split!r:.60} does not read: {detail[:120]}") from None
+    return _same_images(list(trained.paths), list(data.test_paths))
+
+
+def load_models(paths: list[Path]) -> list[tuple[Path, Any]]:
+    """Read every ``--model`` file before any work (a bad one is a one-line error naming it)."""
+    from counting.model import load_model
+
+    seen: dict[Path, Path] = {}
+    models = []
+    for path in map(Path, paths):
+        key = path.resolve()
+        if key in seen:
+            raise CountingError(f"{path}: given twice to --model (also as {seen[key]})")
+        seen[key] = path
+        models.append((path, load_model(path)))  # a bad file raises ModelFileError: one line naming it
+    return models
 
 
 def run_model(
@@ -64,18 +146,27 @@ def run_model(
     window: int = 0,
     root: Path | None = None,
     progress: bool = False,
+    model: Any = None,
 ) -> MethodResult:
-    """Count the test images of ``data`` with the model file at ``path`` and score it."""
+    """Count the test images of ``data`` with the model file at ``path`` and score it (``model``:
+    the file already read). Failures once the file is read give a failed row, not an error."""
     from counting.model import load_model
 
     path = Path(path)
     result = MethodResult(method="model", label=f"model {path.name}", features="", n_test=len(data.test_counts))
-    model = load_model(path)  # a bad file raises ModelFileError: one line naming it
+    if model is None:
+        model = load_model(path)  # a bad file raises ModelFileError: one line naming it
     result.features = model_features(model)
-    result.n_train = int((model.dataset or {}).get("n_train") or 0)
+    n_train = (model.dataset or {}).get("n_train") if isinstance(model.dataset, dict) else None
+    result.n_train = n_train if isinstance(n_train, int) and not isinstance(n_train, bool) else 0
     if model.class_names:
         raise CountingError(f"{path}: counts {len(model.class_names)} classes; this comparison counts one")
-    overlap = _train_overlap(model, data, root)
+    try:
+        overlap = _train_overlap(model, data, root)
+    except _Unknown as unknown:
+        result.status = "failed"
+        result.note = f"cannot tell which images it was trained on: {unknown}"
+        return result
     if overlap:
         result.status = "failed"
         result.note = (
@@ -83,7 +174,12 @@ def run_model(
         )
         return result
     started = time.perf_counter()
-    counted = model.count_paths(data.test_paths, cache=cache, progress=progress)
+    try:
+        counted = model.count_paths(data.test_paths, cache=cache, progress=progress)
+    except CountingError as error:
+        result.status = "failed"
+        result.note = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return result
     result.predict_seconds = time.perf_counter() - started
     ok = np.asarray(counted.ok, dtype=bool)
     if not ok.all():
@@ -91,6 +187,13 @@ def run_model(
         result.status = "failed"
         result.note = f"{int((~ok).sum())} test images not counted, e.g. {first[0]}: {first[1]}"
         return result
-    result.predictions = np.asarray(counted.counts, dtype=float).ravel()
+    predictions = np.asarray(counted.counts, dtype=float).ravel()
+    finite = np.isfinite(predictions)
+    if not finite.all():
+        first = data.test_paths[int(np.flatnonzero(~finite)[0])]
+        result.status = "failed"
+        result.note = f"{int((~finite).sum())} test images counted NaN or infinite, e.g. {first}"
+        return result
+    result.predictions = predictions
     result.metrics = score(data.test_counts, result.predictions, data.test_indices, window)
     return result

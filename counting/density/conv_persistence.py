@@ -26,6 +26,10 @@ _MAX_WIDTH = 1024
 _MAX_DEPTH = 16
 _MAX_GRID = 64
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_OUTPUT_SCALE_RANGE = (1e-6, 1e12)  # training uses 100
+# Backbone maps hold values of some tens; the probe also feeds values this large, whatever the
+# file's standardisation says.
+_PROBE_MAGNITUDE = 1e3
 
 
 def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
@@ -91,8 +95,11 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
     if document.get("stride") != CONV_STRIDE:
         raise fail(f"stride must be {CONV_STRIDE}, got {document.get('stride')!r:.60}")
     scale = document.get("output_scale")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < np.inf:
-        raise fail(f"output_scale must be a positive number, got {scale!r:.60}")
+    # The density is the network's float32 output over output_scale: a tiny scale (5e-324) turns
+    # any output into inf and every count into NaN.
+    low, high = _OUTPUT_SCALE_RANGE
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not low <= scale <= high:
+        raise fail(f"output_scale must be a positive number from {low:g} to {high:g}, got {scale!r:.60}")
     settings = checked_settings(document, fail, _MAX_GRID, display_max=True)
     entries = document.get("arrays")
     if not isinstance(entries, dict):
@@ -141,16 +148,25 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
 
 def _check_probe(head: ConvDensityHead, prefixes: list[str], fail) -> None:
     """Weights that are finite float32 can still overflow inside the network (products of large
-    weights); run every member on a small input of typical channel values, so such a file is
-    refused here rather than giving NaN counts for every image."""
+    weights); run every member on small inputs, so such a file is refused here rather than giving
+    NaN counts for every image. The inputs: typical channel values (by the file's standardisation),
+    and zeros and values up to a thousand whatever it says, since a file can shrink x_scale (and its
+    first weights with it) so that typical values stay tiny while every real map overflows."""
     import torch
 
     rng = np.random.default_rng(0)
-    typical = np.clip(rng.standard_normal((1, head.n_channels, 6, 6)), -3, 3)
-    values = head.x_mean[None, :, None, None] + typical * head.x_scale[None, :, None, None]
-    probe = torch.from_numpy(values.astype(np.float32))
+    shape = (1, head.n_channels, 6, 6)
+    typical = np.clip(rng.standard_normal(shape), -3, 3)
+    probes = [
+        head.x_mean[None, :, None, None] + typical * head.x_scale[None, :, None, None],
+        np.zeros(shape),
+        rng.uniform(0.0, _PROBE_MAGNITUDE, shape),
+        rng.uniform(-_PROBE_MAGNITUDE, _PROBE_MAGNITUDE, shape),
+    ]
+    batch = torch.from_numpy(np.concatenate(probes).astype(np.float32))
     with torch.inference_mode():
         for number, network in enumerate(head.networks(), start=1):
-            if not bool(torch.isfinite(network(probe)).all()):
+            output = network(batch).double().numpy() / (head.output_scale * len(prefixes))
+            if not np.all(np.isfinite(output)):
                 which = f"member {number} of {len(prefixes)}" if len(prefixes) > 1 else "the network"
                 raise fail(f"{which}: its weights overflow inside the network (file edited or corrupt)")

@@ -4,7 +4,8 @@ With ``folds`` = K > 1 (the default), the train images are cut into K parts (seq
 contiguous blocks of frames, so that near-copies of a validation frame are not fitted; photos: a
 seeded random partition) and K heads are trained, each on K-1 parts and validated on the
 remaining one; the model's head is their ensemble (densities averaged). Every train image then
-has region sums from a head that did not fit it, and the AGP learns from all of them.
+has region sums from a head that did not fit it, and the AGP learns from all of them how the
+count differs from the head's sum; the model adds CORRECTION_WEIGHT of that to the ensemble's sum.
 
 With ``folds`` = 1, one head is trained on three quarters of the train images and early-stopped
 on the other quarter (sequences: the last quarter of the frames); the AGP learns from that

@@ -47,15 +47,18 @@ def test_train_records_the_conv_head_and_its_layers(conv_model: Path) -> None:
 
 
 def test_the_agp_corrects_the_conv_heads_count(conv_model: Path, mall_root: Path) -> None:
-    """The AGP learnt the count minus the head's whole-ROI sum; counting adds the sum back."""
+    """The AGP learnt the count minus the head's whole-ROI sum; the count is the sum plus
+    CORRECTION_WEIGHT times the AGP's prediction."""
     model = load_model(conv_model)
     assert model.count_offset == "head_sum" and model.training["count_offset"] == "head_sum"
+    assert model.correction_weight == conv_training.CORRECTION_WEIGHT == 0.5
     assert model.metadata()["format_version"] == 3
     frames = sorted((mall_root / "frames").glob("*.jpg"))[40:43]
     density = model.density_maps([model.prepare_image(load_image(path)) for path in frames])
     sums = model.density_head.sum_regions(density, model.roi_mask, model.density_head.grid)
     correction = np.asarray(model.regressor.predict(sums), float).ravel()
-    np.testing.assert_allclose(model.count_density(density), np.clip(sums[:, 0] + correction, 0, None), rtol=1e-9)
+    expected = np.clip(sums[:, 0] + 0.5 * correction, 0, None)
+    np.testing.assert_allclose(model.count_density(density), expected, rtol=1e-9)
     assert np.abs(correction).max() > 0  # the AGP does change the head's count
 
 
