@@ -76,7 +76,7 @@ def combine(oof: np.ndarray, counts: np.ndarray, members: np.ndarray, seed: int)
         "ratio": mean[:, 0] * counts.sum() / oof[:, 0].sum(),
         "agp-mean": direct.predict(mean),
         "agp-members": direct.predict(flat).reshape(n_held, n_members).mean(axis=1),
-        "agp-residual": mean[:, 0] + residual.predict(mean),
+        "agp-residual": mean[:, 0] + correction,
         "agp-members-residual": (flat[:, 0] + residual.predict(flat)).reshape(n_held, n_members).mean(axis=1),
     } | {f"weight {weight:.2f}": mean[:, 0] + weight * correction for weight in WEIGHTS}
     return {name: np.clip(np.asarray(value, float), 0.0, None) for name, value in out.items()}

@@ -32,7 +32,6 @@ from counting.cli.options import (
     smooth_option,
 )
 from counting.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
-from counting.errors import CountingError
 from counting.peers import FEATURE_PEERS, IMAGE_PEERS
 
 
@@ -169,7 +168,7 @@ def compare(
     if model:
         from counting.comparison.models import load_models
 
-        models = load_models(model)  # every file read before any work: a bad one wastes none
+        models = load_models(model)  # every file read and checked before any work: a bad one wastes none
     data = load_comparison_data(
         dataset,
         root,
@@ -193,9 +192,6 @@ def compare(
         shown = _fmt(result.metrics.get("mae")) if result.status == "ok" else result.status
         console.print(f"  {result.label} · {result.features}: MAE {shown}")
 
-    for path, loaded in models:
-        if loaded.class_names:
-            raise CountingError(f"{path}: counts {len(loaded.class_names)} classes; this comparison counts one")
     results = run_comparison(
         data,
         methods=_names(methods),

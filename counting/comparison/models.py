@@ -135,8 +135,15 @@ def load_models(paths: list[Path]) -> list[tuple[Path, Any]]:
         if key in seen:
             raise CountingError(f"{path}: given twice to --model (also as {seen[key]})")
         seen[key] = path
-        models.append((path, load_model(path)))  # a bad file raises ModelFileError: one line naming it
+        model = load_model(path)  # a bad file raises ModelFileError: one line naming it
+        _check_one_count(path, model)
+        models.append((path, model))
     return models
+
+
+def _check_one_count(path: Path, model: Any) -> None:
+    if model.class_names:
+        raise CountingError(f"{path}: counts {len(model.class_names)} classes; this comparison counts one")
 
 
 def run_model(
@@ -159,8 +166,7 @@ def run_model(
     result.features = model_features(model)
     n_train = (model.dataset or {}).get("n_train") if isinstance(model.dataset, dict) else None
     result.n_train = n_train if isinstance(n_train, int) and not isinstance(n_train, bool) else 0
-    if model.class_names:
-        raise CountingError(f"{path}: counts {len(model.class_names)} classes; this comparison counts one")
+    _check_one_count(path, model)
     try:
         overlap = _train_overlap(model, data, root)
     except _Unknown as unknown:
