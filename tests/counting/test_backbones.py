@@ -380,12 +380,14 @@ def _reference_prepare(picture: Image.Image, size: tuple[int, int], normalisatio
 @pytest.mark.parametrize("uniform", [True, False])
 @pytest.mark.parametrize(
     "source_size",
-    [(640, 480), (640, 427), (1024, 768), (500, 333), (96, 64)],
+    [(640, 480), (640, 427), (1024, 768), (500, 333), (96, 64), (4032, 3024), (1001, 2999), (2999, 667)],
     ids=lambda size: "x".join(map(str, size)),
 )
 def test_pil_rgb_array_and_bgr_array_inputs_give_the_pil_resize_exactly(source_size, uniform: bool) -> None:
-    # 640x480 at 224 takes the OpenCV 2x2 box reduction (PIL's reduce, bit for bit); the other
-    # sizes (odd heights, 3x reductions, upscaling) take PIL's own path. All must agree.
+    # 640x480 at 224 takes the OpenCV 2x2 box reduction (PIL's reduce, bit for bit); arrays of
+    # the other sizes (odd sides, 3x, 13x and unequal reductions with partial edge boxes,
+    # upscaling) take PIL's reduce and resize on a mapped RGBX buffer. All must agree with PIL
+    # given the RGB picture.
     from counting.backbones.preprocessing import Normalisation, prepare_image, reduction_factors
 
     rng = np.random.default_rng(sum(source_size))

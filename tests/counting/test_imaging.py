@@ -148,12 +148,27 @@ def _photo_like(size: tuple[int, int] = (64, 48)) -> Image.Image:
         (lambda tmp: _jpeg(tmp / "grey.jpg", _photo_like().convert("L")), True),
         (lambda tmp: _jpeg(tmp / "progressive.jpg", _photo_like(), progressive=True), True),
         (lambda tmp: _jpeg(tmp / "cmyk.jpg", _photo_like().convert("CMYK")), False),
-        (lambda tmp: _jpeg(tmp / "rotated.jpg", _photo_like(), exif=_orientation(6)), False),
-        (lambda tmp: _jpeg(tmp / "upright-tagged.jpg", _photo_like(), exif=_orientation(1)), True),
+        *[
+            (
+                lambda tmp, value=value: _jpeg(tmp / "oriented.jpg", _photo_like((65, 47)), exif=_orientation(value)),
+                True,
+            )
+            for value in range(1, 9)
+        ],
+        (lambda tmp: _jpeg(tmp / "bad-orientation.jpg", _photo_like(), exif=_orientation(9)), False),
         (lambda tmp: _png(tmp / "picture.png"), False),
         (lambda tmp: _trailing_bytes(tmp / "trailing.jpg"), False),
     ],
-    ids=["colour", "grey", "progressive", "cmyk", "exif-rotated", "exif-upright", "png", "bytes-after-end"],
+    ids=[
+        "colour",
+        "grey",
+        "progressive",
+        "cmyk",
+        *[f"exif-orientation-{value}" for value in range(1, 9)],
+        "exif-orientation-9",
+        "png",
+        "bytes-after-end",
+    ],
 )
 def test_load_pixels_gives_load_images_pixels_whichever_decoder(tmp_path: Path, make, fast: bool) -> None:
     path = make(tmp_path)
@@ -178,3 +193,31 @@ def _trailing_bytes(path: Path) -> Path:
     _jpeg(path, _photo_like())
     path.write_bytes(path.read_bytes() + b"\x00" * 16)
     return path
+
+
+@pytest.mark.parametrize("orientation", [1, 6])
+def test_load_pixels_asks_for_the_array_with_the_upright_size(tmp_path: Path, orientation: int) -> None:
+    path = _jpeg(tmp_path / "photo.jpg", _photo_like((65, 47)), exif=_orientation(orientation))
+    upright = (65, 47) if orientation == 1 else (47, 65)
+    asked: list[tuple[int, int]] = []
+    for wanted in (True, False):
+
+        def array_if(width: int, height: int, wanted: bool = wanted) -> bool:
+            asked.append((width, height))
+            return wanted
+
+        pixels, bgr = load_pixels(path, array_if=array_if)
+        assert bgr is wanted and isinstance(pixels, np.ndarray) is wanted
+        np.testing.assert_array_equal(_as_rgb(pixels, bgr), np.asarray(load_image(path)))
+    assert asked == [upright, upright]
+
+
+def test_pipeline_decodes_to_an_array_only_before_the_opencv_reduction() -> None:
+    from counting.backbones import Preprocessing
+
+    prep = Preprocessing(input_size=224)
+    assert prep.reduces_in_opencv(640, 480)  # Mall frames: 2x2 box reduction in OpenCV
+    assert not prep.reduces_in_opencv(641, 480)  # odd side: PIL's reduce
+    assert not prep.reduces_in_opencv(4032, 3024)  # 12x12 reduction: PIL's reduce
+    assert not prep.reduces_in_opencv(500, 375)  # no reduction
+    assert not Preprocessing(input_size=None).reduces_in_opencv(640, 480)  # native size
