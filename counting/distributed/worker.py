@@ -253,7 +253,7 @@ def _prepare(state: WorkerState, item: Item, prep: Any) -> Any:
     from counting.imaging import load_pixels
 
     try:
-        pixels, bgr = load_pixels(item.location, array_if=prep.reduces_in_opencv)
+        pixels, bgr = load_pixels(item.location, array_if=prep.reduces_in_opencv, sideways=True)
         return state.backbone.prepare(pixels, prep, source=item.location, bgr=bgr)
     except ImageError as error:
         message = str(error)

@@ -288,7 +288,7 @@ def _run(
 
 def _prepare_one(path: str, backbone: Backbone, prep: Preprocessing) -> torch.Tensor | ImageError:
     try:
-        pixels, bgr = load_pixels(path, array_if=prep.reduces_in_opencv)
+        pixels, bgr = load_pixels(path, array_if=prep.reduces_in_opencv, sideways=True)
         return backbone.prepare(pixels, prep, source=path, bgr=bgr)
     except ImageError as error:
         return error

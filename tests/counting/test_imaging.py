@@ -221,3 +221,35 @@ def test_pipeline_decodes_to_an_array_only_before_the_opencv_reduction() -> None
     assert not prep.reduces_in_opencv(4032, 3024)  # 12x12 reduction: PIL's reduce
     assert not prep.reduces_in_opencv(500, 375)  # no reduction
     assert not Preprocessing(input_size=None).reduces_in_opencv(640, 480)  # native size
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+@pytest.mark.parametrize("mode", ["RGB", "CMYK"])
+def test_sideways_pictures_are_reduced_first_with_the_same_pixels(tmp_path: Path, orientation: int, mode: str) -> None:
+    from counting.backbones import Preprocessing
+    from counting.backbones.preprocessing import _REDUCING_GAP, Normalisation, prepare_image, reduction_factors
+    from counting.imaging import Sideways
+
+    # Upright 120x88 and 63x62 at input 20 divide by their 4x4 and 3x2 reductions (reduced,
+    # then turned: unequal factors must be swapped for the stored picture); 121x91 does not
+    # (turned first).
+    normalisation = Normalisation((127.0, 127.0, 127.0), (128.0, 128.0, 128.0))
+    expected_factors = {(120, 88): (4, 4), (63, 62): (3, 2), (121, 91): None}
+    for upright_size, divisible_by in expected_factors.items():
+        stored = upright_size[::-1] if orientation in (5, 6, 7, 8) else upright_size
+        path = _jpeg(
+            tmp_path / f"{mode}-{stored[0]}.jpg", _photo_like(stored).convert(mode), exif=_orientation(orientation)
+        )
+        picture, bgr = load_pixels(path, array_if=lambda width, height: False, sideways=True)
+        assert not bgr and isinstance(picture, Sideways) is (orientation != 1)
+        upright = load_image(path)
+        assert picture.size == upright.size == upright_size
+        prep = Preprocessing(input_size=20)
+        size = prep.target_size(*upright.size)
+        factors = reduction_factors(*upright.size, size)
+        divides = upright_size[0] % factors[0] == 0 and upright_size[1] % factors[1] == 0
+        assert divides is (divisible_by is not None) and (divisible_by is None or factors == divisible_by)
+        resized = np.asarray(upright.resize(size, Image.BILINEAR, reducing_gap=_REDUCING_GAP), dtype=np.float32)
+        expected = ((resized - 127.0) / 128.0).transpose(2, 0, 1)
+        prepared = prepare_image(picture, prep, normalisation, channels_last=False)
+        np.testing.assert_array_equal(prepared.numpy(), expected)

@@ -2,7 +2,7 @@
 
 The reference is ``load_image`` (PIL decode, EXIF transpose, RGB) then PIL's
 ``resize(size, BILINEAR, reducing_gap=1.05)`` at ``Preprocessing.target_size``, then the
-backbone's normalisation. The pipeline (``load_pixels(path, array_if=prep.reduces_in_opencv)``
+backbone's normalisation. The pipeline (``load_pixels(path, array_if=prep.reduces_in_opencv, sideways=True)``
 then ``backbone.prepare``), ``load_pixels`` without ``array_if`` (OpenCV array whenever the
 JPEG is plain) and ``prepare`` on arrays of every layout must all give the same tensor, or the
 same one-line ImageError naming the file. No bug was found in the routes; these are the
@@ -101,16 +101,19 @@ def _assert_same(expected, got) -> None:
 def _check_routes(path: Path, prep: Preprocessing, backbone) -> None:
     expected = _outcome(lambda: _reference(path, prep, backbone))
 
-    def through(array_if):
-        pixels, bgr = load_pixels(path, array_if=array_if)
+    def through(array_if, sideways: bool = False):
+        pixels, bgr = load_pixels(path, array_if=array_if, sideways=sideways)
         return backbone.prepare(pixels, prep, source=str(path), bgr=bgr)
 
-    _assert_same(expected, _outcome(lambda: through(prep.reduces_in_opencv)))  # the pipeline
+    _assert_same(expected, _outcome(lambda: through(prep.reduces_in_opencv, sideways=True)))  # the pipeline
+    _assert_same(expected, _outcome(lambda: through(prep.reduces_in_opencv)))  # PIL turns the picture first
+    _assert_same(expected, _outcome(lambda: through(lambda width, height: False, sideways=True)))  # PIL only
     _assert_same(expected, _outcome(lambda: through(None)))  # an OpenCV array whenever possible
 
 
 # 128x96 turned upright is 96x128: at 40 both are 2x2-reduced by OpenCV (the array route); at
-# 27 and 224 PIL reduces or enlarges; None keeps the native size.
+# 27 and 224 PIL reduces or enlarges; None keeps the native size; at 20 the sides divide by the
+# 4x4 reduction, so a Sideways picture is reduced before it is turned.
 @pytest.mark.parametrize("orientation", [None, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 65535])
 def test_every_orientation_gives_the_reference_on_every_route(tmp_path: Path, backbone, orientation) -> None:
     path = _jpeg(tmp_path / "photo.jpg", _photo(128, 96, seed=3), orientation)
@@ -118,7 +121,7 @@ def test_every_orientation_gives_the_reference_on_every_route(tmp_path: Path, ba
     assert load_pixels(path)[1] is plain  # OpenCV's array for every orientation it can turn
     assert load_pixels(path, array_if=Preprocessing(input_size=40).reduces_in_opencv)[1] is plain
     assert not load_pixels(path, array_if=Preprocessing(input_size=27).reduces_in_opencv)[1]
-    for input_size in (None, 8, 27, 40, 224):
+    for input_size in (None, 8, 20, 27, 40, 224):
         _check_routes(path, Preprocessing(input_size=input_size), backbone)
     rng = np.random.default_rng(0)
     height, width = image_size(path)
