@@ -248,7 +248,8 @@ def large_photos(sources: list[Path], onnx, prep: Preprocessing, args: argparse.
             paths.append(path)
         megabytes = sum(path.stat().st_size for path in paths) / len(paths) / 1e6
         print(
-            f"\n6. phone-size photos: {len(paths)} coco-voc20 photos enlarged to 4032 pixels a side, {megabytes:.1f} MB each"
+            f"\n6. phone-size photos: {len(paths)} coco-voc20 photos enlarged to 4032x3024, every other one stored "
+            f"sideways (EXIF orientation 6), {megabytes:.1f} MB each"
         )
         prepare(paths[0])
         cpu = time.process_time()
