@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageFile, UnidentifiedImageError
 
 from counting.errors import ImageError
 
@@ -315,12 +315,17 @@ def _unsupported_jpeg_kind(path: Path) -> str | None:
 
 
 def _upright(image: Image.Image) -> Image.Image:
-    """Apply the EXIF orientation; exif_transpose copies the picture even when upright, which
-    costs more than the decode, so it is only called for the orientations that need it."""
+    """Apply the EXIF orientation. Not ``ImageOps.exif_transpose``: it also rewrites the EXIF
+    block, which fails with raw exceptions on mistyped tags (broken maker notes), and it copies
+    the picture even when upright, which costs more than the decode."""
     orientation = image.getexif().get(_EXIF_ORIENTATION, 1)
-    if orientation in (2, 3, 4, 5, 6, 7, 8):
-        return ImageOps.exif_transpose(image)
-    return image
+    if orientation not in _EXIF_TRANSPOSES:
+        return image
+    upright = image.transpose(_EXIF_TRANSPOSES[orientation])
+    # The turn is applied: drop the metadata that asks for it, so that nothing turns it twice.
+    for key in ("exif", "xmp", "XML:com.adobe.xmp"):
+        upright.info.pop(key, None)
+    return upright
 
 
 def to_rgb(image: Image.Image) -> Image.Image:

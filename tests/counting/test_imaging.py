@@ -253,3 +253,15 @@ def test_sideways_pictures_are_reduced_first_with_the_same_pixels(tmp_path: Path
         expected = ((resized - 127.0) / 128.0).transpose(2, 0, 1)
         prepared = prepare_image(picture, prep, normalisation, channels_last=False)
         np.testing.assert_array_equal(prepared.numpy(), expected)
+
+
+@pytest.mark.parametrize("orientation", [6, 8])
+def test_upright_pictures_no_longer_ask_to_be_turned(tmp_path: Path, orientation: int) -> None:
+    from PIL import ImageOps
+
+    path = _jpeg(tmp_path / "turned.jpg", _photo_like((65, 47)), exif=_orientation(orientation))
+    upright = load_image(path)
+    assert upright.size == (47, 65)
+    again = ImageOps.exif_transpose(upright)  # what a caller may do with the picture
+    assert again.size == upright.size
+    np.testing.assert_array_equal(np.asarray(again), np.asarray(upright))

@@ -262,3 +262,35 @@ def test_arrays_of_every_layout_give_the_reference_and_stay_untouched(backbone, 
                     array[...] = 255 - array
                     np.testing.assert_array_equal(got, expected, err_msg=name)
                     array[...] = before
+
+
+# Found by hostile QA (sideways phone photos): ImageOps.exif_transpose re-serialises the EXIF
+# block after dropping the orientation, and PIL's writer fails on tags whose stored type does
+# not match their definition (Make stored as RATIONAL, XResolution as a negative SLONG, ...):
+# load_image raised a bare AttributeError / struct.error (not ImageError) for such a turned
+# photo, while the feature pipeline (OpenCV array, Sideways) gives its pixels.
+def _exif_entries(entries: list[tuple[int, int, int, bytes]]) -> bytes:
+    ifd = struct.pack(">H", len(entries))
+    ifd += b"".join(struct.pack(">HHI", tag, kind, count) + field for tag, kind, count, field in sorted(entries))
+    return b"Exif\0\0" + b"MM" + struct.pack(">HI", 42, 8) + ifd + struct.pack(">I", 0) + struct.pack(">II", 12, 2)
+
+
+@pytest.mark.filterwarnings("ignore:Metadata Warning")
+@pytest.mark.parametrize(
+    "odd_tag",
+    [
+        (0x010F, 5, 1, struct.pack(">I", 38)),  # Make (ASCII) stored as a RATIONAL
+        (0x011A, 9, 1, struct.pack(">i", -1)),  # XResolution as a negative SLONG
+        (0x0100, 11, 1, struct.pack(">f", 2.5)),  # ImageWidth as a FLOAT
+    ],
+    ids=["make-rational", "xres-negative", "width-float"],
+)
+@pytest.mark.parametrize("suffix", ["jpg", "png"])
+def test_turned_photo_with_mistyped_exif_tag_loads_on_every_route(tmp_path: Path, backbone, odd_tag, suffix) -> None:
+    orientation = (0x0112, 3, 1, struct.pack(">HH", 6, 0))
+    path = tmp_path / f"odd.{suffix}"
+    _photo(90, 120, seed=7).save(path, exif=_exif_entries([orientation, odd_tag]))
+    picture = load_image(path)  # was: AttributeError / struct.error from exif_transpose
+    assert picture.size == (120, 90)
+    for input_size in (None, 40, 224):
+        _check_routes(path, Preprocessing(input_size=input_size), backbone)
