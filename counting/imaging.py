@@ -218,7 +218,8 @@ def _decode_plain_jpeg(data: bytes, array_if: Callable[[int, int], bool] | None 
 def _opencv_uprights() -> dict[int, Callable[[np.ndarray], np.ndarray]]:
     """For each EXIF orientation, OpenCV's copy of what ``ImageOps.exif_transpose`` does to the
     pixels (tested equal for all eight): phones write orientations 6 and 8 on most portrait
-    photos, and PIL's transposition of a 12-megapixel picture costs more than its decoding."""
+    photos, which can then take the OpenCV route too (a 90-degree turn of a 12-megapixel array
+    costs OpenCV 20 ms, PIL 60 ms)."""
     import cv2
 
     return {
