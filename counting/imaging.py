@@ -31,6 +31,8 @@ _EXIF_ORIENTATION = 0x0112
 _MAX_FAST_JPEG_BYTES = 64 << 20
 
 
+# EXIF orientations whose turn swaps width and height.
+_SWAPS_AXES = (5, 6, 7, 8)
 # What ImageOps.exif_transpose does to the pixels for each EXIF orientation.
 _EXIF_TRANSPOSES = {
     2: Image.Transpose.FLIP_LEFT_RIGHT,
@@ -65,7 +67,7 @@ class Sideways:
 
     @property
     def swaps_axes(self) -> bool:
-        return self.orientation in (5, 6, 7, 8)
+        return self.orientation in _SWAPS_AXES
 
     @property
     def transpose(self) -> Image.Transpose:
@@ -203,7 +205,7 @@ def _decode_plain_jpeg(data: bytes, array_if: Callable[[int, int], bool] | None 
         return None
     if not plain or orientation not in range(1, 9):
         return None
-    upright = (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+    upright = (height, width) if orientation in _SWAPS_AXES else (width, height)
     if (array_if is not None and not array_if(*upright)) or not _clean_structure(data):
         return None
     import cv2  # the OpenCV decoder is only needed here and for video
@@ -360,7 +362,7 @@ def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
             raise ImageError(f"{path}: not a regular file (a device, pipe or socket)")
         with Image.open(path) as image:
             width, height = image.size
-            if image.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8):  # rotated by 90 degrees
+            if image.getexif().get(_EXIF_ORIENTATION, 1) in _SWAPS_AXES:
                 width, height = height, width
     except (OSError, UnidentifiedImageError, ValueError) as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc})") from None

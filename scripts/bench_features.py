@@ -35,7 +35,8 @@ from counting import defaults
 from counting.backbones import Preprocessing, configure_runtime, get_backbone
 from counting.backbones.runtime import cpu_description, default_threads
 from counting.features import FeatureCache, configure_torch_threads, extract_features
-from counting.imaging import load_image, load_pixels
+from counting.features.extract import prepare_path
+from counting.imaging import load_image
 
 DEFAULT_DATA = Path(os.environ.get("COUNTING_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -145,8 +146,7 @@ def main() -> None:
     sample = paths[: min(len(paths), 48)]
 
     def prepare_like_the_pipeline(path: Path):
-        pixels, bgr = load_pixels(path, array_if=prep.reduces_in_opencv, sideways=True)
-        return onnx.prepare(pixels, prep, source=str(path), bgr=bgr)
+        return prepare_path(str(path), onnx, prep)
 
     prepare_like_the_pipeline(sample[0])  # imports and first-call set-up out of the figure
     cpu = time.process_time()

@@ -322,8 +322,7 @@ def _resized_sideways(image: Sideways, size: tuple[int, int]) -> np.ndarray:
     if factors != (1, 1) and width % factors[0] == 0 and height % factors[1] == 0:
         stored_factors = factors[::-1] if image.swaps_axes else factors
         small = image.stored.reduce(stored_factors).transpose(image.transpose)
-        box = (0.0, 0.0, width / factors[0], height / factors[1])
-        return np.asarray(small.resize(size, Image.BILINEAR, box=box))
+        return np.asarray(_resize_reduced(small, size, (width, height), factors))
     return _resized_rgb(image.upright(), size, "image", bgr=False)
 
 
@@ -347,15 +346,22 @@ def _resized_array(array: np.ndarray, size: tuple[int, int], bgr: bool) -> np.nd
         reduced = cv2.resize(array, (width // 2, height // 2), interpolation=cv2.INTER_AREA)
         if bgr:
             reduced = cv2.cvtColor(reduced, cv2.COLOR_BGR2RGB)
-        return np.asarray(Image.fromarray(reduced).resize(size, Image.BILINEAR, box=(0, 0, width / 2, height / 2)))
+        return np.asarray(_resize_reduced(Image.fromarray(reduced), size, (width, height), (2, 2)))
     picture = _mapped_rgbx(array, bgr)
-    box = None
     factors = reduction_factors(width, height, size)
     if factors != (1, 1):
-        # What Image.resize(..., reducing_gap=...) does for a whole-picture box.
         picture = picture.reduce(factors)
-        box = (0.0, 0.0, width / factors[0], height / factors[1])
-    return np.asarray(picture.resize(size, Image.BILINEAR, box=box).convert("RGB"))
+    return np.asarray(_resize_reduced(picture, size, (width, height), factors).convert("RGB"))
+
+
+def _resize_reduced(
+    reduced: Image.Image, size: tuple[int, int], source_size: tuple[int, int], factors: tuple[int, int]
+) -> Image.Image:
+    """The bilinear step of ``resize(size, BILINEAR, reducing_gap=...)`` on a whole picture of
+    ``source_size`` that was box-reduced by ``factors``: PIL resizes the reduced picture over the
+    source's extent in reduced pixels (the last partial box counts as part of a pixel)."""
+    box = (0.0, 0.0, source_size[0] / factors[0], source_size[1] / factors[1])
+    return reduced.resize(size, Image.BILINEAR, box=box)
 
 
 def _mapped_rgbx(array: np.ndarray, bgr: bool) -> Image.Image:

@@ -250,16 +250,15 @@ def survey_chunk(job: ExtractionJob, items: list[Item]) -> SurveyResult:
 
 
 def _prepare(state: WorkerState, item: Item, prep: Any) -> Any:
-    from counting.imaging import load_pixels
+    from counting.features.extract import prepare_path
 
-    try:
-        pixels, bgr = load_pixels(item.location, array_if=prep.reduces_in_opencv, sideways=True)
-        return state.backbone.prepare(pixels, prep, source=item.location, bgr=bgr)
-    except ImageError as error:
-        message = str(error)
-        if item.location != item.path and message.startswith(item.location):
-            message = item.path + message[len(item.location) :]
-        return ImageError(message)
+    prepared = prepare_path(item.location, state.backbone, prep)
+    if not isinstance(prepared, ImageError):
+        return prepared
+    message = str(prepared)
+    if item.location != item.path and message.startswith(item.location):
+        message = item.path + message[len(item.location) :]
+    return ImageError(message)
 
 
 def compute_chunk(job: ExtractionJob, chunk: ChunkJob) -> ChunkResult:

@@ -47,6 +47,7 @@ __all__ = [
     "extract_descriptor_sets",
     "extract_features",
     "extraction_settings",
+    "prepare_path",
 ]
 
 OnError = Literal["raise", "skip"]
@@ -286,7 +287,9 @@ def _run(
     return backbone.forward_grid_pooled(batch, grid) if pooled else backbone.forward_grid(batch, grid)
 
 
-def _prepare_one(path: str, backbone: Backbone, prep: Preprocessing) -> torch.Tensor | ImageError:
+def prepare_path(path: str, backbone: Backbone, prep: Preprocessing) -> torch.Tensor | ImageError:
+    """One image file as the pipeline prepares it (the decode route that gives PIL's pixels
+    fastest for this size), or the ImageError that names the file's problem."""
     try:
         pixels, bgr = load_pixels(path, array_if=prep.reduces_in_opencv, sideways=True)
         return backbone.prepare(pixels, prep, source=path, bgr=bgr)
@@ -319,7 +322,7 @@ def _prepared_batches(
     pending: deque[list[tuple[int, Future]]] = deque()
 
     def submit(chunk: list[int]) -> list[tuple[int, Future]]:
-        return [(index, pool.submit(_prepare_one, paths[index], backbone, prep)) for index in chunk]
+        return [(index, pool.submit(prepare_path, paths[index], backbone, prep)) for index in chunk]
 
     try:
         next_chunk = 0
