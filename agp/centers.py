@@ -137,17 +137,17 @@ def explicit_centers(
     targets: np.ndarray | None = None,
     weights: np.ndarray | None = None,
 ) -> Centers:
-    """Centers given by the caller; without targets each gets the (weighted) mean target of its
-    Voronoi cell (the rows nearest to it), the same rule as k-means.  A center with no member
-    (or members of weight 0 only) takes its nearest row's target."""
+    """Centers given by the caller; without targets each takes the target of the row nearest to
+    it (of positive weight, when ``weights`` are given), as the paper's own code does.
+
+    A point put somewhere on purpose (a blob's centre, a peak) must carry the data *at* that
+    point. The mean target of its Voronoi cell, right for k-means centers (which are cell means
+    themselves), washes that out: two centers on a whole image both get about the image mean.
+    """
     empty = np.zeros(0, dtype=int)
     if targets is not None:
         return Centers(points, targets, empty)
-    labels = nearest_center(X, points)
-    w = np.ones(len(X)) if weights is None else weights
-    counts = np.bincount(labels, weights=w, minlength=len(points))
-    means = _cluster_sums(labels, len(points), y * w[:, None]) / np.where(counts > 0, counts, 1.0)[:, None]
-    if np.all(counts > 0):
-        return Centers(points, means, empty)
-    nearest = _nearest_targets(points, X, y)
-    return Centers(points, np.where(counts[:, None] > 0, means, nearest), empty)
+    if weights is not None and np.any(weights > 0):
+        positive = weights > 0
+        return Centers(points, _nearest_targets(points, X[positive], y[positive]), empty)
+    return Centers(points, _nearest_targets(points, X, y), empty)

@@ -86,10 +86,16 @@ def write_model_file(
     user_metadata = _check_user_metadata(metadata)
     full = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **document, "user_metadata": user_metadata}
     target = Path(path)
+    entries: dict[str, Any] = {"metadata": np.array(_dumps(full)), **arrays}
+    if target.exists() and not target.is_file() and not target.is_dir():
+        # A device or pipe (/dev/null, a FIFO) is written straight into: renaming onto it would
+        # replace the node itself with a regular file.
+        with open(target, "wb") as stream:
+            np.savez_compressed(stream, **entries)
+        return
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with open(temporary, "wb") as stream:  # a handle keeps the exact name (np.savez would add .npz)
-            entries: dict[str, Any] = {"metadata": np.array(_dumps(full)), **arrays}
             np.savez_compressed(stream, **entries)
         os.replace(temporary, target)
     except BaseException:

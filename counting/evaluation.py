@@ -3,13 +3,15 @@
 Crowd datasets: MAE, MSE (squared) and RMSE of per-frame counts. VOC: mRMSE and m-relRMSE over
 the classes with predictions clipped at 0 and rounded (Chattopadhyay et al. 2017). Calibrated
 models add the interval's empirical coverage and mean width; sequences (UCSD, Mall) add the
-same figures after temporal smoothing, reported separately from the per-frame ones.
+same figures after offline temporal smoothing with a *centred* window (frames before and after
+each frame, so no live video run can give them), reported separately from the per-frame ones and
+labelled ``counting.smoothing.centred_label``. Live figures (``counting video --smooth N``, a
+causal filter) come from ``scripts/smoothing_study.py``.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from counting import defaults
-from counting.smoothing import smooth_counts
+from counting.smoothing import centred_label, smooth_counts
 
 
 def crowd_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict:
@@ -80,7 +82,9 @@ def contiguous_runs(indices: np.ndarray) -> list[np.ndarray]:
 
 
 def smooth_sequence(counts: np.ndarray, indices: np.ndarray, window: int) -> np.ndarray:
-    """Smooth counts within each run of consecutive frames (never across a gap in the split)."""
+    """Centred moving mean within each run of consecutive frames (never across a gap in the split).
+
+    Offline only: each frame's value uses ``window // 2`` later frames."""
     smoothed = np.array(counts, dtype=float, copy=True)
     for run in contiguous_runs(np.asarray(indices)):
         smoothed[run] = smooth_counts(smoothed[run], window)
@@ -106,11 +110,16 @@ class EvaluationResult:
     y_smoothed: np.ndarray | None = None
     class_names: list[str] | None = None
     errors: dict[str, str] = field(default_factory=dict)
-    smoothing_window: int | None = None
+    smoothing_window: int | None = None  # of the centred (offline) mean behind sequence_metrics
 
     @property
     def is_voc_like(self) -> bool:
         return self.class_names is not None
+
+    @property
+    def smoothing(self) -> str | None:
+        """What ``sequence_metrics`` were measured on, e.g. "centred 5-frame mean"; None without."""
+        return centred_label(self.smoothing_window) if self.smoothing_window else None
 
     def to_dict(self) -> dict:
         """Figures only (no per-image rows), JSON-ready."""
@@ -121,14 +130,15 @@ class EvaluationResult:
             "per_frame": self.metrics,
             "sequence": self.sequence_metrics,
             "smoothing_window": self.smoothing_window,
+            "smoothing": self.smoothing,
             "interval": self.interval_metrics,
             "skipped_images": self.errors,
         }
 
     def write_json(self, path: str | Path) -> None:
-        from counting.files import atomic_write_text
+        from counting.files import atomic_write_text, dumps_json
 
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
+        atomic_write_text(path, dumps_json(self.to_dict()) + "\n")
 
     def write_predictions_csv(self, path: str | Path) -> None:
         """One row per image: source, index, true and predicted counts (+ interval, smoothed)."""
@@ -167,7 +177,9 @@ def score_predictions(
     is_sequence: bool,
     smoothing_window: int = defaults.SMOOTHING_WINDOW,
 ) -> tuple[dict, dict | None, dict | None, np.ndarray | None]:
-    """(per-frame figures, sequence figures, interval figures, smoothed counts)."""
+    """(per-frame figures, sequence figures, interval figures, smoothed counts).
+
+    The sequence figures are of the centred ``smoothing_window``-frame mean (offline)."""
     if model.is_multi_output:
         return voc_metrics(y_true, y_pred, model.class_names), None, None, None
     figures = crowd_metrics(y_true, y_pred)

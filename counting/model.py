@@ -246,7 +246,7 @@ class CountingModel:
     def load(cls, path: str | Path) -> CountingModel:
         """Read a model written by :meth:`save`; anything else -> ModelFileError naming the file."""
         from agp import AGPRegressor
-        from counting.model_schema import check_metadata, check_regressor
+        from counting.model_schema import check_archive, check_metadata, check_regressor
 
         source = Path(path)
         if source.is_dir():
@@ -262,6 +262,8 @@ class CountingModel:
             raise ModelFileError(f"{source}: permission denied") from None
         except OSError as error:
             raise ModelFileError(f"{source}: cannot read the model file ({error.strerror or error})") from None
+        # Every member's header and size against the metadata first: agp's reader loads every member whole.
+        check_archive(source)
         try:
             regressor = AGPRegressor.load(source)
         except Exception as error:  # noqa: BLE001 - any failure to parse means "not a model file"

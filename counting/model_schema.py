@@ -4,19 +4,43 @@ A model file is data from anywhere (a download, a colleague, a damaged disk). Ev
 is checked when it loads, so that a bad file fails there with one line naming the file and the
 field, instead of a traceback, a huge allocation or ``NaN`` counts later on.
 
+Two stages. :func:`check_archive` runs before any array is read: it reads the ``.npy`` header of
+every member of the ``.npz`` and the JSON metadata (both bounded), checks every field of the
+regressor's metadata against :func:`_agp_fields` and :func:`_hyper_fields` (types, ranges, the
+values agp's registries allow), then each member's declared dtype, shape and uncompressed size
+against what that metadata says and the total against :data:`MAX_MODEL_BYTES`; so a small file
+that inflates to gigabytes is refused at the cost of its headers. Its problems read ``<file>: not a counting model file (<problem>)``,
+the words the reader has always used for a regressor part it cannot read. Once loaded,
+:func:`check_regressor` checks the arrays' values and :func:`check_metadata` the counting fields.
+
+Field names this version does not know, at the top of the regressor's metadata, of its
+``hyper_parameters`` or of the counting metadata, are ignored as they always were (a newer
+counting may add an informational field while keeping the oldest format version that reads the
+file right), but no longer silently: loading warns once, naming them. Unknown values of known
+fields are refused. Members other than the model's arrays are refused: NumPy would read each one
+whole.
+
 The regressor's arrays are read through the attributes ``agp.AGPRegressor`` sets after loading;
 this module only reads them (the file format itself belongs to ``agp.persistence``).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
-from collections.abc import Mapping
-from typing import Any
+import warnings
+import zipfile
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.lib import format as npy
 
-from agp.persistence import PARAM_PREFIX
+from agp.kernels import KERNELS
+from agp.persistence import FORMAT_NAME, PARAM_PREFIX, READABLE_VERSIONS
 from counting.errors import ModelFileError
 from counting.imaging import MAX_SOURCE_PIXELS
 
@@ -24,6 +48,9 @@ __all__ = [
     "MAX_CENTERS",
     "MAX_FEATURES",
     "MAX_GRID_SIDE",
+    "MAX_METADATA_BYTES",
+    "MAX_MODEL_BYTES",
+    "check_archive",
     "check_metadata",
     "check_regressor",
 ]
@@ -32,11 +59,25 @@ MAX_FEATURES = 1 << 20  # descriptor dimensions (the backbones give 1000 or 1280
 MAX_CENTERS = 1 << 20
 MAX_GRID_SIDE = 64  # tiles per side; a 10^6 x 10^6 grid would allocate per-tile descriptors
 MAX_OUTPUTS = 10_000
+# All arrays of a model together, uncompressed. The shipped models hold under 1 MB of them; a
+# full kernel on 2048-d descriptors with 25 centres takes 840 MB. Past this a file is refused
+# before it is read rather than loaded into memory.
+MAX_MODEL_BYTES = 1 << 30
+# The JSON metadata entry, stored as UTF-32 (4 bytes a character): the largest shipped one (a conv
+# density head's weights in base64) takes 6 MB.
+MAX_METADATA_BYTES = 64 << 20
 
 
 class _Problem(Exception):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")
+
+
+class _Line(_Problem):
+    """A problem stated as a whole line (the field is named inside it)."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
 
 
 def _integer(value: Any, field: str, low: int, high: int) -> int:
@@ -143,9 +184,10 @@ def _check_regressor(regressor: Any) -> tuple[int, int]:
 def check_metadata(metadata: Mapping[str, Any], n_outputs: int, source: str) -> None:
     """Validate the counting metadata's fields and ranges (one line naming file and field)."""
     try:
-        _check_metadata(metadata, n_outputs)
+        unknown = _check_metadata(metadata, n_outputs)
     except _Problem as problem:
         raise ModelFileError(f"{source}: {problem}") from None
+    _warn_unknown(unknown, source)
 
 
 def _mapping(value: Any, field: str, optional: bool = True) -> Mapping[str, Any]:
@@ -156,13 +198,44 @@ def _mapping(value: Any, field: str, optional: bool = True) -> Mapping[str, Any]
     return value
 
 
-def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
-    from counting.backbones import BACKBONES
+# The counting metadata's top-level fields (CountingModel.metadata writes them); others are ignored, with a warning.
+_COUNTING_FIELDS = (
+    "kind",
+    "format_version",
+    "counting_version",
+    "backbone",
+    "preprocessing",
+    "grid",
+    "layout",
+    "class_names",
+    "multiclass",
+    "interval",
+    "dataset",
+    "training",
+    "history",
+    "validation_metrics",
+    "test_metrics",
+    "descriptor",
+    "count_offset",
+    "correction_weight",
+    "density_head",
+    "class_density_head",
+)
+
+
+def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> list[str]:
+    """Raises _Problem; returns the top-level field names this version does not know."""
+    from counting.backbones import BACKBONES, RUNTIMES
     from counting.backbones.preprocessing import MAX_INPUT_SIZE
+    from counting.layouts import LAYOUTS
+    from counting.uncertainty import SCALES, ConformalInterval
 
     # A bool or a version below 1 would pass the reader's "not newer" test and each per-version rule.
     _integer(metadata.get("format_version"), "format_version", 1, 1 << 20)
+    # Fields no other check covers (the count offset's and the heads' are checked where they are read).
+    _check_fields(metadata, {"counting_version": _TEXT, "layout": _or_null(_one_of(LAYOUTS))}, "")
     backbone = _mapping(metadata.get("backbone"), "backbone", optional=False)
+    _check_fields(backbone, {"runtime": _or_null(_one_of(RUNTIMES))}, "backbone.")
     name = backbone.get("name")
     if name not in BACKBONES:
         raise _Problem(
@@ -179,6 +252,11 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
         _check_mask_code(preprocessing["roi_mask"])
     if not isinstance(preprocessing.get("flip_average", False), bool):
         raise _Problem("preprocessing.flip_average", "expected true or false")
+    _check_fields(preprocessing, {"roi": _BOOL}, "preprocessing.")
+    masked = preprocessing.get("roi_mask") is not None
+    if preprocessing.get("roi", masked) != masked:
+        # Counting over the whole frame while the file says "ROI" (or the reverse) would mislead.
+        raise _Problem("preprocessing.roi", f"{preprocessing['roi']} does not match the ROI mask recorded")
 
     grid = metadata.get("grid")
     if grid is not None:
@@ -225,6 +303,8 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
             _number(interval["lower_bound"], "interval.lower_bound")
         if "n_calibration" in interval:
             _integer(interval["n_calibration"], "interval.n_calibration", 0, 1 << 40)
+        rules = {"method": _one_of((ConformalInterval.method,)), "scale": _one_of(SCALES)}
+        _check_fields(interval, rules, "interval.")
     descriptor = metadata.get("descriptor")
     if descriptor is not None:
         _check_descriptor(_mapping(descriptor, "descriptor"))
@@ -237,6 +317,7 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> None:
         "test_metrics",
     ):
         _mapping(metadata.get(section), section)
+    return [name for name in metadata if name not in _COUNTING_FIELDS]
 
 
 def _check_descriptor(descriptor: Mapping[str, Any]) -> None:
@@ -306,3 +387,334 @@ def _check_mask_code(code: Any) -> None:
         )
     if not isinstance(code.get("first"), bool):
         raise _Problem("preprocessing.roi_mask.first", "expected true or false")
+
+
+# ------------------------------------------------------------------ the archive, before any array is read
+# A field's rule: a test of its JSON value, and what the one-line error says it should be.
+Rule = tuple[Callable[[Any], bool], str]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integers(low: int, high: int | None = None) -> Rule:
+    top = "" if high is None else f" to {high}"
+    return (
+        lambda value: _is_int(value) and low <= value and (high is None or value <= high)
+    ), f"an integer from {low}{top}"
+
+
+def _numbers(test: Callable[[float], bool], text: str) -> Rule:
+    return (lambda value: _is_number(value) and test(value)), text
+
+
+def _one_of(choices: Sequence[Any]) -> Rule:
+    # By type too: JSON's true is not 1, and 1.0 is not the format version 1.
+    return (
+        lambda value: any(type(value) is type(choice) and value == choice for choice in choices),
+        "one of " + ", ".join(map(str, choices)),
+    )
+
+
+def _or_null(rule: Rule) -> Rule:
+    return (lambda value: value is None or rule[0](value)), f"{rule[1]} or null"
+
+
+def _list_of(rule: Rule, text: str) -> Rule:
+    return (lambda value: isinstance(value, list) and bool(value) and all(map(rule[0], value))), text
+
+
+_OBJECT: Rule = (lambda value: isinstance(value, dict), "an object")
+_TEXT: Rule = (lambda value: isinstance(value, str), "a string")
+_BOOL: Rule = (lambda value: isinstance(value, bool), "true or false")
+_AT_LEAST_0 = _numbers(lambda value: value >= 0, "a number from 0")
+_ABOVE_0 = _numbers(lambda value: value > 0, "a number above 0")
+_HISTORY: Rule = (
+    lambda value: (
+        isinstance(value, dict)
+        and all(
+            isinstance(values, list)
+            and all(isinstance(item, (int, float)) and not isinstance(item, bool) for item in values)
+            for values in value.values()
+        )
+    ),
+    "an object of lists of numbers",
+)
+# What AGPRegressor.from_state reads without a default (the format's name and version: agp's reader).
+_AGP_REQUIRED = (
+    "format",
+    "format_version",
+    "hyper_parameters",
+    "n_features_in",
+    "y_ndim",
+    "lengthscale",
+    "noise",
+    "best_epoch",
+    "history",
+)
+
+
+@functools.cache
+def _agp_fields() -> dict[str, Rule]:
+    """The regressor's metadata (``agp.persistence``'s document), field by field, in the order checked."""
+    return {
+        "format": _one_of((FORMAT_NAME,)),
+        "format_version": _one_of(READABLE_VERSIONS),
+        "kernel": _one_of(KERNELS),
+        "hyper_parameters": _OBJECT,
+        "n_features_in": _integers(1, MAX_FEATURES),
+        "n_outputs": _integers(1, MAX_OUTPUTS),
+        "y_ndim": _one_of((1, 2)),
+        "standardisation": _OBJECT,
+        "lengthscale": _AT_LEAST_0,
+        "noise": _AT_LEAST_0,
+        "mean_penalty": _or_null(_AT_LEAST_0),
+        "best_epoch": _integers(0),
+        "history": _HISTORY,
+        "user_metadata": _OBJECT,
+    }
+
+
+@functools.cache
+def _hyper_fields() -> dict[str, Rule]:
+    """``hyper_parameters``: what ``AGPRegressor``'s own parameter constraints allow."""
+    from agp.centers import CENTER_METHODS
+    from agp.estimator import KERNEL_ALIASES
+    from agp.mean import MEAN_FUNCTIONS
+    from agp.optimizers import DEFAULT_LEARNING_RATES
+
+    validation = (
+        lambda value: value is None or _integers(0)[0](value) or (_is_number(value) and 0 <= value < 1),
+        "null, a count of rows from 0 or a fraction below 1",
+    )
+    return {
+        "n_centers": _integers(1, MAX_CENTERS),
+        "kernel": _one_of((*KERNELS, *KERNEL_ALIASES)),
+        "rank": _integers(1, MAX_FEATURES),
+        "center_method": _one_of(CENTER_METHODS),
+        "optimizer": _one_of(tuple(DEFAULT_LEARNING_RATES)),
+        "learning_rate": _or_null(_ABOVE_0),
+        "warmup_steps": _integers(0),
+        "batch_size": _integers(1),
+        "momentum": _numbers(lambda value: 0 <= value < 1, "a number from 0 to below 1"),
+        "max_epochs": _integers(0),
+        "reg": _AT_LEAST_0,
+        "noise": _or_null(_AT_LEAST_0),
+        "noise_grid": _list_of(_AT_LEAST_0, "a list of numbers from 0"),
+        "lengthscale_grid": _or_null(_list_of(_ABOVE_0, "a list of numbers above 0")),
+        "mean": _one_of(MEAN_FUNCTIONS),
+        "validation_fraction": validation,
+        "n_validation": validation,  # its name in format versions 1 and 2
+        "validation_loss": _one_of(("mse", "huber")),
+        "random_state": _or_null(_integers(0, 2**32 - 1)),
+        "verbose": (lambda value: isinstance(value, bool) or (_is_int(value) and value >= 0), "true, false or a level"),
+    }
+
+
+def _check_fields(
+    section: Mapping[str, Any], rules: Mapping[str, Rule], prefix: str, required: Sequence[str] = ()
+) -> list[str]:
+    """Each field of ``section`` against its rule; returns the names no rule knows (prefixed)."""
+    for name, (valid, expected) in rules.items():
+        if name not in section:
+            if name in required:
+                raise _Line(f"metadata field {prefix + name!r} is missing")
+        elif not valid(section[name]):
+            raise _Line(f"metadata field {prefix + name!r} is {section[name]!r:.60}; expected {expected}")
+    return [prefix + name for name in section if name not in rules]
+
+
+def _warn_unknown(names: Sequence[str], source: str) -> None:
+    if names:
+        listed = ", ".join(repr(name) for name in names[:5]) + (", ..." if len(names) > 5 else "")
+        warnings.warn(
+            f"{source}: ignored metadata field{'s' * (len(names) > 1)} {listed:.200}, unknown to this version of counting",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+class _Member(NamedTuple):
+    """A member's name in the archive and what its ``.npy`` header declares."""
+
+    file: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def check_archive(path: str | Path) -> None:
+    """Refuse a model file whose members are not what its metadata says, before reading any array.
+
+    Reads the ``.npy`` headers and the JSON metadata only (at most :data:`MAX_METADATA_BYTES`);
+    a file that is not an ``.npz`` at all is left to agp's reader, which says so.
+    """
+    source = str(path)
+    if not zipfile.is_zipfile(path):
+        return
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = _read_headers(archive)
+            document = _read_document(archive, members.pop("metadata", None))
+            unknown = _check_fields(document, _agp_fields(), "", _AGP_REQUIRED)
+            unknown += _check_fields(
+                document["hyper_parameters"], _hyper_fields(), "hyper_parameters.", ("noise_grid",)
+            )
+            _check_members(document, members)
+    except _Problem as problem:
+        raise ModelFileError(f"{source}: not a counting model file ({problem})") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as error:
+        # A damaged zip, an unsupported compression, an encrypted member.
+        raise ModelFileError(f"{source}: not a counting model file (damaged archive: {_first_line(error)})") from None
+    _warn_unknown(unknown, source)
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def _read_headers(archive: zipfile.ZipFile) -> dict[str, _Member]:
+    """Every member's ``.npy`` header, checked against its uncompressed size; no array data is read."""
+    members: dict[str, _Member] = {}
+    for info in archive.infolist():
+        name = info.filename.removesuffix(".npy")
+        if name == info.filename or name in members:
+            # np.load would hand back a non-.npy member as its whole bytes; a repeated name is ambiguous.
+            raise _Line(
+                f"member {info.filename!r:.80} is {'not an .npy array' if name == info.filename else 'stored twice'}"
+            )
+        try:
+            with archive.open(info) as stream:
+                version = npy.read_magic(stream)
+                if version not in ((1, 0), (2, 0)):  # 3.0 only adds non-Latin-1 field names: never a model's
+                    raise _Line(
+                        f"member {info.filename} is .npy version {version[0]}.{version[1]}; expected 1.0 or 2.0"
+                    )
+                read_header = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+                shape, _, dtype = read_header(stream)
+                header_size = stream.tell()
+        except ValueError as error:
+            raise _Line(f"member {info.filename} has no valid .npy header ({_first_line(error)})") from None
+        if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+            raise _Line(f"member {info.filename} declares dtype {dtype} (Python objects or records), never read")
+        member = _Member(info.filename, shape, dtype)
+        # What numpy would allocate and read is the header's shape: a header that lies about the
+        # data behind it (either way) is refused here, so the size checks below bound the reading.
+        if info.file_size - header_size != member.nbytes:
+            raise _Line(
+                f"member {info.filename} declares shape {shape} of {dtype} ({member.nbytes} bytes) but holds "
+                f"{info.file_size - header_size} bytes"
+            )
+        members[name] = member
+    return members
+
+
+def _read_document(archive: zipfile.ZipFile, member: _Member | None) -> dict[str, Any]:
+    """The JSON metadata entry (bounded), parsed."""
+    if member is None:
+        raise _Line("no metadata entry")
+    if member.dtype.kind != "U" or member.shape != ():
+        raise _Line(f"member metadata.npy declares {member.dtype} of shape {member.shape}; expected one JSON string")
+    if member.nbytes > MAX_METADATA_BYTES:
+        raise _Line(
+            f"member metadata.npy holds {member.nbytes:,} bytes, more than the {MAX_METADATA_BYTES:,} "
+            "of metadata a model file may have"
+        )
+    try:
+        with archive.open(member.file) as stream:
+            text = str(npy.read_array(stream, allow_pickle=False))
+    except ValueError as error:
+        raise _Line(f"member metadata.npy is damaged ({_first_line(error)})") from None
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:  # RecursionError: nested beyond Python's stack
+        raise _Line(f"metadata is not valid JSON ({_first_line(error)})") from None
+    if not isinstance(document, dict):
+        raise _Line(f"metadata is a JSON {type(document).__name__}, not an object")
+    return document
+
+
+def _kernel_shapes(kind: str, log_scale: bool, rank: int, n_centers: int, n_features: int) -> dict[str, tuple]:
+    """The parameter arrays each kernel kind stores (the table of ``agp.kernels``' docstring)."""
+    return {
+        "center": {"log_lengthscale": (1,)},
+        "univariate": {("log_lengthscale" if log_scale else "lengthscale"): (n_centers,)},
+        "diagonal": {"log_precision": (n_centers, n_features)},
+        "lowrank": {"log_precision": (n_centers, n_features), "factor": (n_centers, n_features, rank)},
+        "full": {"precision": (n_centers, n_features, n_features)},
+    }[kind]
+
+
+def _check_members(document: Mapping[str, Any], members: Mapping[str, _Member]) -> None:
+    """Each array's declared dtype and shape against the metadata (centres: alpha's rows), then the total size."""
+    from agp import AGPRegressor
+    from agp.estimator import KERNEL_ALIASES, MAX_VALIDATION_ROWS
+
+    given = document["hyper_parameters"]
+    hyper = AGPRegressor().get_params() | dict(given)  # AGPRegressor.from_state's defaults for what is not given
+    named = hyper["kernel"]
+    # The kernel the estimator rebuilds (from_state): "multivariate" meant diagonal up to version 2.
+    kind = (
+        "diagonal" if named == "multivariate" and document["format_version"] <= 2 else KERNEL_ALIASES.get(named, named)
+    )
+    if document.get("kernel", kind) != kind:
+        raise _Line(f"metadata field 'kernel' is {document['kernel']!r} but hyper_parameters.kernel makes it {kind!r}")
+    alpha = members.get("alpha")
+    if alpha is None:
+        raise _Line("member alpha.npy is missing")
+    if len(alpha.shape) != 2 or not 1 <= alpha.shape[0] <= MAX_CENTERS:
+        raise _Line(
+            f"member alpha.npy declares shape {alpha.shape}; expected (n_centers, n_outputs), 1 to {MAX_CENTERS} centres"
+        )
+    n_centers = alpha.shape[0]
+    n_outputs = document.get("n_outputs", alpha.shape[1])
+    n_features = document["n_features_in"]
+    validation = given["n_validation"] if "n_validation" in given else hyper["validation_fraction"]  # as from_state
+    expected = {
+        "alpha": (n_centers, n_outputs),
+        "centers_standardised": (n_centers, n_features),
+        "centers": (n_centers, n_features),
+        "center_targets": (n_centers, n_outputs),
+        "x_mean": (n_features,),
+        "x_scale": (n_features,),
+        "y_mean": (n_outputs,),
+        "mean_coef": (n_features, n_outputs),
+        # A count of rows is exact; a fraction gives at most MAX_VALIDATION_ROWS (None below).
+        "validation_indices": None if isinstance(validation, float) else (validation or 0,),
+    }
+    log_scale = hyper["optimizer"] != "sgd"  # AGPRegressor._make_kernel: SGD trains plain lengthscales
+    for name, shape in _kernel_shapes(kind, log_scale, hyper["rank"], n_centers, n_features).items():
+        expected[PARAM_PREFIX + name] = shape
+    for name, shape in expected.items():
+        member = members.get(name)
+        if member is None:
+            continue  # a missing array: AGPRegressor.from_state names it, having read the others
+        dtype = member.dtype
+        if name == "validation_indices" and dtype.kind not in "iu":
+            raise _Line(f"{name}: expected integers, member {member.file} declares {dtype}")
+        if name != "validation_indices" and (dtype.kind != "f" or dtype.itemsize != 8):
+            raise _Line(f"{name}: expected numbers (float64), member {member.file} declares {dtype}")
+        if shape is None:  # validation rows of a fraction
+            if len(member.shape) != 1 or member.shape[0] > MAX_VALIDATION_ROWS:
+                raise _Line(
+                    f"member {member.file} declares shape {member.shape}; expected at most {MAX_VALIDATION_ROWS} rows"
+                )
+        elif member.shape != shape:
+            basis = " (n_centers from alpha.npy)" if name != "alpha" and n_centers in shape else ""
+            raise _Line(f"member {member.file} declares shape {member.shape} but the metadata says {shape}{basis}")
+    extra = sorted(set(members) - set(expected))
+    if extra:
+        raise _Line(f"member {members[extra[0]].file} is not an array of a {kind}-kernel model")
+    total = sum(member.nbytes for member in members.values())
+    if total > MAX_MODEL_BYTES:
+        raise _Line(
+            f"its arrays take {total:,} bytes uncompressed, more than the {MAX_MODEL_BYTES:,} a model file may hold"
+        )

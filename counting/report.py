@@ -17,6 +17,7 @@ import numpy as np
 
 from counting import plots
 from counting.published import load_published
+from counting.smoothing import centred_label
 
 # Published metric name -> key in our figures.
 METRIC_KEYS = {
@@ -78,23 +79,24 @@ def figure_rows(model: Any, evaluation: Any | None) -> tuple[list[tuple[str, dic
     if evaluation is not None:
         rows = [("this model, per frame", evaluation.metrics)]
         if evaluation.sequence_metrics is not None:
-            rows.append(
-                (
-                    f"this model, smoothed over {evaluation.smoothing_window} frames",
-                    evaluation.sequence_metrics,
-                )
-            )
+            rows.append((smoothed_row_label(evaluation.smoothing_window), evaluation.sequence_metrics))
         where = f"{evaluation.metrics.get('n')} test images of {evaluation.dataset} (split {evaluation.split})"
         return rows, where
     stored = model.test_metrics or {}
     if stored.get("per_frame"):
         rows = [("this model, per frame", stored["per_frame"])]
         if stored.get("sequence"):
-            rows.append((f"this model, smoothed over {stored.get('smoothing_window')} frames", stored["sequence"]))
+            rows.append((smoothed_row_label(stored.get("smoothing_window")), stored["sequence"]))
         return rows, f"the test figures stored in the model file (split {model.dataset.get('split')})"
     return [("this model, held-out train images", model.validation_metrics)], (
         "the held-out part of the training split (no test evaluation stored)"
     )
+
+
+def smoothed_row_label(window: int | None) -> str:
+    """The row of the offline smoothed figures: they use a centred window (frames after each
+    frame too), which a live `counting video` run cannot; the label says so."""
+    return f"this model, {centred_label(window or 0)} (offline)"
 
 
 def interval_figures(model: Any, evaluation: Any | None) -> dict | None:

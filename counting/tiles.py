@@ -24,10 +24,16 @@ from counting.errors import DatasetError
 Grid = tuple[int, int]
 
 
+# Tiles per side, here and in model files: a 100000x100000 grid would allocate 10^10 per-tile
+# descriptors before anything could fail; no camera picture is usefully cut finer than 64x64.
+MAX_GRID_SIDE = 64
+
+
 def parse_grid(grid: int | Sequence[int] | str | None) -> Grid | None:
     """Normalise a grid given as ``3``, ``(2, 3)``, ``"3x3"`` or ``None`` (whole frame)."""
     if grid is None:
         return None
+    given = grid
     if isinstance(grid, str):
         text = grid.strip().lower()
         if text in ("", "none", "whole"):
@@ -45,8 +51,8 @@ def parse_grid(grid: int | Sequence[int] | str | None) -> Grid | None:
         if len(values) != 2:
             raise DatasetError(f"grid {grid!r}: expected two numbers (rows, cols)")
         rows, cols = values
-    if rows < 1 or cols < 1:
-        raise DatasetError(f"grid {grid!r}: rows and cols must be at least 1")
+    if not (1 <= rows <= MAX_GRID_SIDE and 1 <= cols <= MAX_GRID_SIDE):
+        raise DatasetError(f"grid {given!r}: rows and cols must be from 1 to {MAX_GRID_SIDE}")
     return rows, cols
 
 

@@ -19,12 +19,14 @@ import csv
 import errno
 import io
 import json
+import math
 import os
 import queue
-import signal
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,8 @@ from counting import defaults
 from counting.columns import class_column
 from counting.errors import CountingError, StreamError
 from counting.inflight import computed_in_order
-from counting.smoothing import StreamingSmoother
+from counting.signals import sigterm_as_interrupt
+from counting.smoothing import CausalSmoother
 
 URL_PREFIXES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://")
 OPEN_TIMEOUT_MS = 5000
@@ -408,6 +411,26 @@ def _csv_value(value: Any) -> Any:
     return "" if value is None else value
 
 
+def overlay_label(record: dict, names: list[str] | None = None) -> str:
+    """The text drawn on a frame, made from its record: a count beside its own interval only.
+
+    With smoothing, the smoothed count and the smoothed count's interval (``smoothed_low``,
+    ``smoothed_high``); without, the frame's own count and interval. The ends are rounded
+    outwards, so the drawn interval holds the drawn count whenever the record's interval holds the
+    record's count. Per-class models draw the total over the classes, without an interval (the
+    classes' intervals do not make one for the total).
+    """
+    if names:
+        key = "smoothed" if class_column("smoothed", names[0]) in record else "count"
+        return f"{key} {sum(float(record[class_column(key, name)]) for name in names):.1f}"
+    key = "smoothed" if "smoothed" in record else "count"
+    low_key, high_key = ("smoothed_low", "smoothed_high") if key == "smoothed" else ("low", "high")
+    text = f"{key} {float(record[key]):.1f}"
+    if record.get(low_key) is not None and record.get(high_key) is not None:
+        text += f" [{math.floor(record[low_key]):d}-{math.ceil(record[high_key]):d}]"
+    return text
+
+
 def annotate(image: np.ndarray, text: str) -> np.ndarray:
     """Draw the count in a dark box in the top-left corner (scaled to the frame height)."""
     scale = max(0.5, image.shape[0] / 480.0)
@@ -484,12 +507,15 @@ def count_video(
 ) -> VideoRun:
     """Count people in every ``stride``-th frame of ``source``.
 
-    Records (frame, time_s, count[, low, high][, smoothed]) go to ``records_path`` as they are
-    computed. Ctrl-C (or SIGTERM, when called from the main thread) stops cleanly: the run is
-    returned with ``interrupted=True``, everything written so far stays on disk and the
-    annotated video is closed so that it plays. The annotated video is written under a
-    temporary name and renamed into place when closed (an existing file is replaced only by a
-    video with at least one frame). Frames of a finite source that cannot be decoded end up in
+    Records (frame, time_s, count[, low, high][, smoothed[, smoothed_low, smoothed_high]]) go to
+    ``records_path`` as they are computed. ``smooth_window`` N > 1 adds the causal filter's count
+    (``counting.smoothing.CausalSmoother``, span N counted frames: frames <= t only) with its own
+    interval, the model's calibrated interval around the smoothed count; the annotated video then
+    draws that pair (``overlay_label``), never a smoothed count beside the frame's raw interval.
+    Ctrl-C (or SIGTERM, when called from the main thread) stops cleanly: the run is returned with
+    ``interrupted=True``, everything written so far stays on disk and the annotated video is
+    closed so that it plays. The annotated video is written under a temporary name and renamed
+    into place when closed (an existing file is replaced only by a video with at least one frame). Frames of a finite source that cannot be decoded end up in
     ``run.problems``; ``skip_bad_frames`` reads on past them.
     """
     video = source if isinstance(source, VideoSource) else VideoSource.parse(source)
@@ -500,15 +526,17 @@ def count_video(
     if model.interval is not None:
         fields += [class_column(kind, name) for kind in ("low", "high") for name in names] if names else ["low", "high"]
     if smooth_window > 1:
-        fields += [class_column("smoothed", name) for name in names] if names else ["smoothed"]
-    smoother = StreamingSmoother(smooth_window) if smooth_window > 1 else None
+        smoothed_kinds = ["smoothed"] + (["smoothed_low", "smoothed_high"] if model.interval is not None else [])
+        fields += [class_column(kind, name) for kind in smoothed_kinds for name in names] if names else smoothed_kinds
+    smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
     sink = None
     writer = None
     video_temporary: Path | None = None
     run = VideoRun(source=video.spec, stride=stride)
     total = 0.0
     started = time.perf_counter()
-    restore_sigterm = _sigterm_as_interrupt()
+    stack = ExitStack()
+    stack.enter_context(sigterm_as_interrupt())  # SIGTERM stops the run like Ctrl-C (counting.signals)
     try:
 
         def prepare(image: np.ndarray) -> Any:
@@ -553,16 +581,8 @@ def count_video(
                             total += float(count)
                             if lows is not None:
                                 record["low"], record["high"] = float(lows[k]), float(highs[k])
-                        label = f"count {float(np.sum(count)):.1f}"
                         if smoother is not None:
-                            smoothed = smoother.update(count)
-                            if names:
-                                record.update({class_column("smoothed", n): float(v) for n, v in zip(names, smoothed)})
-                            else:
-                                record["smoothed"] = float(smoothed)
-                                label = f"count {smoothed:.1f}"
-                        if "low" in record:
-                            label += f" [{record['low']:.0f}-{record['high']:.0f}]"
+                            record.update(_smoothed_fields(model, names, smoother.update(count)))
                         if records_path is not None:
                             if sink is None:  # opened at the first row: a source that gives
                                 sink = RecordSink(records_path, fields)  # no frame keeps the file
@@ -573,7 +593,7 @@ def count_video(
                                 from counting.density.heatmap import overlay_density
 
                                 image = overlay_density(image, densities[k], head.settings.get("display_max"))
-                            writer.write(annotate(image, label))
+                            writer.write(annotate(image, overlay_label(record, names)))
                         run.frames += 1
                         if keep_records:
                             run.records.append(record)
@@ -583,7 +603,7 @@ def count_video(
                 run.interrupted = True
             run.retries = reader.retries_used
     finally:
-        restore_sigterm()
+        stack.close()
         run.seconds = time.perf_counter() - started
         if sink is not None:
             sink.close()
@@ -596,6 +616,18 @@ def count_video(
     if run.frames and not names:
         run.mean_count = total / run.frames
     return run
+
+
+def _smoothed_fields(model: Any, names: list[str] | None, smoothed: Any) -> dict[str, float]:
+    """The smoothed count and, for a calibrated model, its own interval: the model's interval
+    evaluated at the smoothed count (scripts/smoothing_study.py measures its coverage on Mall)."""
+    values = {"smoothed": np.asarray(smoothed, dtype=float)}
+    low, high = model.intervals(values["smoothed"])
+    if low is not None:
+        values["smoothed_low"], values["smoothed_high"] = np.asarray(low), np.asarray(high)
+    if names:
+        return {class_column(kind, n): float(v) for kind, array in values.items() for n, v in zip(names, array)}
+    return {kind: float(array) for kind, array in values.items()}
 
 
 def _counted_batches(
@@ -618,42 +650,32 @@ def _counted_batches(
 
 
 def _temporary_beside(target: Path) -> Path:
-    """A free name in ``target``'s folder with its suffix (OpenCV picks the container by it)."""
+    """A free name in ``target``'s folder with its suffix (OpenCV picks the container by it);
+    for a device or FIFO target (``/dev/null``), one in the temporary folder instead."""
     import tempfile
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:64]}.", suffix=target.suffix)
+    from counting.files import special_kind
+
+    if special_kind(target) is not None:
+        fd, name = tempfile.mkstemp(prefix="counting-video.", suffix=target.suffix or ".avi")
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:64]}.", suffix=target.suffix)
     os.close(fd)
     return Path(name)
 
 
 def _finish_video(temporary: Path, target: Path, keep: bool) -> None:
-    if keep and temporary.exists() and temporary.stat().st_size > 0:
-        from counting.files import new_file_mode
-
-        os.chmod(temporary, new_file_mode(target))  # mkstemp's 0600 would hide the video from others
-        os.replace(temporary, target)
-    else:
-        temporary.unlink(missing_ok=True)
-
-
-def _sigterm_as_interrupt() -> Callable[[], None]:
-    """Make SIGTERM stop the run like Ctrl-C (outputs closed, not cut off); returns the undo.
-
-    Only the main thread can set signal handlers; elsewhere this does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+    from counting.files import new_file_mode, special_kind
 
     try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except (ValueError, OSError):
-        return lambda: None
-
-    def restore() -> None:
-        signal.signal(signal.SIGTERM, previous)
-
-    return restore
+        if not (keep and temporary.exists() and temporary.stat().st_size > 0):
+            return
+        if special_kind(target) is not None:  # copied into, never renamed onto: the node stays a device
+            with open(temporary, "rb") as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink)
+            return
+        os.chmod(temporary, new_file_mode(target))  # mkstemp's 0600 would hide the video from others
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)

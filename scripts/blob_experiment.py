@@ -9,6 +9,7 @@ a zero-mean GP on the raw intensities (``mean="zero"``: the dark background is t
 and for the centred targets (``mean="constant"``: the background predicts the mean intensity).
 
     python scripts/blob_experiment.py [--size 96] [--epochs 40] [--seed 0] [--mean zero constant] [--plot blobs.png]
+    python scripts/blob_experiment.py --pixels 1100      # sampled pixels, centres without targets (issue 26)
 """
 
 from __future__ import annotations
@@ -47,9 +48,14 @@ def blob_image(size: int) -> tuple[np.ndarray, np.ndarray]:
     return blob_intensity(coords).reshape(size, size), coords
 
 
-def run(size: int, epochs: int, seed: int, mean: str = "zero") -> dict[str, tuple[AGPRegressor, float, float]]:
+def run(
+    size: int, epochs: int, seed: int, mean: str = "zero", pixels: int = 0
+) -> dict[str, tuple[AGPRegressor, float, float]]:
+    """Fit the three models; ``pixels`` > 0 samples that many pixels (the rest are only scored)
+    and gives the centres no targets, so each takes its nearest sample's intensity."""
     image, coords = blob_image(size)
     y = image.ravel()
+    rows = np.arange(len(y)) if pixels <= 0 else np.random.default_rng(seed).choice(len(y), pixels, replace=False)
     centres = np.array([[cx, cy] for cx, cy, *_ in BLOBS])
     results = {}
     for label, kernel in (("center-GP", "center"), ("univariate-AGP", "univariate"), ("multivariate-AGP", "full")):
@@ -57,14 +63,15 @@ def run(size: int, epochs: int, seed: int, mean: str = "zero") -> dict[str, tupl
         model = AGPRegressor(
             kernel=kernel,
             centers=centres,
-            center_targets=blob_intensity(centres),  # the intensity at the blob centre
+            # every pixel: the intensity at the blob centre; sampled pixels: the nearest sample's
+            center_targets=blob_intensity(centres) if pixels <= 0 else None,
             mean=mean,
             validation_fraction=100,
             max_epochs=epochs,
             random_state=seed,
-        ).fit(coords, y)
+        ).fit(coords[rows], y[rows])
         seconds = time.perf_counter() - start
-        train_rows = np.setdiff1d(np.arange(len(y)), model.validation_indices_)
+        train_rows = np.setdiff1d(rows, rows[model.validation_indices_])
         score = metrics.nrmse(y, model.predict(coords), y_train=y[train_rows])
         results[label] = (model, score, seconds)
     return results
@@ -103,12 +110,19 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mean", nargs="+", default=["zero", "constant"], choices=["zero", "constant", "linear"])
+    parser.add_argument(
+        "--pixels", type=int, default=0, help="sample this many pixels (e.g. 1100) and give the centres no targets"
+    )
     parser.add_argument("--plot", metavar="FILE", help="save the predictions and loss curves as a PNG (first mean)")
     args = parser.parse_args()
-    print(f"blob experiment: {args.size}x{args.size} pixels, 2 fixed centers, 100 validation pixels, seed {args.seed}")
+    trained = f"{args.pixels} sampled pixels, centres without targets" if args.pixels > 0 else "every pixel"
+    print(
+        f"blob experiment: {args.size}x{args.size} pixels ({trained}), 2 fixed centers, 100 validation pixels, "
+        f"seed {args.seed}"
+    )
     print(f"{'mean':9s} {'model':18s} {'NRMSE':>8s} {'fit s':>7s}  best epoch  lengthscales (geometric mean for full)")
     for index, mean in enumerate(args.mean):
-        results = run(args.size, args.epochs, args.seed, mean)
+        results = run(args.size, args.epochs, args.seed, mean, args.pixels)
         for label, (model, score, seconds) in results.items():
             lengths = np.array2string(model._make_kernel().lengthscales(model._kernel_params), precision=3)
             print(f"{mean:9s} {label:18s} {100 * score:7.2f}% {seconds:7.2f}  {model.best_epoch_:10d}  {lengths}")

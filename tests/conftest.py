@@ -56,6 +56,12 @@ def voc_root(shared_data: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def ucsd_real_root(shared_data: Path) -> Path:
+    """The real UCSD annotation files (vidf-cvpr/) and the only two real frames (vidf/)."""
+    return _require(shared_data / "ucsd-real")
+
+
+@pytest.fixture(scope="session")
 def coco_voc20_root(shared_data: Path) -> Path:
     """559 real photos (MS COCO) with the 20 VOC classes' boxes, VOC-2007 layout, trainval only."""
     return _require(shared_data / "coco-voc20" / "VOCdevkit" / "VOC2007")

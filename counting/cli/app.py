@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 from counting import __version__
 from counting.cli.common import interrupt_note, print_error, print_warning
 from counting.errors import CountingError, one_line_warnings
+from counting.signals import EXIT_TERMINATED, sigterm_as_interrupt, was_terminated
 
 # Each command is the function of the same name in counting/cli/<name>.py. A module is imported
 # only when its command runs or shows its --help: together they pull in torch, scikit-learn,
@@ -77,7 +78,7 @@ class _OneLineErrors(TyperGroup):
     def invoke(self, ctx: typer.Context) -> Any:
         interrupt_note()  # a note left by an earlier command in this process is not this one's
         try:
-            with one_line_warnings(print_warning):
+            with sigterm_as_interrupt(), one_line_warnings(print_warning):
                 return super().invoke(ctx)
         except CountingError as error:
             print_error(str(error))
@@ -89,9 +90,11 @@ class _OneLineErrors(TyperGroup):
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt as interrupt:
             # A command says what it kept: raise KeyboardInterrupt("...") or common.on_interrupt().
+            # SIGTERM comes the same way (counting.signals), with the shell's status for it.
             note = str(interrupt) or interrupt_note()
-            print_error(f"interrupted: {note}" if note else "interrupted")
-            raise typer.Exit(130) from None
+            how, status = ("terminated", EXIT_TERMINATED) if was_terminated() else ("interrupted", 130)
+            print_error(f"{how}: {note}" if note else how)
+            raise typer.Exit(status) from None
 
 
 app = typer.Typer(

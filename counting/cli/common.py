@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,34 @@ _interrupt_notes: list[Callable[[], str]] = []
 def on_interrupt(describe: Callable[[], str]) -> None:
     """Have a Ctrl-C of this command say ``describe()`` (what it kept) after "interrupted:"."""
     _interrupt_notes.append(describe)
+
+
+def say_outputs_on_interrupt(outputs: Sequence[Path | None], cache: Any = None) -> None:
+    """Have a Ctrl-C or SIGTERM say, for each output, whether it was written, left unchanged
+    or not created (the writers are atomic: whole files or nothing), and what the cache kept."""
+
+    def state(path: Path) -> tuple[int, int] | None:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        return info.st_mtime_ns, info.st_ino
+
+    before = {path: state(path) for path in outputs if path is not None}
+
+    def describe() -> str:
+        parts = []
+        for path, was in before.items():
+            now = state(path)
+            if now != was and now is not None:
+                parts.append(f"{path} written")
+            else:
+                parts.append(f"{path} {'is unchanged' if was is not None else 'was not created'}")
+        if cache is not None and getattr(cache, "enabled", False):
+            parts.append("the descriptors computed so far are in the feature cache")
+        return "; ".join(parts)
+
+    on_interrupt(describe)
 
 
 def interrupt_note() -> str:
@@ -112,6 +140,32 @@ def optional_cache(cache_dir: Path | None) -> Any:
     if cache_dir is None and not os.environ.get("COUNTING_CACHE_DIR"):
         return None
     return feature_cache(cache_dir, True)
+
+
+def refuse_outputs_on_inputs(
+    outputs: list[Path | None],
+    *,
+    inputs: Sequence[Path | None] = (),
+    model: Path | None | bool = False,
+    data_root: Path | None = None,
+    cache: Any = None,
+) -> None:
+    """Every command's one check, before any work: no output is an input, none lands in the data.
+
+    ``model``: the ``--model`` value (None: the shipped default is read) or False when the command
+    reads no model; ``data_root``: the dataset folder; ``cache``: the feature cache or None.
+    """
+    from counting.files import check_outputs
+
+    sources = list(inputs)
+    if model is not False:
+        from counting.model import default_model_path
+
+        sources.append(default_model_path() if model is None else model)
+    folders = [data_root]
+    if cache is not None:
+        folders.append(cache.directory)
+    check_outputs(outputs, inputs=sources, input_folders=folders)
 
 
 def load_model_option(path: Path | None) -> Any:

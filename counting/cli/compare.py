@@ -9,7 +9,13 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, feature_cache, use_runtime
+from counting.cli.common import (
+    console,
+    feature_cache,
+    refuse_outputs_on_inputs,
+    say_outputs_on_interrupt,
+    use_runtime,
+)
 from counting.cli.options import (
     INPUT_SIZE_DEFAULT,
     BackboneOption,
@@ -152,8 +158,6 @@ def compare(
     if methods.strip() and not _names(methods):  # e.g. "," would run no method and say nothing
         raise typer.BadParameter(f"{methods!r} names no method", param_hint="'--methods'")
     per_class = dataset == "voc"
-    if per_class and model:  # before the descriptors are extracted, not after
-        raise typer.BadParameter("per-class comparisons take no --model rows", param_hint="'--model'")
     if per_class:
         from counting.comparison.voc import DEFAULT_VOC_METHODS, check_voc_methods
 
@@ -164,11 +168,18 @@ def compare(
         methods = methods or ",".join(DEFAULT_METHODS)
         check_methods(_names(methods), _names(tiled_methods))
     cache = feature_cache(cache_dir, not no_cache)
+    refuse_outputs_on_inputs(
+        [out, *(out / f"compare-{dataset}.{suffix}" for suffix in ("csv", "json", "md"))],
+        inputs=list(model or ()),
+        data_root=root,
+        cache=cache,
+    )
+    say_outputs_on_interrupt([out / f"compare-{dataset}.csv"], cache)
     models = []
     if model:
         from counting.comparison.models import load_models
 
-        models = load_models(model)  # every file read and checked before any work: a bad one wastes none
+        models = load_models(model, dataset)  # every file read and checked before any work: a bad one wastes none
     data = load_comparison_data(
         dataset,
         root,
@@ -180,12 +191,14 @@ def compare(
         cache=cache,
         descriptors=descriptor or (),
     )
+    if models:
+        from counting.comparison.models import check_models
+
+        check_models(models, data)  # their classes against the dataset's, before any method runs
     if data.train_counts.ndim != 1:
-        if model:
-            raise typer.BadParameter("per-class comparisons take no --model rows", param_hint="'--model'")
         from counting.cli.multiclass_output import compare_per_class
 
-        compare_per_class(data, dataset, root, methods, centers, seed, target_transform, gate, out)
+        compare_per_class(data, dataset, root, methods, centers, seed, target_transform, gate, out, models, cache)
         return
 
     def announce(result) -> None:

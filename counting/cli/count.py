@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv as csv_module
-import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -13,7 +12,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, load_model_option, optional_cache, use_runtime
+from counting.cli.common import (
+    console,
+    load_model_option,
+    optional_cache,
+    refuse_outputs_on_inputs,
+    say_outputs_on_interrupt,
+    use_runtime,
+)
 from counting.cli.multiclass_output import SHOW_THRESHOLD, class_count_rows, class_counts_table
 from counting.cli.options import (
     BatchSizeOption,
@@ -34,10 +40,11 @@ from counting.files import (
     atomic_write_text,
     check_not_an_input,
     check_writable,
+    dumps_json,
     is_regular_file,
     printable,
 )
-from counting.inputs import expand_image_paths
+from counting.inputs import count_in_chunks, expand_image_paths
 
 
 def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
@@ -160,8 +167,9 @@ def count(
     outputs = [output for output in (csv, json_path) if output is not None]
     for output in outputs:
         check_writable(output)  # before any work: a bad output path must not waste it
-        # the images are checked once expanded (below): globs and folders name them only then
-        check_not_an_input(output, [item for item in (model, features) if item is not None])
+    # the images are checked once expanded (below): globs and folders name them only then
+    refuse_outputs_on_inputs(outputs, inputs=[features, weights], model=model, cache=optional_cache(cache_dir))
+    say_outputs_on_interrupt(outputs, optional_cache(cache_dir))
     counting_model = load_model_option(model)
     if show_above is not None and not counting_model.class_names:
         # Was silently ignored: the user believed the table was filtered.
@@ -189,7 +197,8 @@ def count(
         for output in outputs:
             check_not_an_input(output, files)
         with cluster_extraction(cluster) as extract:
-            result = counting_model.count_paths(
+            result = count_in_chunks(  # memory flat in the number of images
+                counting_model,
                 files,
                 cache=optional_cache(cache_dir),
                 weights=weights,
@@ -221,5 +230,5 @@ def count(
         console.print(f"counts written to {escape(printable(str(csv)))}")
     if json_path is not None:
         document = {"model": counting_model.name, "images": rows, "skipped": problems + list(errors.values())}
-        atomic_write_text(json_path, json.dumps(document, indent=2) + "\n")
+        atomic_write_text(json_path, dumps_json(document) + "\n")
         console.print(f"counts written to {escape(printable(str(json_path)))}")

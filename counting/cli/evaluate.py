@@ -9,7 +9,15 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, evaluate_on_test_split, load_model_option, use_runtime
+from counting.cli.common import (
+    console,
+    evaluate_on_test_split,
+    load_model_option,
+    optional_cache,
+    refuse_outputs_on_inputs,
+    say_outputs_on_interrupt,
+    use_runtime,
+)
 from counting.cli.options import (
     CacheDirOption,
     ClusterOption,
@@ -28,7 +36,7 @@ from counting.cli.options import (
 )
 from counting.distributed.session import cluster_extraction
 
-SMOOTH_HELP = "Temporal smoothing window of the sequence figures (ucsd, mall)"
+SMOOTH_HELP = "Centred (offline) temporal smoothing window of the sequence figures (ucsd, mall)"
 
 
 def figures_table(result) -> Table:
@@ -52,7 +60,7 @@ def figures_table(result) -> Table:
         table.add_column(name, justify="right")
     rows = [("per frame", result.metrics)]
     if result.sequence_metrics is not None:
-        rows.append((f"smoothed ({result.smoothing_window} frames)", result.sequence_metrics))
+        rows.append((f"smoothed ({result.smoothing})", result.sequence_metrics))
     for label, figures in rows:
         table.add_row(label, f"{figures['mae']:.3f}", f"{figures['mse']:.3f}", f"{figures['rmse']:.3f}")
     return table
@@ -89,6 +97,14 @@ def evaluate(
     for output in (json_path, predictions):
         if output is not None:
             check_writable(output)  # before evaluating: a bad output path must not waste the run
+    refuse_outputs_on_inputs(
+        [json_path, predictions],
+        inputs=[counts_csv, weights],
+        model=model,
+        data_root=root,
+        cache=optional_cache(cache_dir),
+    )
+    say_outputs_on_interrupt([json_path, predictions], optional_cache(cache_dir))
     counting_model = load_model_option(model)
     with cluster_extraction(cluster) as extract:
         result = evaluate_on_test_split(

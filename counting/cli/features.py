@@ -11,7 +11,7 @@ import typer
 from rich.text import Text
 
 from counting import defaults
-from counting.cli.common import console, error_console, feature_cache, use_runtime
+from counting.cli.common import console, error_console, feature_cache, refuse_outputs_on_inputs, use_runtime
 from counting.cli.options import (
     GRID_DEFAULT,
     INPUT_SIZE_DEFAULT,
@@ -33,7 +33,7 @@ from counting.descriptors import Descriptor
 from counting.distributed.session import extraction_on
 from counting.errors import CountingError, ImageError
 from counting.features import FeatureSet, extract_features
-from counting.files import atomic_path, atomic_write, check_not_an_input, check_writable, printable
+from counting.files import atomic_path, atomic_write, check_writable, printable, special_kind
 from counting.inputs import expand_image_paths
 
 __all__ = ["features", "write_features"]
@@ -72,11 +72,12 @@ def features(
         if out.suffix.lower() == ".npy":
             check_writable(out.with_suffix(".files.txt"))
     paths, problems = expand_image_paths(inputs)
+    cache = feature_cache(cache_dir, not no_cache)
     if out is not None:
-        check_not_an_input(out, paths)
+        listing = out.with_suffix(".files.txt") if out.suffix.lower() == ".npy" and not special_kind(out) else None
+        refuse_outputs_on_inputs([out, listing], inputs=[*paths, weights], cache=cache)
     if problems:
         raise CountingError(problems[0])
-    cache = feature_cache(cache_dir, not no_cache)
     try:
         result = _extract(
             cluster,
@@ -129,7 +130,7 @@ def write_features(output: Path, result: FeatureSet) -> None:
     if output.suffix.lower() == ".npy":
         with atomic_path(output) as temporary:
             np.save(temporary, result.features, allow_pickle=False)
-        # File names are written back byte for byte (see counting.files on non-UTF-8 names).
+        # Valid UTF-8, undecodable name bytes as \xNN (see counting.files on non-UTF-8 names).
         with atomic_write(output.with_suffix(".files.txt")) as handle:
             handle.write("".join(f"{path}\n" for path in result.paths))
         return

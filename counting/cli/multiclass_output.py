@@ -135,8 +135,11 @@ def compare_per_class(
     target_transform: str,
     gate: bool,
     out: Any,
+    models: Any = (),
+    cache: Any = None,
 ) -> None:
-    """`counting compare` on per-class counts: run, print and write every row."""
+    """`counting compare` on per-class counts: run, print and write every row (``models``:
+    ``(path, model)`` pairs of ``--model`` files, counting the same test images)."""
     from counting.cli.common import console
     from counting.comparison.voc import run_voc_comparison, voc_published_rows, write_voc_comparison
 
@@ -144,7 +147,7 @@ def compare_per_class(
         shown = (
             f"mRMSE {fmt(result.metrics.get('mrmse'))} m-relRMSE {fmt(result.metrics.get('m_rel_rmse'))}"
             if result.status == "ok"
-            else result.status
+            else f"{result.status} ({result.note})"
         )
         console.print(f"  {result.label}: {shown}")
 
@@ -159,6 +162,24 @@ def compare_per_class(
         gate=gate,
         on_result=announce,
     )
+    if models:
+        from pathlib import Path
+
+        from counting.comparison.models import add_model_rows
+
+        def starting(path: Any) -> None:
+            console.print(f"counting the {len(data.test_paths)} test images with {path}")
+
+        add_model_rows(
+            data,
+            list(models),
+            results,
+            cache=cache,
+            root=Path(root),
+            progress=True,
+            on_start=starting,
+            on_result=announce,
+        )
     settings = {"target_transform": target_transform, "gate": gate, "n_centers": centers, "seed": seed}
     paths = write_voc_comparison(data, results, out, settings)
     console.print(compare_table(data, results, voc_published_rows(dataset)))

@@ -357,10 +357,28 @@ ThreadsOption = Annotated[
         rich_help_panel=RUN,
     ),
 ]
+
+
+def parse_cluster_option(text: str | None) -> str | None:
+    """``--cluster``: checked while the options are parsed (a usage error naming the accepted
+    forms), so a typo fails before any model loads or any picture is read."""
+    if text is None:
+        return None
+    from counting.distributed.cluster import parse_cluster
+
+    try:
+        parse_cluster(text)
+    except CountingError as error:
+        raise typer.BadParameter(str(error).removeprefix("--cluster").lstrip(" :")) from None
+    return text
+
+
 ClusterOption = Annotated[
     Optional[str],
     typer.Option(
         "--cluster",
+        parser=parse_cluster_option,
+        metavar="local:N|ADDRESS",
         help="Run on a Dask cluster: local:N (N worker processes here) or a scheduler address such as "
         "tcp://HOST:8786. Extraction gives the same descriptors as without it; video --sources runs one "
         "task per stream.",

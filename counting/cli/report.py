@@ -6,7 +6,15 @@ from pathlib import Path
 from typing import Annotated
 
 from counting import defaults
-from counting.cli.common import console, evaluate_on_test_split, load_model_option, use_runtime
+from counting.cli.common import (
+    console,
+    evaluate_on_test_split,
+    load_model_option,
+    optional_cache,
+    refuse_outputs_on_inputs,
+    say_outputs_on_interrupt,
+    use_runtime,
+)
 from counting.cli.evaluate import SMOOTH_HELP, figures_table
 from counting.cli.options import (
     CacheDirOption,
@@ -51,6 +59,14 @@ def report(
     from counting.report import write_report
 
     check_writable_folder(out)  # before evaluating: the report must have somewhere to go
+    refuse_outputs_on_inputs(
+        [out, *(out / f"report.{suffix}" for suffix in ("md", "html", "json"))],
+        inputs=[counts_csv, weights],
+        model=model,
+        data_root=root,
+        cache=optional_cache(cache_dir),
+    )
+    say_outputs_on_interrupt([out / "report.md"], optional_cache(cache_dir))
 
     counting_model = load_model_option(model)
     result = None

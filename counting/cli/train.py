@@ -9,7 +9,14 @@ import typer
 from rich.table import Table
 
 from counting import defaults
-from counting.cli.common import console, feature_cache, on_interrupt, open_dataset, use_runtime
+from counting.cli.common import (
+    console,
+    feature_cache,
+    on_interrupt,
+    open_dataset,
+    refuse_outputs_on_inputs,
+    use_runtime,
+)
 from counting.cli.options import (
     DESCRIPTORS,
     GRID_DEFAULT,
@@ -138,11 +145,14 @@ def train(
     """
     use_runtime(runtime, threads)
     from counting.evaluation import evaluate_model
-    from counting.files import check_writable
+    from counting.files import check_writable, special_kind
     from counting.plots import plot_loss
     from counting.training import TrainingConfig, train_model
 
     check_writable(out)  # before training: the model must have somewhere to go
+    loss_png = None if special_kind(out) else out.with_name(f"{out.stem}.loss.png")
+    cache = feature_cache(cache_dir, not no_cache)
+    refuse_outputs_on_inputs([out, loss_png], inputs=[counts_csv, weights], data_root=root, cache=cache)
 
     config = TrainingConfig(
         backbone=backbone,
@@ -177,7 +187,6 @@ def train(
         + ", ".join(f"{part} {info.get('n')} images" for part, info in parts.items()),
         soft_wrap=True,
     )
-    cache = feature_cache(cache_dir, not no_cache)
     existed, saved = out.exists(), []
     on_interrupt(lambda: _kept_after_interrupt(out, existed, bool(saved), cache))
     extract = ClusterExtraction(cluster) if cluster is not None else None
@@ -225,12 +234,11 @@ def train(
         )
     path = model.save(out)
     saved.append(path)
-    loss_png = path.with_name(f"{path.stem}.loss.png")
-    if model.history.get("train_loss"):
+    if loss_png is not None and model.history.get("train_loss"):  # a device (/dev/null) has no "beside"
         plot_loss(model.history, loss_png, model.training.get("best_epoch"))
         console.print(f"loss curve: {loss_png}")
-    size_kb = path.stat().st_size / 1024
-    console.print(f"[green]model saved:[/] {path} ({size_kb:.0f} KB)")
+    size = f" ({path.stat().st_size / 1024:.0f} KB)" if loss_png is not None else ""
+    console.print(f"[green]model saved:[/] {path}{size}")
 
 
 def _kept_after_interrupt(out: Path, existed: bool, saved: bool, cache: Any) -> str:

@@ -9,7 +9,14 @@ import typer
 from rich.markup import escape
 
 from counting import defaults
-from counting.cli.common import console, error_console, load_model_option, print_error, use_runtime
+from counting.cli.common import (
+    console,
+    error_console,
+    load_model_option,
+    print_error,
+    refuse_outputs_on_inputs,
+    use_runtime,
+)
 from counting.cli.options import (
     ClusterOption,
     CountsDirOption,
@@ -20,6 +27,7 @@ from counting.cli.options import (
     WeightsOption,
     smooth_option,
 )
+from counting.signals import EXIT_TERMINATED, was_terminated
 
 
 def video(
@@ -48,7 +56,13 @@ def video(
         ),
     ] = None,
     stride: Annotated[int, typer.Option(min=1, help="Count every N-th frame.")] = 1,
-    smooth: Annotated[int, smooth_option("Temporal smoothing: mean over the last N counted frames")] = 1,
+    smooth: Annotated[
+        int,
+        smooth_option(
+            "Live smoothing: causal linear-exponential filter of span N counted frames, adds the smoothed "
+            "count with its own interval (9 chosen on Mall, scripts/smoothing_study.py)"
+        ),
+    ] = 1,
     max_frames: Annotated[
         Optional[int], typer.Option(min=1, help="Stop after this many counted frames.", show_default=False)
     ] = None,
@@ -80,7 +94,7 @@ def video(
     stops and keeps everything written so far.
     """
     use_runtime(runtime, threads)
-    from counting.files import check_not_an_input, check_writable
+    from counting.files import check_writable
     from counting.video import VideoSource, count_video
 
     if sources is not None or source is None or cluster is not None:
@@ -105,9 +119,11 @@ def video(
         check_writable(counts, in_place=True)  # rows are streamed into the file itself
     if output_video is not None:
         check_writable(output_video)
-    for output in (counts, output_video):
-        if output is not None and video_source.kind == "file":
-            check_not_an_input(output, [video_source.spec])
+    refuse_outputs_on_inputs(
+        [counts, output_video],
+        inputs=[video_source.spec if video_source.kind == "file" else None, weights],
+        model=model,
+    )
     counting_model = load_model_option(model)
     counting_model.get_backbone(weights)
 
@@ -121,8 +137,10 @@ def video(
         text = f"frame {record['frame']:>6}  t={record['time_s']:8.2f}s  count {value:6.1f}"
         if "low" in record:  # the interval belongs to the frame's own count, so it sits beside it
             text += f" [{record['low']:.1f}, {record['high']:.1f}]"
-        if "smoothed" in record:
+        if "smoothed" in record:  # and the smoothed count beside its own interval
             text += f"  smoothed {record['smoothed']:6.1f}"
+            if "smoothed_low" in record:
+                text += f" [{record['smoothed_low']:.1f}, {record['smoothed_high']:.1f}]"
         console.print(text)
 
     def retrying(attempt: int, delay: float) -> None:
@@ -150,7 +168,7 @@ def video(
         skip_bad_frames=ignore_errors,
         on_problem=damaged,
     )
-    status = "interrupted" if run.interrupted else "done"
+    status = ("terminated" if was_terminated() else "interrupted") if run.interrupted else "done"
     mean = f", mean count {run.mean_count:.1f}" if run.mean_count is not None else ""
     console.print(
         f"[green]{status}:[/] {run.frames} frames in {run.seconds:.1f} s "
@@ -161,7 +179,7 @@ def video(
     if output_video is not None:
         console.print(f"annotated video written to {output_video}")
     if run.interrupted:
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_TERMINATED if was_terminated() else 130)
     if run.problems and not ignore_errors:
         print_error(
             f"{source}: {len(run.problems)} frame(s) could not be decoded, first at frame "

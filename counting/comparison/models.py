@@ -4,6 +4,8 @@ Some counters cannot be fitted inside `compare` in reasonable time (the conv den
 minutes per head at 720); `counting train` makes them, and `compare --model FILE` counts the
 comparison's test images with the file, beside the methods fitted on the descriptors. A model
 that was trained on any of those test images is refused: its row would be scored in sample.
+Per-class comparisons (voc) take models of the dataset's classes (e.g. ``models/voc20.npz``),
+scored with the VOC metrics as the methods' rows; a model counting other things is refused.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from counting.comparison.data import ComparisonData
 from counting.comparison.methods import MethodResult, score
 from counting.errors import CountingError
 
-__all__ = ["load_models", "model_features", "run_model"]
+__all__ = ["add_model_rows", "check_counts", "check_models", "load_models", "model_features", "run_model"]
 
 
 def model_features(model: Any) -> str:
@@ -124,10 +126,16 @@ def _train_overlap(model: Any, data: ComparisonData, root: Path | None) -> int:
     return _same_images(list(trained.paths), list(data.test_paths))
 
 
-def load_models(paths: list[Path]) -> list[tuple[Path, Any]]:
-    """Read every ``--model`` file before any work (a bad one is a one-line error naming it)."""
+def load_models(paths: list[Path], dataset: str | None = None) -> list[tuple[Path, Any]]:
+    """Read every ``--model`` file before any work (a bad one is a one-line error naming it).
+
+    ``dataset`` (the comparison's): a model counting other things than it is refused here too,
+    where that can be told before the dataset is read (voc: the 20 VOC classes; mall, ucsd,
+    shanghaitech: one count; folder: known once its counts CSV is read, see :func:`check_models`).
+    """
     from counting.model import load_model
 
+    expected = _expected_classes(dataset)
     seen: dict[Path, Path] = {}
     models = []
     for path in map(Path, paths):
@@ -136,14 +144,57 @@ def load_models(paths: list[Path]) -> list[tuple[Path, Any]]:
             raise CountingError(f"{path}: given twice to --model (also as {seen[key]})")
         seen[key] = path
         model = load_model(path)  # a bad file raises ModelFileError: one line naming it
-        _check_one_count(path, model)
+        if expected is not _UNKNOWN:
+            check_counts(path, model, expected)
         models.append((path, model))
     return models
 
 
-def _check_one_count(path: Path, model: Any) -> None:
-    if model.class_names:
-        raise CountingError(f"{path}: counts {len(model.class_names)} classes; this comparison counts one")
+# A folder dataset counts one thing or several (its counts CSV's columns): known once it is read.
+_UNKNOWN: Any = object()
+
+
+def _expected_classes(dataset: str | None) -> Any:
+    """The class names a model must count for ``dataset`` (None: one count), or ``_UNKNOWN``."""
+    if dataset == "voc":
+        from counting.datasets.voc import VOC_CLASSES
+
+        return list(VOC_CLASSES)
+    if dataset == "folder":
+        return _UNKNOWN
+    return None
+
+
+def check_models(models: list[tuple[Path, Any]], data: ComparisonData) -> None:
+    """CountingError unless every model counts what the comparison's dataset counts (call it
+    once the data is read, before any method runs)."""
+    for path, model in models:
+        check_counts(path, model, data.class_names)
+
+
+def check_counts(path: Path, model: Any, class_names: list[str] | None) -> None:
+    """CountingError unless ``model`` counts one number per image (``class_names`` None) or
+    exactly ``class_names``, in that order (its columns are scored against them)."""
+    counted = list(model.class_names) if model.class_names else None
+    if class_names is None:
+        if counted:
+            raise CountingError(f"{path}: counts {len(counted)} classes; this comparison counts one")
+        return
+    expected = list(class_names)
+    if counted is None:
+        raise CountingError(f"{path}: counts one number per image; this comparison counts {len(expected)} classes")
+    if counted != expected:
+        missing = [name for name in expected if name not in counted]
+        extra = [name for name in counted if name not in expected]
+        if missing or extra:
+            parts = [
+                f"lacks {', '.join(missing[:3])}" if missing else "",
+                f"has {', '.join(extra[:3])}" if extra else "",
+            ]
+            detail = "; ".join(part for part in parts if part)
+        else:
+            detail = "the same names in another order"
+        raise CountingError(f"{path}: counts {len(counted)} classes, not this comparison's {len(expected)} ({detail})")
 
 
 def run_model(
@@ -156,7 +207,9 @@ def run_model(
     model: Any = None,
 ) -> MethodResult:
     """Count the test images of ``data`` with the model file at ``path`` and score it (``model``:
-    the file already read). Failures once the file is read give a failed row, not an error."""
+    the file already read): MAE / MSE / RMSE, or the VOC metrics when ``data`` has per-class
+    counts. A model counting other things than ``data`` is a CountingError; failures after that
+    give a failed row, not an error."""
     from counting.model import load_model
 
     path = Path(path)
@@ -166,7 +219,7 @@ def run_model(
     result.features = model_features(model)
     n_train = (model.dataset or {}).get("n_train") if isinstance(model.dataset, dict) else None
     result.n_train = n_train if isinstance(n_train, int) and not isinstance(n_train, bool) else 0
-    _check_one_count(path, model)
+    check_counts(path, model, data.class_names)
     try:
         overlap = _train_overlap(model, data, root)
     except _Unknown as unknown:
@@ -193,13 +246,48 @@ def run_model(
         result.status = "failed"
         result.note = f"{int((~ok).sum())} test images not counted, e.g. {first[0]}: {first[1]}"
         return result
-    predictions = np.asarray(counted.counts, dtype=float).ravel()
-    finite = np.isfinite(predictions)
+    per_class = data.class_names is not None
+    predictions = np.asarray(counted.counts, dtype=float)
+    predictions = predictions.reshape(len(data.test_paths), -1) if per_class else predictions.ravel()
+    finite = np.isfinite(predictions).reshape(len(predictions), -1).all(axis=1)
     if not finite.all():
         first = data.test_paths[int(np.flatnonzero(~finite)[0])]
         result.status = "failed"
         result.note = f"{int((~finite).sum())} test images counted NaN or infinite, e.g. {first}"
         return result
+    if per_class:
+        from counting.evaluation import voc_metrics
+
+        # As the per-class methods' rows: clipped at 0 (the VOC metrics then round).
+        result.predictions = np.clip(predictions, 0.0, None)
+        result.metrics = voc_metrics(data.test_counts, result.predictions, data.class_names)
+        return result
     result.predictions = predictions
     result.metrics = score(data.test_counts, result.predictions, data.test_indices, window)
     return result
+
+
+def add_model_rows(
+    data: ComparisonData,
+    models: list[tuple[Path, Any]],
+    results: list[MethodResult],
+    cache: Any = None,
+    window: int = 0,
+    root: Path | None = None,
+    progress: bool = False,
+    on_start: Any = None,
+    on_result: Any = None,
+) -> None:
+    """A row per model appended to ``results``; a label or (method, features) pair that an
+    earlier row has gets the file's path, as rows and predictions are keyed by them."""
+    for path, loaded in models:
+        if on_start is not None:
+            on_start(path)
+        result = run_model(data, path, cache=cache, window=window, root=root, progress=progress, model=loaded)
+        if any(other.label == result.label for other in results):
+            result.label = f"model {path}"
+        if any((other.method, other.features) == (result.method, result.features) for other in results):
+            result.features = f"{result.features} ({path})"
+        if on_result is not None:
+            on_result(result)
+        results.append(result)

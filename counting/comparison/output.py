@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import numpy as np
 
 from counting.comparison.data import ComparisonData
 from counting.comparison.methods import MethodResult
-from counting.files import atomic_write, atomic_write_text
+from counting.files import atomic_write, atomic_write_text, dumps_json
 
 
 def published_rows(dataset: str) -> list[dict]:
@@ -120,7 +119,7 @@ def write_table_files(
         writer = csv.DictWriter(handle, fieldnames=list(columns))
         writer.writeheader()
         writer.writerows(records)
-    atomic_write_text(paths["json"], json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(paths["json"], dumps_json(summary) + "\n")
     atomic_write_text(paths["md"], markdown + "\n")
     return paths
 

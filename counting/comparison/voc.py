@@ -243,7 +243,12 @@ def write_voc_comparison(
     """``compare-voc.csv`` / ``.json`` / ``.md`` in ``out_dir`` (our rows, then the published ones)."""
     records = voc_table_records(results, voc_published_rows(data.dataset))
     summary = comparison_summary(data, records, data.settings | settings) | {
-        "per_class": {result.method: result.metrics for result in results if result.status == "ok"},
+        # Model rows (method "model") are keyed by their label, unique among the rows.
+        "per_class": {
+            result.label if result.method == "model" else result.method: result.metrics
+            for result in results
+            if result.status == "ok"
+        },
     }
     header = (
         f"# {data.dataset}: methods compared on split `{data.split}`\n\n"

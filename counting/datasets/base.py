@@ -43,7 +43,7 @@ class CountingDataset:
     samples: list[Sample]
     roi_mask: np.ndarray | None = None
     class_names: list[str] | None = None
-    # Mall's perspective normalisation map (pMapN), same (H, W) as the frames; None elsewhere.
+    # The perspective map, same (H, W) as the frames: Mall's pMapN, UCSD's dmap.pmapxy; None elsewhere.
     perspective_map: np.ndarray | None = None
     split: str = "standard"
 

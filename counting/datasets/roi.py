@@ -22,8 +22,8 @@ def roi_mask_from(value: Any, path: Path) -> np.ndarray:
     return mask
 
 
-def check_roi_size(mask: np.ndarray, image_path: Path, roi_path: Path) -> None:
-    """The mask must cover the frames pixel for pixel."""
+def check_roi_size(mask: np.ndarray, image_path: Path, roi_path: Path, what: str = "roi.mask") -> None:
+    """The mask (or another per-pixel map, named by ``what``) must cover the frames pixel for pixel."""
     try:
         with Image.open(image_path) as image:  # reads the header only
             width, height = image.size
@@ -32,6 +32,6 @@ def check_roi_size(mask: np.ndarray, image_path: Path, roi_path: Path) -> None:
         return
     if mask.shape != (height, width):
         raise DatasetError(
-            f"{roi_path}: roi.mask is {mask.shape[1]}x{mask.shape[0]} (WxH) but frame "
+            f"{roi_path}: {what} is {mask.shape[1]}x{mask.shape[0]} (WxH) but frame "
             f"{image_path.name} is {width}x{height}"
         )

@@ -9,8 +9,17 @@ Layout (``root`` holds both folders; ``root`` may also point at either of them):
       ``roi.mask`` (158x238)
   vidf-cvpr/vidf1_33_00X_frame_full.mat
       ``frame{i}.loc`` head points over the whole frame (people outside the ROI too)
+  vidf-cvpr/vidf1_33_dmap3.mat
+      ``dmap.pmapxy`` (158x238): the perspective map, a per-pixel area weight that is larger where
+      people are far (about 7.5 at the top row, 0.8 at the bottom); read as ``perspective_map``
+      like Mall's ``pMapN`` (optional, as the ROI and the head points are)
 Frames are numbered globally over the clips: frame f of clip X is X*200 + f. Standard split:
 frames 601-1400 train, the other 1200 test.
+
+The real release stores the per-direction counts as uint8 1x200 rows (with a ``dirs`` cell
+naming them 'l' and 'r'), ``roi`` with ``xi``/``yi`` polygon fields beside ``mask`` (uint8), and
+each ``frame{i}`` as a struct with ``loc`` (k x 3: x, y, frame number), ``id``, ``ldir`` and
+``tdir``; ``loc`` is in MATLAB pixel coordinates (pixel centres at 1, 2, ...), as published.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ STANDARD_TRAIN = (601, 1400)
 FRAMES = "vidf"
 ANNOTATIONS = "vidf-cvpr"
 ROI_FILE = "vidf1_33_roi_mainwalkway.mat"
+PERSPECTIVE_FILE = "vidf1_33_dmap3.mat"
 _COUNT_FILE = re.compile(r"^vidf1_33_(\d{3})_count_roi_mainwalkway\.mat$")
 _FRAME_FOLDER = re.compile(r"^vidf1_33_(\d{3})\.y$")
 
@@ -63,14 +73,31 @@ def read_ucsd(root: Path | str, split: str = "standard") -> CountingDataset:
         roi_path = root / ANNOTATIONS / ROI_FILE
         roi_mask = roi_mask_from(field(load_mat(roi_path, ("roi",))["roi"], "mask", roi_path, "roi"), roi_path)
         check_roi_size(roi_mask, samples[0].path, roi_path)
+    perspective = _perspective_map(root, samples[0].path)
     return CountingDataset(
         name="ucsd",
         root=root,
         samples=samples,
         roi_mask=roi_mask,
         class_names=None,
+        perspective_map=perspective,
         split=spec.text,
     )
+
+
+def _perspective_map(root: Path, first_frame: Path) -> np.ndarray | None:
+    """``dmap.pmapxy`` of ``vidf1_33_dmap3.mat``, checked against the frames; None without the file."""
+    path = root / ANNOTATIONS / PERSPECTIVE_FILE
+    if not path.exists():
+        return None
+    values = np.asarray(field(load_mat(path, ("dmap",))["dmap"], "pmapxy", path, "dmap"))
+    if values.ndim != 2 or values.dtype == object or not np.issubdtype(values.dtype, np.number):
+        raise DatasetError(f"{path}: dmap.pmapxy is not a 2-D numeric matrix")
+    values = values.astype(float)
+    if not (np.isfinite(values).all() and (values > 0).all()):
+        raise DatasetError(f"{path}: dmap.pmapxy has values that are not finite and positive")
+    check_roi_size(values, first_frame, path, what="dmap.pmapxy")
+    return values
 
 
 def _dataset_root(root: Path) -> Path:

@@ -69,7 +69,7 @@ def test_evaluate_figures_match_the_predictions(evaluated) -> None:
     low, high = np.array([float(r["low"]) for r in rows]), np.array([float(r["high"]) for r in rows])
     assert figures["interval"]["coverage"] == pytest.approx(np.mean((truth >= low) & (truth <= high)), abs=1e-9)
     assert figures["interval"]["mean_width"] == pytest.approx(np.mean(high - low), abs=2e-3)
-    assert "MAE" in output and "smoothed (5 frames)" in output and "coverage" in output
+    assert "MAE" in output and "smoothed (centred 5-frame mean)" in output and "coverage" in output
 
 
 def test_report_sets_our_figures_beside_the_published_ones(

@@ -43,16 +43,20 @@ def test_video_file_to_csv_with_annotated_output(trained, runner, short_video: P
     counts = np.array([float(r["count"]) for r in rows])
     smoothed = np.array([float(r["smoothed"]) for r in rows])
     assert ((counts > 5) & (counts < 70)).all()  # Mall frames 1-12 hold 29-35 people
-    # causal mean over the last 3 counted frames
-    expected = [counts[max(0, k - 2) : k + 1].mean() for k in range(12)]
-    assert np.allclose(smoothed, expected, atol=2e-3)
+    # the causal filter of span 3 (counting.smoothing), with the smoothed count's own interval
+    from counting.smoothing import causal_smooth
+
+    assert np.allclose(smoothed, causal_smooth(counts, 3), atol=2e-3)
     assert all(float(r["low"]) <= float(r["count"]) <= float(r["high"]) for r in rows)
-    # the console line shows each frame's own count beside its own interval, then the smoothed one
+    assert all(float(r["smoothed_low"]) <= float(r["smoothed"]) <= float(r["smoothed_high"]) for r in rows)
+    # the console line shows each frame's own count beside its own interval, then the smoothed
+    # count beside its own
     last = rows[-1]
     line = next(text for text in result.output.splitlines() if text.startswith("frame     11"))
     assert (
         f"count {float(last['count']):6.1f} [{float(last['low']):.1f}, {float(last['high']):.1f}]"
-        f"  smoothed {float(last['smoothed']):6.1f}"
+        f"  smoothed {float(last['smoothed']):6.1f} [{float(last['smoothed_low']):.1f}, "
+        f"{float(last['smoothed_high']):.1f}]"
     ) in line
     capture = cv2.VideoCapture(str(annotated))
     assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == 12
