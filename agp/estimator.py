@@ -21,7 +21,7 @@ from agp import persistence
 from agp.centers import CENTER_METHODS, Centers, explicit_centers, select_centers
 from agp.grid import default_lengthscales, grid_search
 from agp.kernels import KERNELS, Kernel, Params, make_kernel, squared_distances
-from agp.mean import MEAN_FUNCTIONS, fit_mean
+from agp.mean import MEAN_FUNCTIONS, TREE_ARRAYS, TreeEnsemble, fit_mean
 from agp.objective import CenterSystem, loss_and_gradient
 from agp.optimizers import make_optimizer, warmup_factor
 
@@ -44,6 +44,8 @@ KERNEL_ALIASES = {"multivariate": "full"}
 _PUBLIC_METRIC_ATTRIBUTES = ("lengthscales_", "precisions_", "precision_factors_")
 _ARRAY_HYPER_PARAMETERS = ("centers", "center_targets")
 _UNSAVED_HYPER_PARAMETERS = ("callback",)
+# Model-file entries of the tree mean (format version 4): mean_tree_feature, mean_tree_threshold, ...
+MEAN_TREE_PREFIX = "mean_tree_"
 
 
 class AGPRegressor(RegressorMixin, BaseEstimator):
@@ -98,11 +100,15 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
     lengthscale_grid : tuple of float > 0, default=None
         Lengthscales (standardised units) for the grid search; ``None`` uses the median
         row-to-center distance (of at most 10 000 rows) times 2^-4 .. 2^6.
-    mean : {"zero", "constant", "linear"}, default="linear"
+    mean : {"zero", "constant", "linear", "trees"}, default="linear"
         Mean function the AGP's residual is taken from (Rasmussen & Williams 2006, Sec. 2.7):
         ``zero`` none (the GP models the raw targets and decays to 0 away from the centers);
         ``constant`` subtracts the mean target; ``linear`` a ridge regression on the standardised
-        inputs with its penalty chosen by GCV (``RidgeCV``) on the non-validation rows.
+        inputs with its penalty chosen by GCV (``RidgeCV``) on the non-validation rows;
+        ``trees`` gradient-boosted trees (scikit-learn ``HistGradientBoostingRegressor`` with its
+        defaults, one per output) on the non-validation rows, stopped early on the validation
+        rows above 10 000 rows; they are kept as plain arrays, so the model still saves without
+        pickle (format version 4).
     validation_fraction : float in [0, 1), int >= 0 or None, default=0.1
         Rows held out from centers, standardisation statistics and training; the grid search
         and the choice of the best epoch use them.  A float is a fraction of the samples, kept
@@ -146,7 +152,8 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
     y_mean_ : ndarray of shape (K,)
         The mean function's constant.
     mean_coef_ : ndarray of shape (D, K)
-        Its slope on standardised inputs (zeros unless ``mean="linear"``).
+        Its slope on standardised inputs (zeros unless ``mean="linear"``).  For ``mean="trees"``
+        ``y_mean_`` is the boosting's starting value and the trees add the rest.
     mean_penalty_ : float or None
         The ridge penalty GCV chose for ``mean="linear"``.
     history_ : dict
@@ -381,8 +388,14 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         self.x_mean_, scale = _column_mean_std(X, fit_rows, fit_weights)
         self.x_scale_ = np.where(scale > 1e-12 * np.maximum(1.0, np.abs(self.x_mean_)), scale, 1.0)
         Xs = _standardised(X, self.x_mean_, self.x_scale_)
-        mean = fit_mean(self.mean, Xs[fit_rows] if self.mean == "linear" else Xs[:0], Y[fit_rows], fit_weights)
+        if self.mean == "trees":
+            # Its own seed is drawn only here, so the other means keep their random streams.
+            validation = (Xs[val_rows], Y[val_rows], None if weights is None else weights[val_rows])
+            mean = fit_mean("trees", Xs[fit_rows], Y[fit_rows], fit_weights, validation, int(rng.integers(2**31 - 1)))
+        else:
+            mean = fit_mean(self.mean, Xs[fit_rows] if self.mean == "linear" else Xs[:0], Y[fit_rows], fit_weights)
         self.y_mean_, self.mean_coef_, self.mean_penalty_ = mean.intercept, mean.coef, mean.penalty
+        self._mean_trees = mean.trees
         Yc = Y - mean(Xs)
 
         centers = self._select_centers(Xs, Yc, fit_rows, rng, fit_weights)
@@ -571,7 +584,11 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------ predict
     def _mean_at(self, Xs: np.ndarray) -> np.ndarray:
         """(n, K) mean function at standardised rows; the AGP models the targets minus this."""
-        return Xs @ self.mean_coef_ + self.y_mean_
+        mean = Xs @ self.mean_coef_ + self.y_mean_
+        trees = getattr(self, "_mean_trees", None)
+        if trees is not None:
+            mean += trees(Xs, len(self.y_mean_))
+        return mean
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Predict targets.
@@ -616,8 +633,9 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         -------
         arrays : dict of str to ndarray
             ``centers``, ``centers_standardised``, ``center_targets`` (residual), ``alpha``,
-            ``x_mean``, ``x_scale``, ``y_mean``, ``mean_coef``, ``validation_indices`` and one
-            ``param__NAME`` per internal kernel parameter.
+            ``x_mean``, ``x_scale``, ``y_mean``, ``mean_coef``, ``validation_indices``, one
+            ``param__NAME`` per internal kernel parameter and, for ``mean="trees"``, the trees'
+            ``mean_tree_NAME`` arrays (``agp.mean.TreeEnsemble``).
         document : dict
             Kernel kind, hyper-parameters, shapes, grid result, history.  :meth:`from_state`
             rebuilds an identical estimator from both.
@@ -664,7 +682,16 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
             "validation_indices": self.validation_indices_,
             **{persistence.PARAM_PREFIX + name: value for name, value in self._kernel_params.items()},
         }
+        trees = getattr(self, "_mean_trees", None)
+        if trees is not None:
+            arrays.update({MEAN_TREE_PREFIX + name: value for name, value in trees.arrays().items()})
+            document["mean_trees"] = int(len(trees.roots))
         return arrays, document
+
+    def _format_version(self) -> int:
+        """The oldest file format that holds this model: 4 only for the tree mean, so that files
+        without trees stay readable by agp versions that read format 3."""
+        return 4 if getattr(self, "_mean_trees", None) is not None else 3
 
     @classmethod
     def from_state(
@@ -720,6 +747,13 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         model.y_mean_ = arrays["y_mean"]
         model.mean_coef_ = arrays.get("mean_coef", np.zeros((model.n_features_in_, model.alpha_.shape[1])))
         model.mean_penalty_ = document.get("mean_penalty")
+        model._mean_trees = None
+        tree_arrays = {name: arrays.get(MEAN_TREE_PREFIX + name) for name in TREE_ARRAYS}
+        if any(value is not None for value in tree_arrays.values()) or hyper.get("mean") == "trees":
+            missing_trees = sorted(MEAN_TREE_PREFIX + name for name, value in tree_arrays.items() if value is None)
+            if missing_trees:
+                raise ValueError(f"incomplete {persistence.FORMAT_NAME} file (missing {', '.join(missing_trees)})")
+            model._mean_trees = TreeEnsemble.from_arrays(tree_arrays)  # type: ignore[arg-type]
         model.center_targets_ = model._center_targets_centred + model._mean_at(model._centers_standardised)
         model.validation_indices_ = arrays.get("validation_indices", np.zeros(0, dtype=int))
         prefix = persistence.PARAM_PREFIX
@@ -742,7 +776,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
             JSON-serialisable caller data, returned by :meth:`load` as ``metadata_``.
         """
         arrays, document = self.get_state()
-        persistence.write_model_file(path, arrays, document, metadata)
+        persistence.write_model_file(path, arrays, document, metadata, format_version=self._format_version())
 
     @classmethod
     def load(cls, path: str | Path) -> AGPRegressor:

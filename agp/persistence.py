@@ -17,8 +17,10 @@ Arrays: ``centers`` (input units), ``centers_standardised``, ``center_targets`` 
 Version 2 added the mean function (``mean_coef``, ``mean_penalty``, hyper-parameter ``mean``).
 Version 3 renamed the hyper-parameter ``n_validation`` to ``validation_fraction``, added
 ``mean="zero"`` and ``warmup_steps``, and made ``kernel="multivariate"`` the full kernel (it was
-``diagonal``).  Versions 1 and 2 still load (``AGPRegressor.from_state`` maps them); older
-readers refuse newer files by their version number instead of misreading them.
+``diagonal``).  Version 4 added the tree mean (``mean="trees"``, arrays ``mean_tree_NAME``);
+a model without trees is still written as version 3.  Versions 1 to 3 still load
+(``AGPRegressor.from_state`` maps them); older readers refuse newer files by their version
+number instead of misreading them.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from typing import Any
 import numpy as np
 
 FORMAT_NAME = "agp-model"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 PARAM_PREFIX = "param__"
 
 
@@ -76,15 +78,22 @@ def _check_user_metadata(metadata: Any) -> dict:
 
 
 def write_model_file(
-    path: str | Path, arrays: dict[str, np.ndarray], document: dict[str, Any], metadata: dict | None = None
+    path: str | Path,
+    arrays: dict[str, np.ndarray],
+    document: dict[str, Any],
+    metadata: dict | None = None,
+    format_version: int = FORMAT_VERSION,
 ) -> None:
-    """Write a model state (``AGPRegressor.get_state()``) plus the caller's metadata to ``path``.
+    """Write a model state (``AGPRegressor.get_state()``) plus the caller's metadata to ``path``,
+    as ``format_version`` (the estimator asks for the oldest version that holds the model).
 
     The file is written under a temporary name in the same folder and renamed, so an existing
     model is never left half-written.
     """
     user_metadata = _check_user_metadata(metadata)
-    full = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **document, "user_metadata": user_metadata}
+    if format_version not in READABLE_VERSIONS:
+        raise ValueError(f"cannot write {FORMAT_NAME} format version {format_version!r}")
+    full = {"format": FORMAT_NAME, "format_version": format_version, **document, "user_metadata": user_metadata}
     target = Path(path)
     entries: dict[str, Any] = {"metadata": np.array(_dumps(full)), **arrays}
     if target.exists() and not target.is_file() and not target.is_dir():

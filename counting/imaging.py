@@ -2,25 +2,58 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import io
 import os
 import re
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
-from PIL import Image, ImageFile, UnidentifiedImageError
+from PIL import Image, ImageFile, JpegImagePlugin, UnidentifiedImageError
 
-from counting.errors import ImageError
+from counting.errors import CountingError, ImageError
 
-__all__ = ["MAX_SOURCE_PIXELS", "Sideways", "image_size", "load_image", "load_pixels", "to_rgb"]
+__all__ = [
+    "DECODE_SECONDS",
+    "MAX_IMAGE_BYTES",
+    "MAX_JPEG_HEADER_BYTES",
+    "MAX_SOURCE_PIXELS",
+    "Sideways",
+    "decode_seconds",
+    "image_size",
+    "load_image",
+    "load_pixels",
+    "max_image_bytes",
+    "to_rgb",
+]
 
 # Largest picture decoded at all (about 300 MB as RGB), checked from the header before decoding.
 # PIL's own bomb guard only warns below twice its limit and is a process-wide setting.
 MAX_SOURCE_PIXELS = 100_000_000
+
+# Largest image file opened at all, checked from its size before any byte is read (environment
+# variable COUNTING_MAX_IMAGE_BYTES overrides it). The largest picture decoded, stored without
+# compression, is 300 MB (8-bit RGB) to 800 MB (16-bit RGBA); a photo is a few MB. Above this a
+# file is far more likely a disk image, a sparse or zero-filled file or a hostile one, some of
+# which PIL reads whole (WebP) or byte by byte (a JPEG's marker scan).
+MAX_IMAGE_BYTES = 512 << 20
+# Wall time one decode may take (COUNTING_DECODE_SECONDS overrides it), checked at every read
+# PIL makes from the file: header scans and decoders read as they go, so a file that keeps the
+# decoder busy is stopped at the next read. A 100-megapixel picture decodes in 1-3 s.
+DECODE_SECONDS = 30.0
+# A JPEG's image data must start within this many bytes (its header: EXIF, ICC profile, XMP and
+# tables, at most a few MB in practice). PIL scans the header a byte at a time in Python (about
+# 8 MB/s) where it holds stray bytes, which a sparse file of zeros with a JPEG's first bytes
+# makes a 3 GB scan; the scan is checked here first, at C speed, with these bounds.
+MAX_JPEG_HEADER_BYTES = 16 << 20
+_MAX_JPEG_STRAY_BYTES = 1 << 20  # bytes between header markers (PIL: about 0.1 s per MB)
+_MAX_JPEG_MARKERS = 10_000  # markers before the image data (a photo has about ten)
 
 # PIL's default is to refuse truncated files; we rely on that to report them, so make sure
 # nobody in the process has switched it on by accident.
@@ -92,7 +125,7 @@ def _decode(path: str | os.PathLike[str], sideways: bool) -> Image.Image | Sidew
     """:func:`load_image`, or with ``sideways`` a :class:`Sideways` picture where the file's
     EXIF orientation turns it."""
     path = Path(path)
-    _check_file(path)
+    size = _check_file(path)
     try:
         handle = open(path, "rb")  # noqa: SIM115 - PIL takes ownership below
     except PermissionError:
@@ -100,7 +133,7 @@ def _decode(path: str | os.PathLike[str], sideways: bool) -> Image.Image | Sidew
     except OSError as exc:
         raise ImageError(f"{path}: cannot read file ({exc.strerror or exc})") from None
     try:
-        with handle, Image.open(handle) as opened:
+        with handle, Image.open(_guarded(handle, size, path)) as opened:
             width, height = opened.size  # from the header: nothing decoded yet
             if width * height > MAX_SOURCE_PIXELS:
                 raise ImageError(
@@ -116,6 +149,8 @@ def _decode(path: str | os.PathLike[str], sideways: bool) -> Image.Image | Sidew
             rgb = Sideways(to_rgb(opened), orientation) if orientation in _EXIF_TRANSPOSES else to_rgb(_upright(opened))
     except ImageError:
         raise
+    except _DecodeTimeout:
+        raise ImageError(_timeout_message(path)) from None
     except UnidentifiedImageError:
         kind = _unsupported_jpeg_kind(path)
         if kind is not None:
@@ -136,8 +171,9 @@ def _decode(path: str | os.PathLike[str], sideways: bool) -> Image.Image | Sidew
     return rgb
 
 
-def _check_file(path: Path) -> None:
-    """ImageError unless ``path`` is a non-empty regular file we may read."""
+def _check_file(path: Path) -> int:
+    """The size of ``path`` in bytes; ImageError unless it is a non-empty regular file we may
+    read, of at most :func:`max_image_bytes`."""
     try:
         status = path.stat()
     except FileNotFoundError:
@@ -153,6 +189,209 @@ def _check_file(path: Path) -> None:
         raise ImageError(f"{path}: not a regular file (a device, pipe or socket)")
     if status.st_size == 0:
         raise ImageError(f"{path}: file is empty (0 bytes)")
+    limit = max_image_bytes()
+    if status.st_size > limit:
+        raise ImageError(
+            f"{path}: file too large for an image ({_megabytes(status.st_size)}; at most "
+            f"{_megabytes(limit)} are read, COUNTING_MAX_IMAGE_BYTES raises the limit)"
+        )
+    return status.st_size
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1 << 20):,.0f} MB" if size >= 10 << 20 else f"{size / (1 << 20):.1f} MB"
+
+
+def max_image_bytes() -> int:
+    """:data:`MAX_IMAGE_BYTES`, or the environment's ``COUNTING_MAX_IMAGE_BYTES``."""
+    return int(_environment_number("COUNTING_MAX_IMAGE_BYTES", MAX_IMAGE_BYTES, integer=True))
+
+
+def decode_seconds() -> float:
+    """:data:`DECODE_SECONDS`, or the environment's ``COUNTING_DECODE_SECONDS``."""
+    return _environment_number("COUNTING_DECODE_SECONDS", DECODE_SECONDS, integer=False)
+
+
+def _environment_number(name: str, default: float, integer: bool) -> float:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        value = -1
+    if not value > 0 or value == float("inf"):
+        kind = "a whole number of bytes" if integer else "a number of seconds"
+        # Not an ImageError: every image would be skipped with it. The run stops on it instead.
+        raise CountingError(f"{name}={text!r}: expected {kind} above zero")
+    return value
+
+
+class _DecodeTimeout(Exception):  # noqa: N818 - internal, turned into an ImageError
+    """A decode ran past :func:`decode_seconds` (raised from a read; PIL lets it through)."""
+
+
+def _timeout_message(path: Path) -> str:
+    return (
+        f"{path}: cannot decode image (still decoding after {decode_seconds():g} s: a damaged or "
+        f"hostile file; COUNTING_DECODE_SECONDS raises the limit)"
+    )
+
+
+class _TimedReader:
+    """A binary file that raises :class:`_DecodeTimeout` on any read past its deadline.
+
+    Handed to PIL instead of the file: header scans and decoders read as they go, so no decode
+    outlives the deadline by more than one read's worth of work. Everything else is the file's.
+    """
+
+    def __init__(self, handle: IO[bytes], seconds: float) -> None:
+        self._handle = handle
+        self._deadline = time.monotonic() + seconds
+
+    def _check(self) -> None:
+        if time.monotonic() > self._deadline:
+            raise _DecodeTimeout
+
+    def read(self, size: int | None = -1) -> bytes:
+        self._check()
+        return self._handle.read(size)
+
+    def read1(self, size: int = -1) -> bytes:
+        self._check()
+        return self._handle.read1(size)  # type: ignore[attr-defined]
+
+    def readinto(self, buffer: bytearray | memoryview) -> int | None:
+        self._check()
+        return self._handle.readinto(buffer)  # type: ignore[attr-defined]
+
+    def readline(self, size: int | None = -1) -> bytes:
+        self._check()
+        return self._handle.readline(size)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._handle, name)
+
+
+def _guarded(handle: IO[bytes], size: int, path: Path) -> _TimedReader:
+    """``handle`` (at its start) for PIL: a JPEG's header checked (:func:`_jpeg_header_problem`),
+    every read under :func:`decode_seconds`."""
+    if handle.read(3) == b"\xff\xd8\xff":
+        problem = _jpeg_header_problem(handle, size)
+        if problem is not None:
+            raise ImageError(f"{path}: cannot decode image (JPEG {problem})")
+    handle.seek(0)
+    return _TimedReader(handle, decode_seconds())
+
+
+def _jpeg_header_problem(handle: IO[bytes], size: int) -> str | None:
+    """Why PIL's scan of this JPEG's header (from SOI to the first SOS) would not end promptly,
+    or None when it ends (at the image data, or at once on an error PIL reports itself).
+
+    Walks the markers as ``JpegImagePlugin.JpegImageFile._open`` does, seeking over segments
+    and skipping stray bytes with ``bytes.find``: PIL reads the stray bytes one at a time, so a
+    sparse 3 GB file holding a JPEG's first bytes kept it busy for many minutes. Also refuses a
+    JPEG whose image data is zeros to the end of the file: a zero-filled or sparse file (PIL
+    decodes it to a flat grey picture without a word). Reads a few small pieces of a
+    well-formed file.
+    """
+    position, markers, stray = 2, 0, 0  # position: a 0xFF of PIL's scan (its first is after SOI)
+    while position < size:
+        if position > MAX_JPEG_HEADER_BYTES:
+            return f"header runs past the first {_megabytes(MAX_JPEG_HEADER_BYTES)} without image data"
+        handle.seek(position)
+        head = handle.read(4)
+        if not head:
+            return None
+        if head[0] != 0xFF:  # PIL skips stray bytes up to the next 0xFF
+            found = _next_ff(handle, position, _MAX_JPEG_STRAY_BYTES - stray + 1)
+            if found is None:
+                if position + _MAX_JPEG_STRAY_BYTES - stray >= size:
+                    return None  # the file ends first: PIL finds no marker and says so
+                return _stray_problem(handle, position)
+            stray += found - position
+            position = found
+            if stray > _MAX_JPEG_STRAY_BYTES:
+                return _stray_problem(handle, position)
+            continue
+        if len(head) < 2:
+            return None
+        marker = 0xFF00 | head[1]
+        if marker in (0xFFFF, 0xFF00):  # a fill byte; a stuffed zero PIL steps over
+            step = 1 if marker == 0xFFFF else 2
+            stray += step
+            position += step
+            if stray > _MAX_JPEG_STRAY_BYTES:
+                return _stray_problem(handle, position)
+            continue
+        if marker not in JpegImagePlugin.MARKER:
+            return None  # PIL stops here: "no marker found"
+        markers += 1
+        if markers > _MAX_JPEG_MARKERS:
+            return f"header holds more than {_MAX_JPEG_MARKERS:,} markers before its image data"
+        if JpegImagePlugin.MARKER[marker][2] is None:  # a marker without a segment
+            position += 2
+            continue
+        if len(head) < 4:
+            return None
+        position += 2 + max(int.from_bytes(head[2:4], "big"), 2)
+        if marker == 0xFFDA:  # start of scan: PIL's header scan ends here
+            return _zero_data_problem(handle, position, size)
+    return None
+
+
+def _next_ff(handle: IO[bytes], position: int, budget: int) -> int | None:
+    """Offset of the next 0xFF byte from ``position`` within ``budget`` bytes, or None."""
+    handle.seek(position)
+    while budget > 0:
+        block = handle.read(min(budget, 1 << 16))
+        if not block:
+            return None
+        found = block.find(b"\xff")
+        if found >= 0:
+            return position + found
+        position += len(block)
+        budget -= len(block)
+    return None
+
+
+def _stray_problem(handle: IO[bytes], position: int) -> str:
+    handle.seek(position)
+    zeros = not handle.read(1 << 16).strip(b"\0")
+    what = "zero bytes: a zero-filled or sparse file" if zeros else "bytes that are no JPEG markers"
+    return f"header holds more than {_megabytes(_MAX_JPEG_STRAY_BYTES)} of {what}"
+
+
+_ZEROS = bytes(1 << 20)
+
+
+def _zero_data_problem(handle: IO[bytes], start: int, size: int) -> str | None:
+    """The zero-filled file's problem when every byte from ``start`` (the image data) to the end
+    is zero, else None. A flat picture with optimised Huffman tables may be coded as zero bytes,
+    but its end-of-image marker follows them; holes of a sparse file are skipped, not read."""
+    position, block_size = start, 1 << 16
+    while position < size:
+        position = _next_data(handle, position)
+        handle.seek(position)
+        block = handle.read(block_size)
+        if not block:
+            break
+        if block != _ZEROS[: len(block)]:  # memcmp: gigabytes a second
+            return None
+        position += len(block)
+        block_size = len(_ZEROS)
+    return "image data is zero bytes to the end of the file: a zero-filled or sparse file"
+
+
+def _next_data(handle: IO[bytes], position: int) -> int:
+    """The first offset at or after ``position`` that is not in a hole of a sparse file (the
+    file's end when only a hole follows); ``position`` where holes cannot be told."""
+    try:
+        return os.lseek(handle.fileno(), position, os.SEEK_DATA)
+    except (AttributeError, io.UnsupportedOperation):  # bytes in memory; a system without holes
+        return position
+    except OSError as error:  # ENXIO: nothing but a hole up to the end
+        return os.fstat(handle.fileno()).st_size if error.errno == errno.ENXIO else position
 
 
 def load_pixels(
@@ -176,16 +415,23 @@ def load_pixels(
     :class:`Sideways`, for ``prepare_image`` to turn after reducing it.
     """
     path = Path(path)
-    _check_file(path)
+    size = _check_file(path)
     try:
         with open(path, "rb") as handle:
             # Only a JPEG of ordinary size is read whole: anything else (a huge file of another
             # kind named .jpg) goes to PIL, which reads no more than its header to refuse it.
-            if handle.read(2) != b"\xff\xd8" or os.fstat(handle.fileno()).st_size > _MAX_FAST_JPEG_BYTES:
+            if handle.read(3) != b"\xff\xd8\xff" or size > _MAX_FAST_JPEG_BYTES:
                 return _decode(path, sideways), False
-            data = b"\xff\xd8" + handle.read()
+            # The header before the whole file: a sparse one is refused from a few reads.
+            problem = _jpeg_header_problem(handle, size)
+            if problem is not None:
+                raise ImageError(f"{path}: cannot decode image (JPEG {problem})")
+            handle.seek(0)
+            data = handle.read(_MAX_FAST_JPEG_BYTES + 1)
     except OSError:
         return _decode(path, sideways), False  # names the problem
+    if len(data) > _MAX_FAST_JPEG_BYTES:  # grew since it was measured
+        return _decode(path, sideways), False
     # A JPEG that does not end with its end-of-image marker may be truncated: OpenCV would fill
     # the rest with grey where PIL reports it, so those take PIL's path.
     if data.endswith(b"\xff\xd9"):
@@ -351,19 +597,22 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
 def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
     """``(H, W)`` of the upright picture (EXIF orientation applied, as :func:`load_image` does)
-    from the file header, without decoding the pixels."""
-    from counting.files import is_regular_file
+    from the file header, without decoding the pixels.
 
-    if not is_regular_file(path):  # a FIFO would block Image.open; load_image names the problem
-        raise ImageError(f"{path}: not a regular file")
+    The file passes the same checks as a decode (:func:`_check_file`, a JPEG's header walk, the
+    time bound): reading the header of a hostile file is no cheaper for PIL than decoding it.
+    """
+    path = Path(path)
+    size = _check_file(path)  # a FIFO would block the open; a device never ends
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            # Opening a FIFO blocks until someone writes to it: leave the message to load_image.
-            raise ImageError(f"{path}: not a regular file (a device, pipe or socket)")
-        with Image.open(path) as image:
+        with open(path, "rb") as handle, Image.open(_guarded(handle, size, path)) as image:
             width, height = image.size
             if image.getexif().get(_EXIF_ORIENTATION, 1) in _SWAPS_AXES:
                 width, height = height, width
-    except (OSError, UnidentifiedImageError, ValueError) as exc:
+    except ImageError:
+        raise
+    except _DecodeTimeout:
+        raise ImageError(_timeout_message(path)) from None
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc})") from None
     return height, width

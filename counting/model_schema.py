@@ -43,6 +43,7 @@ from agp.kernels import KERNELS
 from agp.persistence import FORMAT_NAME, PARAM_PREFIX, READABLE_VERSIONS
 from counting.errors import ModelFileError
 from counting.imaging import MAX_SOURCE_PIXELS
+from counting.tiles import MAX_GRID_SIDE  # the same bound as --grid
 
 __all__ = [
     "MAX_CENTERS",
@@ -57,7 +58,6 @@ __all__ = [
 
 MAX_FEATURES = 1 << 20  # descriptor dimensions (the backbones give 1000 or 1280-2048)
 MAX_CENTERS = 1 << 20
-MAX_GRID_SIDE = 64  # tiles per side; a 10^6 x 10^6 grid would allocate per-tile descriptors
 MAX_OUTPUTS = 10_000
 # All arrays of a model together, uncompressed. The shipped models hold under 1 MB of them; a
 # full kernel on 2048-d descriptors with 25 centres takes 840 MB. Past this a file is refused

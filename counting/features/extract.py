@@ -48,6 +48,7 @@ __all__ = [
     "extract_features",
     "extraction_settings",
     "prepare_path",
+    "progress_bar",
 ]
 
 OnError = Literal["raise", "skip"]
@@ -421,6 +422,8 @@ class _NoProgress:
 
 
 def _progress_bar(console: Console, show: bool) -> Progress | _NoProgress:
+    """The extraction's progress bar on ``console`` (a context manager), or a stand-in that
+    yields None when not ``show``."""
     if not show:
         return _NoProgress()
     return Progress(
@@ -433,3 +436,6 @@ def _progress_bar(console: Console, show: bool) -> Progress | _NoProgress:
         console=console,
         transient=False,
     )
+
+
+progress_bar = _progress_bar  # for chunked runs (counting.inputs.count_in_chunks)

@@ -95,8 +95,8 @@ def test_other_format_or_version_fails_naming_the_file(tmp_path, data) -> None:
     model = AGPRegressor(kernel="center", n_centers=8, validation_fraction=30, random_state=0).fit(X, Y)
     newer = tmp_path / "newer.npz"
     model.save(newer)
-    _rewrite_metadata(newer, lambda d: d.update(format_version=4))
-    with pytest.raises(ValueError, match=r"newer\.npz: agp-model format version 4 is not supported"):
+    _rewrite_metadata(newer, lambda d: d.update(format_version=5))
+    with pytest.raises(ValueError, match=r"newer\.npz: agp-model format version 5 is not supported"):
         AGPRegressor.load(newer)
 
     other = tmp_path / "other.npz"
