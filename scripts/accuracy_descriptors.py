@@ -33,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from agp import AGPRegressor
-from counting.backbones import Preprocessing, get_backbone
-from counting.datasets import load_dataset
-from counting.descriptors import Descriptor, DescriptorSpec
+from counting.data.datasets import load_dataset
+from counting.evaluate.peers.regression import build_exact_gp, build_ridge
 from counting.features import FeatureCache, extract_descriptor_sets
+from counting.features.backbones import Preprocessing, get_backbone
 from counting.features.cache import default_cache_dir
-from counting.peers.regression import build_exact_gp, build_ridge
+from counting.features.descriptors import Descriptor, DescriptorSpec
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SETTINGS = {

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from counting.comparison import ComparisonData, holdout, run_feature_method
-from counting.comparison.study import (
+from counting.evaluate.comparison import ComparisonData, holdout, run_feature_method
+from counting.evaluate.comparison.study import (
     Candidate,
     Study,
     choose_window,
@@ -41,7 +41,7 @@ from counting.comparison.study import (
     write_study,
 )
 from counting.features import FeatureCache
-from counting.tiles import parse_grid
+from counting.features.tiles import parse_grid
 
 warnings.filterwarnings("ignore", category=UserWarning)
 warnings.filterwarnings("ignore", module="sklearn")
@@ -51,11 +51,11 @@ def crop_descriptors(
     paths: list[Path], backbone, input_size: int, grid: tuple[int, int], roi_mask: np.ndarray | None, store: Path
 ) -> np.ndarray:
     """One forward pass per tile: each cell cropped from the frame (the cells of
-    ``counting.tiles``), resized to ``input_size`` and encoded on its own. ``(n, cells, 1000)``,
+    ``counting.features.tiles``), resized to ``input_size`` and encoded on its own. ``(n, cells, 1000)``,
     kept in ``store`` (.npy) because it costs ``cells`` passes per frame."""
     from PIL import Image
 
-    from counting.backbones import Preprocessing
+    from counting.features.backbones import Preprocessing
 
     if store.exists():
         return np.load(store)
@@ -92,9 +92,9 @@ def speed(root: Path, sizes: list[int | None], grids: list[tuple[int, int]], n_f
     one pass (whole frame, and pooled per cell for each grid) against one pass per tile crop."""
     import torch
 
-    from counting.backbones import Preprocessing, get_backbone
-    from counting.datasets import load_dataset
-    from counting.imaging import load_image
+    from counting.data.datasets import load_dataset
+    from counting.data.imaging import load_image
+    from counting.features.backbones import Preprocessing, get_backbone
 
     torch.set_num_threads(1)
     dataset = load_dataset("mall", root, split="train=1-600,test=601-800")
@@ -154,8 +154,8 @@ def speed(root: Path, sizes: list[int | None], grids: list[tuple[int, int]], n_f
 
 def crops_study(args: argparse.Namespace) -> None:
     """Validation and test MAE of per-tile crops against one pass pooled per cell (same grid)."""
-    from counting.backbones import get_backbone
-    from counting.datasets import load_dataset
+    from counting.data.datasets import load_dataset
+    from counting.features.backbones import get_backbone
 
     grid = parse_grid(args.crops)
     cache = FeatureCache(args.cache_dir)

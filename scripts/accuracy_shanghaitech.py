@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from counting.comparison.study import Candidate, Study, final, intervals, select, write_study
+from counting.evaluate.comparison.study import Candidate, Study, final, intervals, select, write_study
 from counting.features import FeatureCache
-from counting.tiles import parse_grid
+from counting.features.tiles import parse_grid
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,7 @@
 """Extraction on a Dask LocalCluster against a single process, on real Mall frames.
 
 Prints images/s of :func:`counting.features.extract_features` in this process and of
-:func:`counting.distributed.extract_features_distributed` on ``local:N`` (cluster start-up and
+:func:`counting.apply.distributed.extract_features_distributed` on ``local:N`` (cluster start-up and
 the workers' backbone loading excluded: a warm-up extraction runs first), whether the
 descriptors are byte-identical, and the figure with one thread per worker (faster on a small
 machine; on torch equal to a single process only where the batch size makes the bits
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from counting.backbones import Preprocessing, get_backbone
-from counting.backbones.runtime import RUNTIMES, available_cpus
-from counting.distributed import extract_features_distributed, open_cluster
+from counting.apply.distributed import extract_features_distributed, open_cluster
 from counting.features import extract_features
+from counting.features.backbones import Preprocessing, get_backbone
+from counting.features.backbones.runtime import RUNTIMES, available_cpus
 
 MALL = Path(__file__).resolve().parents[2] / "shared" / "data" / "mall-train" / "frames"
 

@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from counting import defaults
-from counting.backbones import Preprocessing, configure_runtime, get_backbone
-from counting.backbones.runtime import cpu_description, default_threads
+from counting.core import defaults
+from counting.data.imaging import load_image
 from counting.features import FeatureCache, configure_torch_threads, extract_features
+from counting.features.backbones import Preprocessing, configure_runtime, get_backbone
+from counting.features.backbones.runtime import cpu_description, default_threads
 from counting.features.extract import prepare_path
-from counting.imaging import load_image
 
 DEFAULT_DATA = Path(os.environ.get("COUNTING_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -167,7 +167,7 @@ def main() -> None:
     )
 
     if photos:
-        from counting.imaging import image_size
+        from counting.data.imaging import image_size
 
         sizes = {image_size(path) for path in photos}
         print(f"\n4. mixed sizes: {len(photos)} coco-voc20 photos, {len(sizes)} sizes, end to end on onnxruntime,")

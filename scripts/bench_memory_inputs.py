@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 _CHILD = """
 import atexit, os, sys
 if os.environ.get("BENCH_CHUNK"):
-    import counting.inputs
-    counting.inputs.COUNT_CHUNK = int(os.environ["BENCH_CHUNK"])
+    import counting.apply.chunks
+    counting.apply.chunks.COUNT_CHUNK = int(os.environ["BENCH_CHUNK"])
 def _report():
     with open("/proc/self/status") as status:
         peak = next(line for line in status if line.startswith("VmHWM"))
@@ -90,12 +90,12 @@ def main() -> int:
     parser.add_argument("--side", type=int, default=32, help="side of each square JPEG in pixels")
     parser.add_argument("--limit-mb", type=float, default=50.0, help="largest growth accepted, MB")
     parser.add_argument(
-        "--chunk", type=int, help="images per count_paths call (counting.inputs.COUNT_CHUNK); huge: one call"
+        "--chunk", type=int, help="images per count_paths call (counting.apply.chunks.COUNT_CHUNK); huge: one call"
     )
     parser.add_argument("extra", nargs="*", help="more `counting count` options (after --)")
     args = parser.parse_args()
     try:
-        from counting.backbones.runtime import cpu_description
+        from counting.features.backbones.runtime import cpu_description
 
         cpu = cpu_description()
     except ImportError:

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import cv2
 
-from counting import defaults
-from counting.backbones import configure_runtime
-from counting.backbones.runtime import cpu_description
-from counting.model import load_model
-from counting.video import count_video
+from counting.apply.video import count_video
+from counting.core import defaults
+from counting.features.backbones import configure_runtime
+from counting.features.backbones.runtime import cpu_description
+from counting.model.counting_model import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 FPS = 25.0

@@ -44,13 +44,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conv_density_study import SETUPS, SHARED, metrics  # noqa: E402
 
-from counting.backbones import Preprocessing, get_backbone  # noqa: E402
-from counting.datasets import load_dataset  # noqa: E402
-from counting.density.conv_fitting import fit_conv_heads, stride8_maps  # noqa: E402
-from counting.density.conv_training import CONV_LAYERS, DEFAULT_SETTINGS, validation_parts  # noqa: E402
-from counting.density.data import TargetSettings, density_targets  # noqa: E402
+from counting.data.datasets import load_dataset  # noqa: E402
 from counting.features import FeatureCache  # noqa: E402
-from counting.training import TrainingConfig, make_regressor  # noqa: E402
+from counting.features.backbones import Preprocessing, get_backbone  # noqa: E402
+from counting.heads.density.conv_fitting import fit_conv_heads, stride8_maps  # noqa: E402
+from counting.heads.density.conv_training import CONV_LAYERS, DEFAULT_SETTINGS, validation_parts  # noqa: E402
+from counting.heads.density.data import TargetSettings, density_targets  # noqa: E402
+from counting.train.pipeline import TrainingConfig, make_regressor  # noqa: E402
 
 COMBINERS = ("head", "ratio", "agp-mean", "agp-members", "agp-residual", "agp-members-residual")
 # Weights of the AGP's correction swept for ``agp-residual`` (0: the head alone, 1: all of it).

@@ -31,15 +31,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from counting.backbones import Preprocessing, get_backbone
-from counting.datasets import load_dataset
-from counting.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
-from counting.density.conv_head import ensemble
-from counting.density.conv_training import CORRECTION_WEIGHT, validation_parts
-from counting.density.data import TargetSettings, density_targets
-from counting.density.maps import extract_maps
+from counting.data.datasets import load_dataset
+from counting.data.datasets.splits import cv_folds
 from counting.features import FeatureCache
-from counting.training import TrainingConfig, cv_folds, make_regressor
+from counting.features.backbones import Preprocessing, get_backbone
+from counting.heads.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
+from counting.heads.density.conv_head import ensemble
+from counting.heads.density.conv_training import CORRECTION_WEIGHT, validation_parts
+from counting.heads.density.data import TargetSettings, density_targets
+from counting.heads.density.maps import extract_maps
+from counting.train.pipeline import TrainingConfig, make_regressor
 
 SHARED = Path(os.environ.get("COUNTING_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SETUPS = {

@@ -21,14 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-from counting.backbones import Preprocessing, get_backbone
-from counting.datasets import load_dataset
-from counting.density import extract_maps, fit_density_head
-from counting.density.data import TargetSettings, density_targets
-from counting.density.fitting import COUNT_WEIGHTS
-from counting.density.maps import layer_channels
+from counting.data.datasets import load_dataset
+from counting.data.datasets.splits import cv_folds
 from counting.features import FeatureCache
-from counting.training import TrainingConfig, cv_folds, make_regressor
+from counting.features.backbones import Preprocessing, get_backbone
+from counting.heads.density import extract_maps, fit_density_head
+from counting.heads.density.data import TargetSettings, density_targets
+from counting.heads.density.fitting import COUNT_WEIGHTS
+from counting.heads.density.maps import layer_channels
+from counting.train.pipeline import TrainingConfig, make_regressor
 
 SHARED = Path(os.environ.get("COUNTING_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SETUPS = {

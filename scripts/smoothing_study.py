@@ -9,7 +9,7 @@ Protocol (issue 24). Nothing in the choice sees frames 601-800:
    video (the filter restarts), since a block's predictions come from one model.
 2. **Candidates**: causal filters, output at frame t from frames <= t only: the trailing mean
    (what `counting video --smooth N` was), the exponential mean and Brown's linear exponential
-   filter (`counting.smoothing.CausalSmoother`), each with spans 2-15 frames, plus no filter.
+   filter (`counting.apply.smoothing.CausalSmoother`), each with spans 2-15 frames, plus no filter.
 3. **Rule**: the lowest out-of-fold MAE wins (family and span together).
 4. **Report**: the shipped `models/default.npz` (trained on 1-600) on frames 601-800, raw and
    with the chosen filter; for reference the old trailing 5-frame mean and the offline centred
@@ -41,14 +41,14 @@ from pathlib import Path
 
 import numpy as np
 
-from counting import defaults
-from counting.datasets import load_dataset
-from counting.evaluation import crowd_metrics
+from counting.apply.smoothing import StreamingSmoother, causal_label, causal_smooth, smooth_counts
+from counting.core import defaults
+from counting.core.metrics import crowd_metrics
+from counting.data.datasets import load_dataset
 from counting.features import FeatureCache
-from counting.model import load_model
-from counting.smoothing import StreamingSmoother, causal_label, causal_smooth, smooth_counts
-from counting.training import TrainingConfig, train_model
-from counting.uncertainty import ConformalInterval
+from counting.heads.uncertainty import ConformalInterval
+from counting.model.counting_model import load_model
+from counting.train.pipeline import TrainingConfig, train_model
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCK = 150  # frames per out-of-fold block of 1-600
@@ -186,7 +186,7 @@ def video_check(model, test, truth: np.ndarray, span: int) -> None:
     """`count_video` on frames 601-800 as a 25 fps MJPG file, with --smooth ``span``."""
     import cv2
 
-    from counting.video import count_video, overlay_label
+    from counting.apply.video import count_video, overlay_label
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "mall-601-800.avi"

@@ -2,7 +2,7 @@
 """Train the shipped default model (models/default.npz) on real Mall frames and print its figures.
 
 Train on frames 1-600, test on 601-800 of ../shared/data/mall-train (the frames present here),
-with every setting from counting.defaults and a fixed seed, so a re-run gives the same model.
+with every setting from counting.core.defaults and a fixed seed, so a re-run gives the same model.
 The ROI is not applied: the default model must count photos of any size, and the Mall ROI
 covers 90 % of the frame with every annotated head inside it.
 
@@ -20,12 +20,12 @@ import json
 import time
 from pathlib import Path
 
-from counting import defaults
-from counting.datasets import load_dataset
-from counting.evaluation import evaluate_model
+from counting.core import defaults
+from counting.data.datasets import load_dataset
+from counting.evaluate.evaluation import evaluate_model
+from counting.evaluate.plots import plot_loss
 from counting.features import FeatureCache
-from counting.plots import plot_loss
-from counting.training import TrainingConfig, train_model
+from counting.train.pipeline import TrainingConfig, train_model
 
 REPO = Path(__file__).resolve().parents[1]
 SPLIT = "train=1-600,test=601-800"

@@ -29,11 +29,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from counting.backbones import Preprocessing, get_backbone  # noqa: E402
-from counting.datasets import load_dataset  # noqa: E402
-from counting.evaluation import voc_metrics  # noqa: E402
+from counting.core.metrics import voc_metrics  # noqa: E402
+from counting.data.datasets import load_dataset  # noqa: E402
 from counting.features import FeatureCache, extract_features  # noqa: E402
-from counting.multiclass import PerClassRegressor, TransformedRegressor, apply_gate, choose_gate  # noqa: E402
+from counting.features.backbones import Preprocessing, get_backbone  # noqa: E402
+from counting.heads.multiclass import PerClassRegressor, TransformedRegressor, apply_gate, choose_gate  # noqa: E402
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "coco-voc20" / "VOCdevkit" / "VOC2007"
 FOLDS = 5
@@ -70,14 +70,14 @@ def extraction_cost(spec: dict) -> float:
 
 
 def ridge() -> Any:
-    from counting.peers.regression import build_ridge
+    from counting.evaluate.peers.regression import build_ridge
 
     return build_ridge()
 
 
 def agp(kernel: str, centers: int = 25) -> Callable[[], Any]:
     def build() -> Any:
-        from counting.training import TrainingConfig, make_regressor
+        from counting.train.pipeline import TrainingConfig, make_regressor
 
         return make_regressor(TrainingConfig(kernel=kernel, n_centers=centers), n_rows=335)
 
@@ -237,8 +237,8 @@ class _Mean:
 
 def test_once(args: argparse.Namespace, descriptor: str, spec: dict, choice: tuple, cache: FeatureCache) -> None:
     """The chosen setting through `counting train`'s pipeline, scored on the test part once."""
-    from counting.evaluation import evaluate_model
-    from counting.training import TrainingConfig, train_model
+    from counting.evaluate.evaluation import evaluate_model
+    from counting.train.pipeline import TrainingConfig, train_model
 
     name, transform, gate = choice
     kernel = "diagonal" if "diagonal" in name else "univariate"

@@ -16,10 +16,10 @@ import typer
 import typer.main
 from typer.core import TyperGroup
 
-from counting import __version__
-from counting.cli.common import interrupt_note, print_error, print_warning
-from counting.errors import CountingError, one_line_warnings
-from counting.signals import EXIT_TERMINATED, sigterm_as_interrupt, was_terminated
+from counting.cli.common import forget_interrupt_notes, interrupt_note, print_error, print_warning
+from counting.core.errors import CountingError, one_line_warnings
+from counting.core.signals import EXIT_TERMINATED, sigterm_as_interrupt, was_terminated
+from counting.core.version import __version__
 
 # Each command is the function of the same name in counting/cli/<name>.py. A module is imported
 # only when its command runs or shows its --help: together they pull in torch, scikit-learn,
@@ -76,7 +76,7 @@ class _OneLineErrors(TyperGroup):
             self._listing = False
 
     def invoke(self, ctx: typer.Context) -> Any:
-        interrupt_note()  # a note left by an earlier command in this process is not this one's
+        forget_interrupt_notes()  # a note left by an earlier command in this process is not this one's
         try:
             with sigterm_as_interrupt(), one_line_warnings(print_warning):
                 return super().invoke(ctx)
@@ -90,7 +90,7 @@ class _OneLineErrors(TyperGroup):
             raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt as interrupt:
             # A command says what it kept: raise KeyboardInterrupt("...") or common.on_interrupt().
-            # SIGTERM comes the same way (counting.signals), with the shell's status for it.
+            # SIGTERM comes the same way (counting.core.signals), with the shell's status for it.
             note = str(interrupt) or interrupt_note()
             how, status = ("terminated", EXIT_TERMINATED) if was_terminated() else ("interrupted", 130)
             print_error(f"{how}: {note}" if note else how)

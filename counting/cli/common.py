@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from counting import defaults
+from counting.core import defaults
 
 console = Console(highlight=False, soft_wrap=True)  # paths stay whole (copy-pasteable)
 error_console = Console(stderr=True, highlight=False)
@@ -18,7 +18,7 @@ error_console = Console(stderr=True, highlight=False)
 
 def print_error(message: str) -> None:
     """The one red line a user sees for a bad input (never wrapped, never a traceback)."""
-    from counting.files import printable
+    from counting.core.files import printable
 
     first_line = str(message).strip().splitlines()[0] if str(message).strip() else "error"
     first_line = printable(first_line)
@@ -62,6 +62,12 @@ def say_outputs_on_interrupt(outputs: Sequence[Path | None], cache: Any = None) 
     on_interrupt(describe)
 
 
+def forget_interrupt_notes() -> None:
+    """Drop the notes of an earlier command in this process without running them (running one
+    would look at that command's cache and outputs, and could warn about them again)."""
+    _interrupt_notes.clear()
+
+
 def interrupt_note() -> str:
     """The latest command's note for a Ctrl-C ("" when it registered none); clears them all."""
     notes = list(_interrupt_notes)
@@ -87,8 +93,8 @@ def dataset_options(dataset: str, csv_path: Path | None, include_difficult: bool
 def open_dataset(
     dataset: str, root: Path, split: str, csv_path: Path | None = None, include_difficult: bool = False
 ) -> Any:
-    from counting.datasets import load_dataset
-    from counting.errors import DatasetError
+    from counting.core.errors import DatasetError
+    from counting.data.datasets import load_dataset
 
     if dataset not in defaults.DATASETS:
         raise DatasetError(f"{dataset}: unknown dataset; choose one of {', '.join(defaults.DATASETS)}")
@@ -110,7 +116,7 @@ def evaluate_on_test_split(
     extract: Any = None,
 ) -> Any:
     """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``)."""
-    from counting.evaluation import evaluate_model
+    from counting.evaluate.evaluation import evaluate_model
 
     data = open_dataset(dataset, root, split, csv_path, include_difficult)
     return evaluate_model(
@@ -155,11 +161,11 @@ def refuse_outputs_on_inputs(
     ``model``: the ``--model`` value (None: the shipped default is read) or False when the command
     reads no model; ``data_root``: the dataset folder; ``cache``: the feature cache or None.
     """
-    from counting.files import check_outputs
+    from counting.core.files import check_outputs
 
     sources = list(inputs)
     if model is not False:
-        from counting.model import default_model_path
+        from counting.model.counting_model import default_model_path
 
         sources.append(default_model_path() if model is None else model)
     folders = [data_root]
@@ -169,15 +175,15 @@ def refuse_outputs_on_inputs(
 
 
 def load_model_option(path: Path | None) -> Any:
-    from counting.model import load_model
+    from counting.model.counting_model import load_model
 
     return load_model(path)
 
 
 def use_runtime(runtime: str, threads: int | None) -> None:
     """Make this command's backbones run on ``runtime`` with ``threads`` threads."""
-    from counting.backbones.runtime import configure_runtime
-    from counting.errors import CountingError
+    from counting.core.errors import CountingError
+    from counting.features.backbones.runtime import configure_runtime
 
     try:
         configure_runtime(runtime, threads)

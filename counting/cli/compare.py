@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from counting import defaults
 from counting.cli.common import (
     console,
     feature_cache,
@@ -37,8 +36,9 @@ from counting.cli.options import (
     out_option,
     smooth_option,
 )
-from counting.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
-from counting.peers import FEATURE_PEERS, IMAGE_PEERS
+from counting.core import defaults
+from counting.evaluate.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
+from counting.evaluate.peers import FEATURE_PEERS, IMAGE_PEERS
 
 
 def _names(text: str) -> list[str]:
@@ -147,7 +147,7 @@ def compare(
     mRMSE / m-relRMSE (and their non-zero variants), beside the published VOC-2007 rows.
     """
     use_runtime(runtime, threads)
-    from counting.comparison import (
+    from counting.evaluate.comparison import (
         check_methods,
         load_comparison_data,
         published_rows,
@@ -159,7 +159,7 @@ def compare(
         raise typer.BadParameter(f"{methods!r} names no method", param_hint="'--methods'")
     per_class = dataset == "voc"
     if per_class:
-        from counting.comparison.voc import DEFAULT_VOC_METHODS, check_voc_methods
+        from counting.evaluate.comparison.voc import DEFAULT_VOC_METHODS, check_voc_methods
 
         methods = methods or ",".join(DEFAULT_VOC_METHODS)
         check_voc_methods(_names(methods))
@@ -177,7 +177,7 @@ def compare(
     say_outputs_on_interrupt([out / f"compare-{dataset}.csv"], cache)
     models = []
     if model:
-        from counting.comparison.models import load_models
+        from counting.evaluate.comparison.models import load_models
 
         models = load_models(model, dataset)  # every file read and checked before any work: a bad one wastes none
     data = load_comparison_data(
@@ -192,7 +192,7 @@ def compare(
         descriptors=descriptor or (),
     )
     if models:
-        from counting.comparison.models import check_models
+        from counting.evaluate.comparison.models import check_models
 
         check_models(models, data)  # their classes against the dataset's, before any method runs
     if data.train_counts.ndim != 1:
@@ -216,7 +216,7 @@ def compare(
         on_result=announce,
     )
     if models:
-        from counting.comparison.models import run_model
+        from counting.evaluate.comparison.models import run_model
 
         window = smooth if data.is_sequence else 0
         for path, loaded in models:

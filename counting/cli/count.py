@@ -11,7 +11,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from counting import defaults
+from counting.apply.api import count_rows
+from counting.apply.chunks import count_in_chunks
+from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
     console,
     load_model_option,
@@ -20,7 +22,7 @@ from counting.cli.common import (
     say_outputs_on_interrupt,
     use_runtime,
 )
-from counting.cli.multiclass_output import SHOW_THRESHOLD, class_count_rows, class_counts_table
+from counting.cli.multiclass_output import SHOW_THRESHOLD, class_counts_table
 from counting.cli.options import (
     BatchSizeOption,
     CacheDirOption,
@@ -33,9 +35,9 @@ from counting.cli.options import (
     ThreadsOption,
     WeightsOption,
 )
-from counting.distributed.session import cluster_extraction
-from counting.errors import CountingError, ImageError
-from counting.files import (
+from counting.core import defaults
+from counting.core.errors import CountingError, ImageError
+from counting.core.files import (
     atomic_write,
     atomic_write_text,
     check_not_an_input,
@@ -44,7 +46,8 @@ from counting.files import (
     is_regular_file,
     printable,
 )
-from counting.inputs import count_in_chunks, expand_image_paths
+from counting.data.paths import expand_image_paths
+from counting.model.counting_model import CountResult
 
 
 def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
@@ -92,17 +95,8 @@ def display_path(source: str) -> str:
 
 
 def result_rows(model: Any, sources: list[str], counts: np.ndarray, low: Any, high: Any, ok: np.ndarray) -> list[dict]:
-    if model.class_names:
-        return class_count_rows(model.class_names, sources, counts, low, high, ok)
-    rows = []
-    for k, source in enumerate(sources):
-        if not ok[k]:
-            continue
-        row: dict[str, Any] = {"image": source, "count": float(counts[k])}
-        if low is not None:
-            row["low"], row["high"] = float(low[k]), float(high[k])
-        rows.append(row)
-    return rows
+    """The records of :func:`counting.apply.api.count_rows` (what ``counting.count`` returns)."""
+    return count_rows(model, CountResult(list(sources), np.asarray(counts), low, high, np.asarray(ok, bool)))
 
 
 def counts_table(model: Any, rows: list[dict], class_threshold: float = SHOW_THRESHOLD) -> Table:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from counting import defaults
+from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
     console,
     evaluate_on_test_split,
@@ -34,7 +34,7 @@ from counting.cli.options import (
     WeightsOption,
     smooth_option,
 )
-from counting.distributed.session import cluster_extraction
+from counting.core import defaults
 
 SMOOTH_HELP = "Centred (offline) temporal smoothing window of the sequence figures (ucsd, mall)"
 
@@ -92,7 +92,7 @@ def evaluate(
     also get the figures after temporal smoothing, reported separately.
     """
     use_runtime(runtime, threads)
-    from counting.files import check_writable
+    from counting.core.files import check_writable
 
     for output in (json_path, predictions):
         if output is not None:

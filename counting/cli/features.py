@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.text import Text
 
-from counting import defaults
+from counting.apply.distributed.session import extraction_on
 from counting.cli.common import console, error_console, feature_cache, refuse_outputs_on_inputs, use_runtime
 from counting.cli.options import (
     GRID_DEFAULT,
@@ -29,12 +29,12 @@ from counting.cli.options import (
     WeightsOption,
     out_option,
 )
-from counting.descriptors import Descriptor
-from counting.distributed.session import extraction_on
-from counting.errors import CountingError, ImageError
+from counting.core import defaults
+from counting.core.errors import CountingError, ImageError
+from counting.core.files import atomic_path, atomic_write, check_writable, printable, special_kind
+from counting.data.paths import expand_image_paths
 from counting.features import FeatureSet, extract_features
-from counting.files import atomic_path, atomic_write, check_writable, printable, special_kind
-from counting.inputs import expand_image_paths
+from counting.features.descriptors import Descriptor
 
 __all__ = ["features", "write_features"]
 
@@ -63,7 +63,7 @@ def features(
 ) -> None:
     """Extract (and cache) image descriptors; write them to a .npy or .csv file."""
     use_runtime(runtime, threads)
-    from counting.backbones import Preprocessing, get_backbone
+    from counting.features.backbones import Preprocessing, get_backbone
 
     if out is not None and out.suffix.lower() not in (".npy", ".csv"):
         raise CountingError(f"{out}: output must end in .npy or .csv")
@@ -130,7 +130,7 @@ def write_features(output: Path, result: FeatureSet) -> None:
     if output.suffix.lower() == ".npy":
         with atomic_path(output) as temporary:
             np.save(temporary, result.features, allow_pickle=False)
-        # Valid UTF-8, undecodable name bytes as \xNN (see counting.files on non-UTF-8 names).
+        # Valid UTF-8, undecodable name bytes as \xNN (see counting.core.files on non-UTF-8 names).
         with atomic_write(output.with_suffix(".files.txt")) as handle:
             handle.write("".join(f"{path}\n" for path in result.paths))
         return

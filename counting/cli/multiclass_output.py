@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from counting.columns import class_column
+from counting.core.columns import class_column
 
-# Figure keys of counting.evaluation.voc_metrics and their column titles.
+# Figure keys of counting.evaluate.evaluation.voc_metrics and their column titles.
 VOC_FIGURES: dict[str, str] = {
     "mrmse": "mRMSE",
     "m_rel_rmse": "m-relRMSE",
@@ -61,19 +61,15 @@ def class_count_rows(
     ok: np.ndarray,
 ) -> list[dict]:
     """One record per counted image: total, then ``count_CLASS``, ``low_CLASS``, ``high_CLASS``
-    columns (:mod:`counting.columns`, the names ``counting video`` writes too)."""
-    rows = []
-    for k, source in enumerate(sources):
-        if not ok[k]:
-            continue
-        row: dict[str, Any] = {"image": source, "total": float(np.sum(counts[k]))}
-        for c, name in enumerate(class_names):
-            row[class_column("count", name)] = float(counts[k, c])
-            if low is not None and high is not None:
-                row[class_column("low", name)] = float(low[k, c])
-                row[class_column("high", name)] = float(high[k, c])
-        rows.append(row)
-    return rows
+    columns (:mod:`counting.core.columns`, the names ``counting video`` writes too); the records
+    of :func:`counting.apply.api.count_rows`."""
+    from types import SimpleNamespace
+
+    from counting.apply.api import count_rows
+    from counting.model.counting_model import CountResult
+
+    result = CountResult(list(sources), np.asarray(counts), low, high, np.asarray(ok, bool))
+    return count_rows(SimpleNamespace(class_names=class_names), result)  # type: ignore[arg-type]
 
 
 def class_counts_table(model: Any, rows: list[dict], display: Any, threshold: float = SHOW_THRESHOLD) -> Table:
@@ -98,7 +94,7 @@ def class_counts_table(model: Any, rows: list[dict], display: Any, threshold: fl
 
 def compare_table(data: Any, results: list, published: list[dict]) -> Table:
     """Our rows (measured) with the four VOC figures, then the published VOC-2007 rows."""
-    from counting.comparison.voc import VOC_FIGURE_KEYS
+    from counting.evaluate.comparison.voc import VOC_FIGURE_KEYS
 
     title = (
         f"{data.dataset} · split {data.split} · {len(data.train_counts)} train / {len(data.test_counts)} test · "
@@ -141,7 +137,7 @@ def compare_per_class(
     """`counting compare` on per-class counts: run, print and write every row (``models``:
     ``(path, model)`` pairs of ``--model`` files, counting the same test images)."""
     from counting.cli.common import console
-    from counting.comparison.voc import run_voc_comparison, voc_published_rows, write_voc_comparison
+    from counting.evaluate.comparison.voc import run_voc_comparison, voc_published_rows, write_voc_comparison
 
     def announce(result: Any) -> None:
         shown = (
@@ -165,7 +161,7 @@ def compare_per_class(
     if models:
         from pathlib import Path
 
-        from counting.comparison.models import add_model_rows
+        from counting.evaluate.comparison.models import add_model_rows
 
         def starting(path: Any) -> None:
             console.print(f"counting the {len(data.test_paths)} test images with {path}")

@@ -1,7 +1,7 @@
 """Every command-line option, declared once: the same name, short flag and parsing in every command.
 
 Choices come from the library's registries (``defaults.DATASETS``, ``agp.KERNELS``,
-``counting.backbones.BACKBONES``, ``training.CALIBRATION_MODES``, ``backbones.runtime.RUNTIMES``, ``layouts.LAYOUTS``), so a new
+``counting.features.backbones.BACKBONES``, ``training.CALIBRATION_MODES``, ``backbones.runtime.RUNTIMES``, ``layouts.LAYOUTS``), so a new
 entry there is a new choice here. Options whose help depends on the command (what ``--out``
 writes, what ``--smooth`` smooths) are made by a small function, still declared once.
 """
@@ -14,13 +14,14 @@ from typing import Annotated, Optional
 import typer
 
 from agp import KERNELS
-from counting import defaults
-from counting.backbones import BACKBONES
-from counting.backbones.runtime import RUNTIMES
-from counting.errors import CountingError
-from counting.layouts import LAYOUTS
-from counting.multiclass import TARGET_TRANSFORMS
-from counting.training import CALIBRATION_MODES, DENSITY_KINDS
+from counting.core import defaults
+from counting.core.errors import CountingError
+from counting.features.backbones import BACKBONES
+from counting.features.backbones.runtime import RUNTIMES
+from counting.features.layouts import LAYOUTS
+from counting.heads.density.training import DENSITY_KINDS
+from counting.heads.multiclass import TARGET_TRANSFORMS
+from counting.train.pipeline import CALIBRATION_MODES
 
 # Help panels of the longer commands.
 DATA, DESCRIPTORS, REGRESSOR, RUN = "Data", "Descriptors", "Regressor and interval", "Run"
@@ -33,7 +34,7 @@ def parse_input_size(text: str | int | None) -> int | None:
     value = text.strip().lower()
     if value in ("native", "none", "full"):
         return None
-    from counting.backbones.preprocessing import MAX_INPUT_SIZE
+    from counting.features.backbones.preprocessing import MAX_INPUT_SIZE
 
     if not value.isdigit() or not 8 <= int(value) <= MAX_INPUT_SIZE:
         raise typer.BadParameter(f"{text!r}: expected a short side in pixels (8 to {MAX_INPUT_SIZE}) or 'native'")
@@ -43,7 +44,7 @@ def parse_input_size(text: str | int | None) -> int | None:
 def parse_grid_option(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
     """``3x4`` -> (3, 4); ``none`` -> None (whole frame).  A bare number (``--grid 2``) is refused:
     it could mean 2x2 or 2 cells, and a grid is always given as ROWSxCOLS on the command line."""
-    from counting.tiles import parse_grid
+    from counting.features.tiles import parse_grid
 
     if isinstance(text, str) and text.strip().isdigit():
         raise typer.BadParameter(f"{text!r}: expected ROWSxCOLS, e.g. {text.strip()}x{text.strip()}, or 'none'")
@@ -170,8 +171,8 @@ GRID_DEFAULT = _grid_text(defaults.GRID)
 
 
 def parse_descriptor_option(text: str | None) -> str | None:
-    """A ``--descriptor`` spec, checked and written canonically (``counting.descriptors``)."""
-    from counting.descriptors import DescriptorError, parse_descriptor
+    """A ``--descriptor`` spec, checked and written canonically (``counting.features.descriptors``)."""
+    from counting.features.descriptors import DescriptorError, parse_descriptor
 
     if text is None:
         return None
@@ -364,7 +365,7 @@ def parse_cluster_option(text: str | None) -> str | None:
     forms), so a typo fails before any model loads or any picture is read."""
     if text is None:
         return None
-    from counting.distributed.cluster import parse_cluster
+    from counting.apply.distributed.cluster import parse_cluster
 
     try:
         parse_cluster(text)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from counting import defaults
 from counting.cli.common import (
     console,
     evaluate_on_test_split,
@@ -31,6 +30,7 @@ from counting.cli.options import (
     out_option,
     smooth_option,
 )
+from counting.core import defaults
 
 
 def report(
@@ -54,9 +54,9 @@ def report(
     without, the report uses the figures stored in the model file.
     """
     use_runtime(runtime, threads)
-    from counting.errors import DatasetError
-    from counting.files import check_writable_folder
-    from counting.report import write_report
+    from counting.core.errors import DatasetError
+    from counting.core.files import check_writable_folder
+    from counting.evaluate.report import write_report
 
     check_writable_folder(out)  # before evaluating: the report must have somewhere to go
     refuse_outputs_on_inputs(

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from counting import defaults
+from counting.apply.distributed.session import ClusterExtraction
 from counting.cli.common import (
     console,
     feature_cache,
@@ -54,7 +54,7 @@ from counting.cli.options import (
     WeightsOption,
     out_option,
 )
-from counting.distributed.session import ClusterExtraction
+from counting.core import defaults
 
 
 def print_figures(rows: list[tuple[str, dict]]) -> None:
@@ -144,10 +144,10 @@ def train(
     Prints the loss per epoch, saves the model and its loss curve (MODEL_STEM.loss.png) beside it.
     """
     use_runtime(runtime, threads)
-    from counting.evaluation import evaluate_model
-    from counting.files import check_writable, special_kind
-    from counting.plots import plot_loss
-    from counting.training import TrainingConfig, train_model
+    from counting.core.files import check_writable, special_kind
+    from counting.evaluate.evaluation import evaluate_model
+    from counting.evaluate.plots import plot_loss
+    from counting.train.pipeline import TrainingConfig, train_model
 
     check_writable(out)  # before training: the model must have somewhere to go
     loss_png = None if special_kind(out) else out.with_name(f"{out.stem}.loss.png")

@@ -8,7 +8,6 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from counting import defaults
 from counting.cli.common import (
     console,
     error_console,
@@ -27,7 +26,8 @@ from counting.cli.options import (
     WeightsOption,
     smooth_option,
 )
-from counting.signals import EXIT_TERMINATED, was_terminated
+from counting.core import defaults
+from counting.core.signals import EXIT_TERMINATED, was_terminated
 
 
 def video(
@@ -94,8 +94,8 @@ def video(
     stops and keeps everything written so far.
     """
     use_runtime(runtime, threads)
-    from counting.files import check_writable
-    from counting.video import VideoSource, count_video
+    from counting.apply.video import VideoSource, count_video
+    from counting.core.files import check_writable
 
     if sources is not None or source is None or cluster is not None:
         count_sources(
@@ -200,8 +200,8 @@ def count_sources(
     **video_options: Any,
 ) -> None:
     """``counting video --sources FILE``: every listed stream as its own task on the cluster."""
-    from counting.distributed import count_streams, open_cluster, read_sources
-    from counting.errors import StreamError
+    from counting.apply.distributed import count_streams, open_cluster, read_sources
+    from counting.core.errors import StreamError
 
     if sources is None and source is not None:
         raise StreamError(f"{source}: --cluster runs the streams of --sources FILE; a single SOURCE runs here")
@@ -237,6 +237,6 @@ def count_sources(
 
 
 def _cores() -> int:
-    from counting.backbones.runtime import available_cpus
+    from counting.features.backbones.runtime import available_cpus
 
     return available_cpus()

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from counting.files import atomic_write_bytes, is_regular_file
+from counting.core.files import atomic_write_bytes, is_regular_file
 
 __all__ = ["FeatureCache", "default_cache_dir", "settings_key"]
 
@@ -337,7 +337,7 @@ def _remove(path: str) -> None:
 
 
 def _reason(error: OSError) -> str:
-    # OutputError from counting.files already reads "<path>: cannot write (<reason>)...".
+    # OutputError from counting.core.files already reads "<path>: cannot write (<reason>)...".
     text = str(error)
     if "cannot write (" in text:
         return text.split("cannot write (", 1)[1].split(")", 1)[0]

@@ -32,13 +32,13 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from counting.backbones import Backbone, Preprocessing
-from counting.backbones.base import check_grid, stack_prepared
-from counting.backbones.runtime import available_cpus, default_threads
-from counting.descriptors import Descriptor, DescriptorError, as_descriptor
-from counting.errors import ImageError
+from counting.core.errors import ImageError
+from counting.data.imaging import image_size, load_pixels
+from counting.features.backbones import Backbone, Preprocessing
+from counting.features.backbones.base import check_grid, stack_prepared
+from counting.features.backbones.runtime import available_cpus, default_threads
 from counting.features.cache import FeatureCache, settings_key
-from counting.imaging import image_size, load_pixels
+from counting.features.descriptors import Descriptor, DescriptorError, as_descriptor
 
 __all__ = [
     "FeatureSet",
@@ -128,7 +128,7 @@ def extract_features(
     console: Console | None = None,
 ) -> FeatureSet:
     """Descriptors of ``paths`` with ``backbone``: class scores, or pooled features if ``pooled``,
-    or any :mod:`counting.descriptors` kind given as ``descriptor`` (a Descriptor or spec string).
+    or any :mod:`counting.features.descriptors` kind given as ``descriptor`` (a Descriptor or spec string).
 
     With ``grid=(rows, cols)`` each image gets one descriptor per cell from a single pass.
     ``cache`` skips images already extracted with the same settings and stores new ones after
@@ -438,4 +438,4 @@ def _progress_bar(console: Console, show: bool) -> Progress | _NoProgress:
     )
 
 
-progress_bar = _progress_bar  # for chunked runs (counting.inputs.count_in_chunks)
+progress_bar = _progress_bar  # for chunked runs (counting.apply.chunks.count_in_chunks)

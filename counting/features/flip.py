@@ -23,7 +23,7 @@ def flip_averaging(extract: Callable[..., FeatureSet] | None = None) -> Callable
         if grid is not None:
             raise ValueError("flip-averaged descriptors are whole-frame only (no grid)")
         if prep is None:
-            from counting.backbones import Preprocessing
+            from counting.features.backbones import Preprocessing
 
             prep = Preprocessing()
         plain = inner(paths, backbone, prep, grid=None, **options)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from counting.cli.app import app
-from counting.density import conv_training
-from counting.density.conv_fitting import ConvSettings
-from counting.density.conv_head import ConvDensityHead
-from counting.imaging import load_image
-from counting.model import load_model
+from counting.data.imaging import load_image
+from counting.heads.density import conv_training
+from counting.heads.density.conv_fitting import ConvSettings
+from counting.heads.density.conv_head import ConvDensityHead
+from counting.model.counting_model import load_model
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def test_compare_scores_the_conv_model_on_the_same_test_frames(
     frames = sorted((mall_root / "frames").glob("*.jpg"))[40:46]
     model = load_model(conv_model)
     counted = model.count_paths(frames).counts
-    from counting.datasets import load_dataset
+    from counting.data.datasets import load_dataset
 
     expected = load_dataset("mall", mall_root, split="train=1-40,test=41-46").subset("test").counts
     assert float(row["mae"]) == pytest.approx(np.mean(np.abs(counted - expected)), abs=1e-3)

@@ -12,7 +12,7 @@ import pytest
 import scipy.io
 
 from counting.cli.app import app
-from counting.model import default_model_path
+from counting.model.counting_model import default_model_path
 
 FRAMES = (101, 102, 103)
 
@@ -110,7 +110,7 @@ def test_features_of_the_wrong_dimension_one_line(trained, runner, tmp_path: Pat
 def test_counts_from_a_features_file(runner, mall_root: Path, tmp_path: Path, session_cache_dir: Path) -> None:
     """`counting features` output counted with --features equals counting the images directly
     (the default model: no ROI, default input size, so the descriptors are the same)."""
-    from counting.model import load_model
+    from counting.model.counting_model import load_model
 
     model = load_model(None)
     assert model.roi_mask is None  # scripts/train_default_model.py trains without the ROI
@@ -137,8 +137,8 @@ def test_counts_from_a_features_file(runner, mall_root: Path, tmp_path: Path, se
 def test_per_class_model_writes_a_column_per_class(runner, voc_root: Path, tmp_path: Path) -> None:
     """A multi-output (VOC-style) model: one column per class plus the total."""
     from agp import AGPRegressor
-    from counting.datasets import VOC_CLASSES
-    from counting.model import CountingModel
+    from counting.data.datasets import VOC_CLASSES
+    from counting.model.counting_model import CountingModel
 
     rng = np.random.default_rng(0)
     # Fitted on generated descriptors: this checks the output format, not the counts.

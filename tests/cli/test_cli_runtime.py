@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from counting.backbones import configure_runtime
 from counting.cli.app import app
-from counting.model import CountingModel
+from counting.features.backbones import configure_runtime
+from counting.model.counting_model import CountingModel
 
 FRAMES = (121, 122)
 DESCRIPTOR_COMMANDS = ("features", "train", "evaluate", "report", "count", "video", "compare")

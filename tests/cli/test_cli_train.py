@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from counting.cli.app import app
-from counting.model import CountingModel
+from counting.model.counting_model import CountingModel
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -43,8 +43,8 @@ def test_video_file_to_csv_with_annotated_output(trained, runner, short_video: P
     counts = np.array([float(r["count"]) for r in rows])
     smoothed = np.array([float(r["smoothed"]) for r in rows])
     assert ((counts > 5) & (counts < 70)).all()  # Mall frames 1-12 hold 29-35 people
-    # the causal filter of span 3 (counting.smoothing), with the smoothed count's own interval
-    from counting.smoothing import causal_smooth
+    # the causal filter of span 3 (counting.apply.smoothing), with the smoothed count's own interval
+    from counting.apply.smoothing import causal_smooth
 
     assert np.allclose(smoothed, causal_smooth(counts, 3), atol=2e-3)
     assert all(float(r["low"]) <= float(r["count"]) <= float(r["high"]) for r in rows)

@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from counting.cli.app import app as counting_app
-from counting.peers.hog import hog_available
+from counting.evaluate.peers.hog import hog_available
 
 runner = CliRunner()
 

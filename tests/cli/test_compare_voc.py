@@ -12,7 +12,7 @@ from fixtures.voc import make_voc_fixture
 from typer.testing import CliRunner
 
 from counting.cli.app import app
-from counting.evaluation import voc_metrics
+from counting.core.metrics import voc_metrics
 
 runner = CliRunner()
 

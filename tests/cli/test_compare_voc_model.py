@@ -18,9 +18,9 @@ from fixtures.voc import make_voc_fixture
 from typer.testing import CliRunner
 
 from counting.cli.app import app
-from counting.datasets import load_dataset
-from counting.evaluation import evaluate_model
-from counting.model import load_model
+from counting.data.datasets import load_dataset
+from counting.evaluate.evaluation import evaluate_model
+from counting.model.counting_model import load_model
 
 REPO = Path(__file__).resolve().parents[2]
 SIZE = "32"

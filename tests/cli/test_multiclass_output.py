@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from counting.cli.multiclass_output import class_count_rows, class_counts_table, per_class_table
-from counting.evaluation import voc_metrics
+from counting.core.metrics import voc_metrics
 
 
 def _render(table) -> str:

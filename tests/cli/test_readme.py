@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from counting.cli.app import app
-from counting.datasets import load_dataset
+from counting.data.datasets import load_dataset
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 FAST_SPLIT = ("train=1-600,test=601-800", "train=1-60,test=61-80")

@@ -15,13 +15,13 @@ import pytest
 import torch
 from PIL import Image
 
-from counting.backbones import BACKBONES, Preprocessing, configure_runtime, get_backbone, stack_prepared
-from counting.backbones.base import Backbone
-from counting.backbones.efficientnet import packaged_weights_path
-from counting.backbones.resnet import IMAGENET_NORMALISATION, ResNet50
-from counting.backbones.weights import RESNET50_HUB_FILES, resolve_resnet50_weights
-from counting.errors import BackboneError, ImageError
-from counting.imaging import load_image
+from counting.core.errors import BackboneError, ImageError
+from counting.data.imaging import load_image
+from counting.features.backbones import BACKBONES, Preprocessing, configure_runtime, get_backbone, stack_prepared
+from counting.features.backbones.base import Backbone
+from counting.features.backbones.efficientnet import packaged_weights_path
+from counting.features.backbones.resnet import IMAGENET_NORMALISATION, ResNet50
+from counting.features.backbones.weights import RESNET50_HUB_FILES, resolve_resnet50_weights
 
 PALACE = 698  # ImageNet class of scikit-learn's china.jpg (the Summer Palace)
 
@@ -96,7 +96,7 @@ def test_backbone_normalisations() -> None:
     white = get_backbone("efficientnet-lite0").prepare(np.full((8, 8), 255, np.uint8), Preprocessing(None))
     torch.testing.assert_close(white, torch.full((3, 8, 8), 1.0))  # grayscale -> 3 channels
     mean_pixel = np.array(IMAGENET_NORMALISATION.mean, dtype=np.float32)
-    from counting.backbones.preprocessing import prepare_image
+    from counting.features.backbones.preprocessing import prepare_image
 
     near_mean = prepare_image(
         np.broadcast_to(np.round(mean_pixel).astype(np.uint8), (4, 4, 3)).copy(),
@@ -349,7 +349,7 @@ def test_bad_weight_files_are_one_line_errors(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("uniform", [True, False])
 def test_planar_and_channels_last_inputs_hold_the_same_values(uniform: bool) -> None:
-    from counting.backbones.preprocessing import Normalisation, prepare_image
+    from counting.features.backbones.preprocessing import Normalisation, prepare_image
 
     rng = np.random.default_rng(3)
     pixels = rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)
@@ -369,7 +369,7 @@ def test_planar_and_channels_last_inputs_hold_the_same_values(uniform: bool) -> 
 
 def _reference_prepare(picture: Image.Image, size: tuple[int, int], normalisation) -> np.ndarray:
     """The published preprocessing, spelled out with PIL alone: the values every path must give."""
-    from counting.backbones.preprocessing import _REDUCING_GAP
+    from counting.features.backbones.preprocessing import _REDUCING_GAP
 
     resized = np.asarray(picture.resize(size, Image.BILINEAR, reducing_gap=_REDUCING_GAP), dtype=np.float32)
     mean = np.asarray(normalisation.mean, np.float32)
@@ -388,7 +388,7 @@ def test_pil_rgb_array_and_bgr_array_inputs_give_the_pil_resize_exactly(source_s
     # the other sizes (odd sides, 3x, 13x and unequal reductions with partial edge boxes,
     # upscaling) take PIL's reduce and resize on a mapped RGBX buffer. All must agree with PIL
     # given the RGB picture.
-    from counting.backbones.preprocessing import Normalisation, prepare_image, reduction_factors
+    from counting.features.backbones.preprocessing import Normalisation, prepare_image, reduction_factors
 
     rng = np.random.default_rng(sum(source_size))
     # Smooth structure plus noise, so that the box averages exercise their rounding.
@@ -412,8 +412,8 @@ def test_pil_rgb_array_and_bgr_array_inputs_give_the_pil_resize_exactly(source_s
 
 
 def test_flipped_input_is_the_mirror_of_the_unflipped_one(mall_root: Path) -> None:
-    from counting.backbones.preprocessing import Normalisation, prepare_image
-    from counting.imaging import load_pixels
+    from counting.data.imaging import load_pixels
+    from counting.features.backbones.preprocessing import Normalisation, prepare_image
 
     pixels, bgr = load_pixels(mall_root / "frames" / "seq_000001.jpg")
     normalisation = Normalisation((127.0, 127.0, 127.0), (128.0, 128.0, 128.0))

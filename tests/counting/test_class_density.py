@@ -1,4 +1,4 @@
-"""Per-class density heads (counting.density.multiclass) on real coco-voc20 photos and boxes."""
+"""Per-class density heads (counting.heads.density.multiclass) on real coco-voc20 photos and boxes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from counting.density.multiclass import (
+from counting.core.errors import ModelFileError
+from counting.heads.density.multiclass import (
     annotation_path,
     class_density_targets,
     class_head_from_document,
@@ -16,11 +17,10 @@ from counting.density.multiclass import (
     fit_class_head,
     read_boxes,
 )
-from counting.errors import ModelFileError
 
 
 def _photos(root: Path, split: str = "random:0.25:0"):
-    from counting.datasets import load_dataset
+    from counting.data.datasets import load_dataset
 
     data = load_dataset("voc", root, split=split)
     return data, list(data.class_names)
@@ -28,7 +28,7 @@ def _photos(root: Path, split: str = "random:0.25:0"):
 
 @pytest.mark.parametrize("spread", ["dot", "gauss", "box"])
 def test_targets_of_real_boxes_sum_to_the_counts(coco_voc20_root: Path, spread: str) -> None:
-    from counting.imaging import image_size
+    from counting.data.imaging import image_size
 
     data, classes = _photos(coco_voc20_root)
     for sample in data.samples[:40]:
@@ -48,9 +48,9 @@ def test_a_dot_lands_in_the_cell_of_its_box_centre() -> None:
 
 
 def test_head_fitted_on_real_photos_counts_their_boxes(coco_voc20_root: Path, session_cache_dir: Path) -> None:
-    from counting.backbones import Preprocessing, get_backbone
+    from counting.data.imaging import image_size
     from counting.features import FeatureCache
-    from counting.imaging import image_size
+    from counting.features.backbones import Preprocessing, get_backbone
 
     data, classes = _photos(coco_voc20_root)
     samples = [sample for sample in data.samples if sample.split == "train"][:40]
@@ -87,11 +87,11 @@ def test_head_fitted_on_real_photos_counts_their_boxes(coco_voc20_root: Path, se
 def test_voc_model_with_a_class_density_head_saves_loads_and_counts(
     coco_voc20_root: Path, session_cache_dir: Path, tmp_path: Path
 ) -> None:
+    from counting.data.imaging import load_image
     from counting.features import FeatureCache
-    from counting.imaging import load_image
-    from counting.model import CountingModel
-    from counting.multiclass import apply_gate, inverse_transform
-    from counting.training import TrainingConfig, train_model
+    from counting.heads.multiclass import apply_gate, inverse_transform
+    from counting.model.counting_model import CountingModel
+    from counting.train.pipeline import TrainingConfig, train_model
 
     data, _classes = _photos(coco_voc20_root)
     data.samples = [s for s in data.samples if s.split == "train"][:40] + [
@@ -115,7 +115,7 @@ def test_voc_model_with_a_class_density_head_saves_loads_and_counts(
     in_memory = np.concatenate([loaded.count_images([load_image(path)]) for path in paths])
     assert counts == pytest.approx(in_memory, abs=1e-3)
     # Counts are the regressor's output on the head's class sums, back-transformed and gated.
-    from counting.density.multiclass import class_head_features
+    from counting.heads.density.multiclass import class_head_features
 
     features, ok, errors = class_head_features(head, paths, loaded.get_backbone(), loaded.preprocessing(), cache)
     assert ok.all() and not errors
@@ -137,7 +137,7 @@ def test_voc_model_with_a_class_density_head_saves_loads_and_counts(
 
 
 def test_unreadable_photo_is_reported_not_raised(tmp_path: Path) -> None:
-    from counting.backbones import Preprocessing, get_backbone
+    from counting.features.backbones import Preprocessing, get_backbone
 
     bad = tmp_path / "broken.jpg"
     bad.write_bytes(b"not a jpeg")
@@ -150,7 +150,7 @@ def test_unreadable_photo_is_reported_not_raised(tmp_path: Path) -> None:
 
 def test_head_kind_options_are_refused_for_the_per_class_head(coco_voc20_root: Path, session_cache_dir: Path) -> None:
     from counting.features import FeatureCache
-    from counting.training import TrainingConfig, TrainingError, train_model
+    from counting.train.pipeline import TrainingConfig, TrainingError, train_model
 
     data, _classes = _photos(coco_voc20_root)
     data.samples = [s for s in data.samples if s.split == "train"][:6]

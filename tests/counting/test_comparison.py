@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from counting.comparison import (
+from counting.core.errors import CountingError
+from counting.evaluate.comparison import (
     ComparisonData,
     feature_rows,
     published_rows,
@@ -18,7 +19,6 @@ from counting.comparison import (
     score,
     write_comparison,
 )
-from counting.errors import CountingError
 
 
 @pytest.fixture(scope="module")
@@ -134,10 +134,10 @@ def test_written_files_agree(tiled_data: ComparisonData, tmp_path: Path) -> None
 
 def test_whole_frame_descriptor_is_the_mean_of_per_position_cells(mall_root: Path, tmp_path: Path) -> None:
     """Why ``tiles+frame`` trains a whole frame on count / cells: it is the average cell."""
-    from counting.backbones import Preprocessing, get_backbone
+    from counting.data.imaging import load_image
     from counting.features import FeatureCache
-    from counting.imaging import load_image
-    from counting.layouts import extract_views
+    from counting.features.backbones import Preprocessing, get_backbone
+    from counting.features.layouts import extract_views
 
     paths = [mall_root / "frames" / f"seq_{i:06d}.jpg" for i in (1, 2, 3)]
     backbone = get_backbone("efficientnet-lite0")
@@ -154,7 +154,7 @@ def test_whole_frame_descriptor_is_the_mean_of_per_position_cells(mall_root: Pat
 def test_holdout_keeps_the_tail_of_a_sequence_and_a_random_part_of_images(tiled_data: ComparisonData) -> None:
     from dataclasses import replace
 
-    from counting.comparison import holdout
+    from counting.evaluate.comparison import holdout
 
     validation = holdout(tiled_data, 0.25)
     assert len(validation.train_counts) == 90 and len(validation.test_counts) == 30

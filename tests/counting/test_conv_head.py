@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from counting.datasets import load_dataset
-from counting.density import conv_training
-from counting.density.conv_fitting import ConvSettings, fit_conv_head, stride8_maps
-from counting.density.conv_head import ConvDensityHead, build_network, parameter_shapes
-from counting.density.conv_persistence import conv_head_from_document, conv_head_to_document
-from counting.density.maps import extract_maps
-from counting.density.persistence import DensityHeadError, head_from_document, head_to_document
+from counting.data.datasets import load_dataset
+from counting.data.imaging import load_image
 from counting.features import FeatureCache
-from counting.imaging import load_image
-from counting.model import load_model
-from counting.training import TrainingConfig, TrainingError, train_model
+from counting.heads.density import conv_training
+from counting.heads.density.conv_fitting import ConvSettings, fit_conv_head, stride8_maps
+from counting.heads.density.conv_head import ConvDensityHead, build_network, parameter_shapes
+from counting.heads.density.conv_persistence import conv_head_from_document, conv_head_to_document
+from counting.heads.density.maps import extract_maps
+from counting.heads.density.persistence import DensityHeadError, head_from_document, head_to_document
+from counting.model.counting_model import load_model
+from counting.train.pipeline import TrainingConfig, TrainingError, train_model
 
 
 def random_head(channels: int = 5, width: int = 4, depth: int = 2, seed: int = 0) -> ConvDensityHead:

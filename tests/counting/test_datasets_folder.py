@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from fixtures.images import draw_frame
 
-from counting.datasets import load_dataset
-from counting.errors import DatasetError
+from counting.core.errors import DatasetError
+from counting.data.datasets import load_dataset
 
 
 @pytest.fixture()

@@ -9,8 +9,8 @@ import pytest
 import scipy.io
 from fixtures.mall import make_mall_fixture
 
-from counting.datasets import load_dataset
-from counting.errors import DatasetError
+from counting.core.errors import DatasetError
+from counting.data.datasets import load_dataset
 
 # Read from the real mall_gt.mat (frame number -> count); each equals that frame's head dots.
 KNOWN_MALL_COUNTS = {1: 29, 2: 30, 3: 35, 90: 13, 397: 50, 400: 48, 800: 29}

@@ -9,8 +9,8 @@ import pytest
 import scipy.io
 from fixtures.matlab import cell, struct
 
-from counting.datasets.matfiles import cell_items, field, load_mat, numbers, points
-from counting.errors import DatasetError
+from counting.core.errors import DatasetError
+from counting.data.datasets.matfiles import cell_items, field, load_mat, numbers, points
 
 # The first 128 bytes of a MATLAB v7.3 file: text, subsystem offset, version 0x0200, 'IM'.
 V73_HEADER = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, HDF5 schema 1.00 .".ljust(116) + bytes(8) + b"\x00\x02IM"

@@ -9,8 +9,8 @@ import pytest
 import scipy.io
 from fixtures.shanghaitech import make_shanghaitech_part, make_shanghaitech_split
 
-from counting.datasets import load_dataset
-from counting.errors import DatasetError
+from counting.core.errors import DatasetError
+from counting.data.datasets import load_dataset
 
 # Head counts read from the real ground_truth/GT_IMG_n.mat files (location rows = number).
 KNOWN_PART_B_COUNTS = {1: 234, 2: 153, 100: 206, 222: 578, 400: 62}

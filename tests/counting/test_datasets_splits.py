@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from counting.datasets import DATASETS, load_dataset, parse_split
-from counting.datasets.splits import random_labels
-from counting.defaults import DATASETS as DEFAULT_DATASET_NAMES
-from counting.errors import DatasetError
+from counting.core.defaults import DATASETS as DEFAULT_DATASET_NAMES
+from counting.core.errors import DatasetError
+from counting.data.datasets import DATASETS, load_dataset, parse_split
+from counting.data.datasets.splits import random_labels
 
 
 def test_standard_split_parses() -> None:

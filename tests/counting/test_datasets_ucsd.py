@@ -12,8 +12,8 @@ from fixtures.matlab import cell, struct
 from fixtures.ucsd import make_ucsd_fixture
 from PIL import Image
 
-from counting.datasets import load_dataset
-from counting.errors import DatasetError
+from counting.core.errors import DatasetError
+from counting.data.datasets import load_dataset
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,10 @@ import pytest
 import scipy.io
 from PIL import Image
 
-from counting.datasets import load_dataset
-from counting.datasets.ucsd import FRAMES_PER_CLIP, frame_path
-from counting.descriptors import Descriptor
-from counting.errors import DatasetError
+from counting.core.errors import DatasetError
+from counting.data.datasets import load_dataset
+from counting.data.datasets.ucsd import FRAMES_PER_CLIP, frame_path
+from counting.features.descriptors import Descriptor
 
 HEIGHT, WIDTH = 158, 238
 REAL_FRAMES = {1: (0, 1), 600: (2, 200)}  # global frame number -> (clip, frame in clip)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from fixtures.voc import make_voc_fixture, write_annotation
 
-from counting.datasets import VOC_CLASSES, load_dataset
-from counting.errors import DatasetError
+from counting.core.errors import DatasetError
+from counting.data.datasets import VOC_CLASSES, load_dataset
 
 
 def _counts_by_class(sample) -> dict[str, float]:

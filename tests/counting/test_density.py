@@ -8,17 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from counting.datasets import load_dataset
-from counting.density import density_map, dot_sigmas, fit_density_head, region_weights
-from counting.density.data import TargetSettings, density_targets
-from counting.density.persistence import (
+from counting.data.datasets import load_dataset
+from counting.heads.density import density_map, dot_sigmas, fit_density_head, region_weights
+from counting.heads.density.data import TargetSettings, density_targets
+from counting.heads.density.persistence import (
     DensityHeadError,
     head_from_document,
     head_to_document,
     load_head,
     save_head,
 )
-from counting.density.regions import cell_index, roi_weights
+from counting.heads.density.regions import cell_index, roi_weights
 
 
 # ---------------------------------------------------------------- targets

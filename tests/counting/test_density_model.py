@@ -8,12 +8,12 @@ import cv2
 import numpy as np
 import pytest
 
-from counting.datasets import load_dataset
-from counting.density.heatmap import density_heatmap_png, overlay_density
+from counting.data.datasets import load_dataset
+from counting.data.imaging import load_image
 from counting.features import FeatureCache
-from counting.imaging import load_image
-from counting.model import default_model_path, load_model
-from counting.training import TrainingConfig, train_model
+from counting.heads.density.heatmap import density_heatmap_png, overlay_density
+from counting.model.counting_model import default_model_path, load_model
+from counting.train.pipeline import TrainingConfig, train_model
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_density_model_counts_real_frames_after_a_round_trip(
     np.testing.assert_allclose(result.counts, from_images, rtol=1e-3, atol=1e-3)
     # Frames 61-72 hold 18-26 people; the head fitted on 60 frames at 160 px sums to within a few
     # (the 5-centre, 3-epoch AGP of this quick test only has to stay inside the train range).
-    from counting.density.maps import extract_maps
+    from counting.heads.density.maps import extract_maps
 
     maps = extract_maps(test.paths, loaded.get_backbone(), loaded.preprocessing(), loaded.density_head.layers)
     sums = loaded.density_head.region_counts(maps.stacked(), loaded.roi_mask, (2, 2))
@@ -95,13 +95,13 @@ def test_models_without_a_head_keep_their_metadata(tmp_path: Path) -> None:
 
 
 def test_density_head_needs_dots_of_one_kind(tmp_path: Path) -> None:
-    from counting.datasets import CountingDataset, Sample
-    from counting.errors import DatasetError
+    from counting.core.errors import DatasetError
+    from counting.data.datasets import CountingDataset, Sample
 
     samples = [Sample(path=tmp_path / f"{i}.jpg", count=1.0, split="train", index=i) for i in range(12)]
     with pytest.raises(DatasetError, match="needs head dots, which folder does not have"):
         train_model(CountingDataset(name="folder", root=tmp_path, samples=samples), TrainingConfig(density_head=True))
-    # Several classes: the per-class head (counting.density.multiclass) needs each photo's VOC boxes.
+    # Several classes: the per-class head (counting.heads.density.multiclass) needs each photo's VOC boxes.
     several = CountingDataset(name="voc", root=tmp_path, samples=samples, class_names=["person", "car"])
     with pytest.raises(DatasetError, match=r"Annotations/0.xml: --density-head needs the photo's boxes"):
         train_model(several, TrainingConfig(density_head=True))

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from counting.backbones import Preprocessing, get_backbone
-from counting.descriptors import (
+from counting.features.backbones import Preprocessing, get_backbone
+from counting.features.cache import settings_key
+from counting.features.descriptors import (
     Descriptor,
     DescriptorError,
     DescriptorSpec,
@@ -19,7 +20,6 @@ from counting.descriptors import (
     parse_descriptor,
     region_sums,
 )
-from counting.features.cache import settings_key
 from counting.features.extract import extraction_settings
 
 LAYER = "block10"  # one map list in every test below: one ONNX export per test session
@@ -121,7 +121,7 @@ def test_perspective_and_roi_weights() -> None:
 
 
 def test_compact_perspective_map_is_small_and_close(mall_root: Path) -> None:
-    from counting.datasets import load_dataset
+    from counting.data.datasets import load_dataset
 
     perspective = load_dataset("mall", mall_root, split="train=1-2,test=3-4").perspective_map
     code = compact_map(perspective)
@@ -162,16 +162,16 @@ def test_cache_keys_separate_every_descriptor_and_keep_the_old_ones() -> None:
 # -- real frames ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def mall_small(mall_root: Path):
-    from counting.datasets import load_dataset
+    from counting.data.datasets import load_dataset
 
     return load_dataset("mall", mall_root, split="train=1-30,test=31-36")
 
 
 def test_model_round_trip_and_count_with_a_sum_model(mall_small, tmp_path: Path, session_cache_dir: Path) -> None:
+    from counting.data.imaging import load_image
     from counting.features import FeatureCache
-    from counting.imaging import load_image
-    from counting.model import CountingModel
-    from counting.training import TrainingConfig, train_model
+    from counting.model.counting_model import CountingModel
+    from counting.train.pipeline import TrainingConfig, train_model
 
     config = TrainingConfig(
         input_size=160, descriptor=f"sum:{LAYER},perspective", n_centers=5, calibration="none", max_epochs=5
@@ -193,7 +193,7 @@ def test_model_round_trip_and_count_with_a_sum_model(mall_small, tmp_path: Path,
 
 
 def test_default_model_still_counts_with_class_scores() -> None:
-    from counting.model import load_model
+    from counting.model.counting_model import load_model
 
     model = load_model()
     assert model.descriptor is None and "descriptor" not in model.metadata()
@@ -206,7 +206,7 @@ def test_both_runtimes_give_the_same_sums(mall_small) -> None:
     assert onnx.runtime == "onnxruntime" and torch_net.runtime == "torch"
     descriptor = Descriptor.build(f"sum:{LAYER},perspective,levels=1+2", mall_small.perspective_map)
     prep = Preprocessing(input_size=160, roi_mask=mall_small.roi_mask)
-    from counting.imaging import load_image
+    from counting.data.imaging import load_image
 
     batch = np.stack([onnx.prepare(load_image(p), prep).numpy() for p in mall_small.paths[:2]])
     a = descriptor.compute(onnx, batch, prep.roi_mask)
@@ -242,9 +242,9 @@ def test_compare_runs_the_methods_on_each_descriptor(mall_root: Path, session_ca
 
 
 def test_pooled_pyramid_model_counts_the_same_from_files_and_frames(mall_small, tmp_path: Path) -> None:
-    from counting.imaging import load_image
-    from counting.model import CountingModel
-    from counting.training import TrainingConfig, train_model
+    from counting.data.imaging import load_image
+    from counting.model.counting_model import CountingModel
+    from counting.train.pipeline import TrainingConfig, train_model
 
     config = TrainingConfig(
         input_size=96, descriptor="pooled", grid=(2, 2), layout="pyramid", n_centers=5, calibration="none", max_epochs=3

@@ -19,9 +19,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from counting.backbones import Preprocessing, get_backbone
-from counting.cli.app import app
-from counting.distributed import (
+from counting.apply.distributed import (
     BackboneSpec,
     count_streams,
     extract_features_distributed,
@@ -29,11 +27,13 @@ from counting.distributed import (
     parse_cluster,
     read_sources,
 )
-from counting.distributed.cluster import ClusterError
-from counting.errors import BackboneError, ImageError
+from counting.apply.distributed.cluster import ClusterError
+from counting.apply.video import count_video
+from counting.cli.app import app
+from counting.core.errors import BackboneError, ImageError
 from counting.features import FeatureCache, extract_features
-from counting.model import load_model
-from counting.video import count_video
+from counting.features.backbones import Preprocessing, get_backbone
+from counting.model.counting_model import load_model
 
 pytestmark = pytest.mark.slow  # a cluster of two worker processes, each loading torch
 
@@ -297,9 +297,9 @@ def test_count_and_evaluate_on_a_scheduler_address_match_local_runs(
 
 def test_train_model_on_the_cluster_fits_the_same_model(client, mall_root: Path) -> None:
     """Training goes through the same seam (with the Mall ROI mask shipped to the workers)."""
+    from counting.apply.distributed import cluster_extractor
     from counting.cli.common import open_dataset
-    from counting.distributed import cluster_extractor
-    from counting.training import TrainingConfig, train_model
+    from counting.train.pipeline import TrainingConfig, train_model
 
     data = open_dataset("mall", mall_root, "train=1-20,test=21-24")
     config = TrainingConfig(n_centers=4, max_epochs=2, calibration="none", batch_size=BATCH)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from counting.distributed.engine import _mode_mismatches
-from counting.distributed.spec import BackboneSpec
-from counting.distributed.streams import counts_file_names
-from counting.distributed.worker import ExtractionJob, SubBatch
+from counting.apply.distributed.engine import _mode_mismatches
+from counting.apply.distributed.spec import BackboneSpec
+from counting.apply.distributed.streams import counts_file_names
+from counting.apply.distributed.worker import ExtractionJob, SubBatch
 
 SPEC = BackboneSpec("efficientnet-lite0", "f" * 64, None, runtime="torch", use_trace=True, trace_after=2)
 FULL, LAST = (4, 3, 224, 298), (2, 3, 224, 298)
@@ -48,7 +48,7 @@ def test_onnxruntime_has_no_modes_to_replay() -> None:
 def test_roi_mask_travels_packed_and_comes_back_equal() -> None:
     import numpy as np
 
-    from counting.backbones import Preprocessing
+    from counting.features.backbones import Preprocessing
 
     mask = np.zeros((7, 13), dtype=bool)
     mask[2:5, 3:11] = True

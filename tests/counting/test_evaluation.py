@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from counting.evaluation import contiguous_runs, crowd_metrics, smooth_sequence, voc_metrics
-from counting.smoothing import StreamingSmoother, smooth_counts
+from counting.apply.smoothing import StreamingSmoother, smooth_counts
+from counting.core.metrics import crowd_metrics, voc_metrics
+from counting.evaluate.evaluation import contiguous_runs, smooth_sequence
 
 
 def test_crowd_metrics_by_hand() -> None:

@@ -15,12 +15,12 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from counting.backbones import Backbone, Preprocessing, get_backbone
 from counting.cli.app import app as counting_app
-from counting.errors import ImageError
+from counting.core.errors import ImageError
+from counting.data.imaging import load_image
 from counting.features import FeatureCache, configure_torch_threads, default_cache_dir, extract_features
+from counting.features.backbones import Backbone, Preprocessing, get_backbone
 from counting.features.extract import available_cpus
-from counting.imaging import load_image
 
 SIZE = 96  # small inputs keep the suite fast; the pipeline is size-agnostic
 

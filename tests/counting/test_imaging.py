@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from counting.errors import CountingError, ImageError
-from counting.imaging import load_image, load_pixels
+from counting.core.errors import CountingError, ImageError
+from counting.data.imaging import load_image, load_pixels
 
 RED, BLUE = (220, 20, 20), (20, 20, 220)
 
@@ -213,7 +213,7 @@ def test_load_pixels_asks_for_the_array_with_the_upright_size(tmp_path: Path, or
 
 
 def test_pipeline_decodes_to_an_array_only_before_the_opencv_reduction() -> None:
-    from counting.backbones import Preprocessing
+    from counting.features.backbones import Preprocessing
 
     prep = Preprocessing(input_size=224)
     assert prep.reduces_in_opencv(640, 480)  # Mall frames: 2x2 box reduction in OpenCV
@@ -226,9 +226,9 @@ def test_pipeline_decodes_to_an_array_only_before_the_opencv_reduction() -> None
 @pytest.mark.parametrize("orientation", range(1, 9))
 @pytest.mark.parametrize("mode", ["RGB", "CMYK"])
 def test_sideways_pictures_are_reduced_first_with_the_same_pixels(tmp_path: Path, orientation: int, mode: str) -> None:
-    from counting.backbones import Preprocessing
-    from counting.backbones.preprocessing import _REDUCING_GAP, Normalisation, prepare_image, reduction_factors
-    from counting.imaging import Sideways
+    from counting.data.imaging import Sideways
+    from counting.features.backbones import Preprocessing
+    from counting.features.backbones.preprocessing import _REDUCING_GAP, Normalisation, prepare_image, reduction_factors
 
     # Upright 120x88 and 63x62 at input 20 divide by their 4x4 and 3x2 reductions (reduced,
     # then turned: unequal factors must be swapped for the stored picture); 121x91 does not

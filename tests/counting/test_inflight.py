@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from counting.inflight import computed_in_order
+from counting.core.inflight import computed_in_order
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])

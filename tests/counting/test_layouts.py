@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from counting.errors import CountingError
-from counting.layouts import (
+from counting.core.errors import CountingError
+from counting.features.layouts import (
     LAYOUTS,
     check_layout,
     frame_counts,

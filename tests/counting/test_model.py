@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from agp import AGPRegressor
-from counting.errors import ModelFileError
-from counting.model import (
+from counting.core.errors import ModelFileError
+from counting.heads.uncertainty import ConformalInterval
+from counting.model.counting_model import (
     FORMAT_VERSION,
     CountingModel,
     FeatureDimensionError,
     decode_mask,
     encode_mask,
 )
-from counting.uncertainty import ConformalInterval
 
 D = 12
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from counting.multiclass import (
+from counting.heads.multiclass import (
     PerClassRegressor,
     TransformedRegressor,
     apply_gate,
@@ -61,8 +61,8 @@ def test_per_class_and_transformed_regressors_shape_and_values() -> None:
 
 
 def test_flipped_preparation_is_the_mirrored_view(coco_voc20_root: Path) -> None:
-    from counting.backbones import Preprocessing, get_backbone
-    from counting.imaging import load_image
+    from counting.data.imaging import load_image
+    from counting.features.backbones import Preprocessing, get_backbone
 
     photo = sorted((coco_voc20_root / "JPEGImages").glob("*.jpg"))[0]
     backbone = get_backbone("efficientnet-lite0")
@@ -76,10 +76,10 @@ def test_flipped_preparation_is_the_mirrored_view(coco_voc20_root: Path) -> None
 def test_voc_model_on_real_photos_keeps_transform_gate_and_flip(
     coco_voc20_root: Path, session_cache_dir: Path, tmp_path: Path
 ) -> None:
-    from counting.datasets import load_dataset
+    from counting.data.datasets import load_dataset
     from counting.features import FeatureCache
-    from counting.model import CountingModel
-    from counting.training import TrainingConfig, train_model
+    from counting.model.counting_model import CountingModel
+    from counting.train.pipeline import TrainingConfig, train_model
 
     data = load_dataset("voc", coco_voc20_root, split="random:0.25:0")
     # A few photos keep it fast: the first 40 train and 4 test photos of the split.
@@ -101,7 +101,7 @@ def test_voc_model_on_real_photos_keeps_transform_gate_and_flip(
     paths = [str(path) for path in test.paths]
     counts = loaded.count_paths(paths, cache=cache).counts
     # The file path (cached flip-averaged descriptors) and the in-memory path (video frames) agree.
-    from counting.imaging import load_image
+    from counting.data.imaging import load_image
 
     in_memory = np.concatenate([loaded.count_images([load_image(path)]) for path in paths])
     assert counts == pytest.approx(in_memory, abs=1e-3)
@@ -117,9 +117,9 @@ def test_voc_model_on_real_photos_keeps_transform_gate_and_flip(
 
 
 def test_a_cluster_refuses_flip_averaged_extraction() -> None:
-    from counting.backbones import Preprocessing, get_backbone
-    from counting.distributed import extract_features_distributed
-    from counting.distributed.cluster import ClusterError
+    from counting.apply.distributed import extract_features_distributed
+    from counting.apply.distributed.cluster import ClusterError
+    from counting.features.backbones import Preprocessing, get_backbone
 
     # Checked before any task is sent: the workers would not mirror the photos.
     with pytest.raises(ClusterError, match="--flip-average"):

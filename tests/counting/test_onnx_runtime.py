@@ -12,14 +12,21 @@ import torch
 from PIL import Image
 
 from agp import AGPRegressor
-from counting.backbones import Backbone, Preprocessing, configure_runtime, default_runtime, get_backbone, onnx_export
-from counting.backbones.base import adaptive_average_pool
-from counting.backbones.runtime import default_threads
-from counting.errors import BackboneError
+from counting.core.errors import BackboneError
+from counting.data.imaging import image_size, load_image
 from counting.features import FeatureCache, extract_features
+from counting.features.backbones import (
+    Backbone,
+    Preprocessing,
+    configure_runtime,
+    default_runtime,
+    get_backbone,
+    onnx_export,
+)
+from counting.features.backbones.base import adaptive_average_pool
+from counting.features.backbones.runtime import default_threads
 from counting.features.extract import batches_by_shape, extraction_settings
-from counting.imaging import image_size, load_image
-from counting.model import CountingModel, load_model
+from counting.model.counting_model import CountingModel, load_model
 
 TOLERANCE = 1e-4  # the bound between runtimes
 
@@ -349,7 +356,7 @@ def test_exported_files_follow_the_umask_like_any_new_file(
 
 
 def test_cpu_description_names_the_cpu_and_its_vector_extensions() -> None:
-    from counting.backbones.runtime import cpu_description
+    from counting.features.backbones.runtime import cpu_description
 
     text = cpu_description()
     with open("/proc/cpuinfo", encoding="utf-8") as handle:

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from counting.peers import FEATURE_PEERS, CalibratedHOGCounter, HOGPeopleCounter, PeerUnavailable, make_peer
-from counting.peers import hog as hog_module
-from counting.peers.sparse_gp import SparseGPRegressor
+from counting.evaluate.peers import FEATURE_PEERS, CalibratedHOGCounter, HOGPeopleCounter, PeerUnavailable, make_peer
+from counting.evaluate.peers import hog as hog_module
+from counting.evaluate.peers.sparse_gp import SparseGPRegressor
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ needs_hog = pytest.mark.skipif(not hog_module.hog_available(), reason=hog_module
 
 @pytest.fixture(scope="module")
 def mall_frames(mall_root: Path) -> tuple[list[Path], np.ndarray, np.ndarray]:
-    from counting.datasets import load_dataset
+    from counting.data.datasets import load_dataset
 
     dataset = load_dataset("mall", mall_root, split="train=1-6,test=7-8")
     return dataset.paths, dataset.counts, dataset.roi_mask
@@ -153,7 +153,7 @@ def test_calibrated_hog_fits_the_training_counts_at_least_as_well_as_raw_counts(
 def test_unreadable_image_is_a_one_line_error(tmp_path: Path) -> None:
     if not hog_module.hog_available():
         pytest.skip(hog_module.INSTALL_HINT)
-    from counting.errors import ImageError
+    from counting.core.errors import ImageError
 
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(b"not a jpeg")

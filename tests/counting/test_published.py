@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from counting.published import COLUMNS, load_published, published_datasets
+from counting.evaluate.published import COLUMNS, load_published, published_datasets
 
 
 def _value(dataset: str, method: str, metric: str) -> float:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from counting.evaluation import EvaluationResult, score_predictions
-from counting.model import CountingModel
-from counting.report import render_markdown, write_report
-from counting.uncertainty import ConformalInterval
+from counting.evaluate.evaluation import EvaluationResult, score_predictions
+from counting.evaluate.report import render_markdown, write_report
+from counting.heads.uncertainty import ConformalInterval
+from counting.model.counting_model import CountingModel
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -122,7 +122,7 @@ def test_report_without_evaluation_uses_the_model_figures(tmp_path: Path) -> Non
 
 
 def test_markdown_escapes_pipes_in_cells() -> None:
-    from counting.report import Block
+    from counting.evaluate.report import Block
 
     text = render_markdown([Block("table", header=["a"], rows=[["x|y"]])])
     assert "x\\|y" in text

@@ -12,11 +12,8 @@ import cv2
 import numpy as np
 import pytest
 
-import counting.video as video_module
-from counting.evaluation import EvaluationResult, score_predictions
-from counting.model import default_model_path, load_model
-from counting.report import figure_rows
-from counting.smoothing import (
+import counting.apply.video as video_module
+from counting.apply.smoothing import (
     CHOSEN_SPAN,
     CausalSmoother,
     StreamingSmoother,
@@ -25,8 +22,11 @@ from counting.smoothing import (
     centred_label,
     smooth_counts,
 )
-from counting.uncertainty import ConformalInterval
-from counting.video import count_video, overlay_label
+from counting.apply.video import count_video, overlay_label
+from counting.evaluate.evaluation import EvaluationResult, score_predictions
+from counting.evaluate.report import figure_rows
+from counting.heads.uncertainty import ConformalInterval
+from counting.model.counting_model import default_model_path, load_model
 
 LABEL = re.compile(r"(count|smoothed) (-?\d+\.\d) \[(\d+)-(\d+)\]")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from counting.errors import DatasetError
-from counting.tiles import parse_grid, tile_count_matrix, tile_counts
+from counting.core.errors import DatasetError
+from counting.features.tiles import parse_grid, tile_count_matrix, tile_counts
 
 
 def test_one_dot_per_quadrant_of_a_2x2_grid() -> None:

@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from counting.datasets import load_dataset
-from counting.errors import DatasetError
+from counting.core.errors import DatasetError
+from counting.data.datasets import load_dataset
+from counting.data.datasets.splits import cv_folds
+from counting.data.imaging import image_size
 from counting.features import FeatureCache
-from counting.imaging import image_size
-from counting.tiles import tile_count_matrix
-from counting.training import TrainingConfig, calibration_split, cv_folds, train_model
+from counting.features.tiles import tile_count_matrix
+from counting.train.pipeline import TrainingConfig, calibration_split, train_model
 
 
 def test_tail_calibration_holds_out_the_last_frames() -> None:
@@ -102,9 +103,9 @@ def test_whole_frame_rows_weigh_one_over_cells_in_the_fit(mall_small, session_ca
     """The regressor of ``tiles+frame`` is the AGP fitted with the frame rows at weight 1/4 (2x2):
     the same rows at weight 1 (the old fit, 3.92 against 3.68 test MAE on Mall) differ."""
     from agp import AGPRegressor
-    from counting.backbones import Preprocessing, get_backbone
-    from counting.layouts import extract_views, training_rows
-    from counting.tiles import dot_tile_counts
+    from counting.features.backbones import Preprocessing, get_backbone
+    from counting.features.layouts import extract_views, training_rows
+    from counting.features.tiles import dot_tile_counts
 
     config = TrainingConfig(
         input_size=112, grid=(2, 2), whole_frame_rows=True, n_centers=8, max_epochs=2, calibration="none"
@@ -132,7 +133,7 @@ def test_whole_frame_rows_weigh_one_over_cells_in_the_fit(mall_small, session_ca
 
 
 def test_pyramid_model_is_saved_and_counts_images(mall_small, session_cache_dir: Path, tmp_path: Path) -> None:
-    from counting.model import load_model
+    from counting.model.counting_model import load_model
 
     config = TrainingConfig(
         input_size=112, grid=(2, 2), layout="pyramid", n_centers=8, max_epochs=2, calibration="tail"
@@ -145,15 +146,15 @@ def test_pyramid_model_is_saved_and_counts_images(mall_small, session_cache_dir:
     assert loaded.layout == "pyramid" and loaded.grid == (2, 2)
     test = mall_small.subset("test")
     from_files = loaded.count_paths(test.paths[:4], cache=cache).counts
-    from counting.imaging import load_image
+    from counting.data.imaging import load_image
 
     from_images = loaded.count_images([load_image(path) for path in test.paths[:4]])
     np.testing.assert_allclose(from_files, from_images, rtol=1e-3, atol=1e-3)
     assert np.abs(from_files - np.asarray(test.counts[:4])).mean() < 10
     # `count --features` takes the documented (n, 1 + cells, D) array: the frame, then its cells
-    from counting.backbones import Preprocessing, get_backbone
-    from counting.layouts import extract_views, stack_views
-    from counting.model import FeatureDimensionError
+    from counting.features.backbones import Preprocessing, get_backbone
+    from counting.features.layouts import extract_views, stack_views
+    from counting.model.counting_model import FeatureDimensionError
 
     frame, cells = extract_views(
         test.paths[:4], get_backbone(loaded.backbone), Preprocessing(112, mall_small.roi_mask), "pyramid", (2, 2), cache
@@ -199,8 +200,8 @@ def test_cv_calibration_fits_on_every_frame(mall_small, session_cache_dir: Path)
     assert model.training["n_rows"] == 80 and "out-of-fold" in model.validation_metrics["on"]
     counts = mall_small.subset("train").counts
     # out-of-fold predictions beat the out-of-fold mean count (same folds)
-    from counting import defaults
-    from counting.training import CV_BLOCK
+    from counting.core import defaults
+    from counting.train.pipeline import CV_BLOCK
 
     baseline = np.zeros_like(counts)
     for fold in cv_folds(np.arange(1, 81), defaults.CALIBRATION_FOLDS, True, 0, CV_BLOCK):

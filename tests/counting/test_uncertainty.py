@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from counting.errors import ModelFileError
-from counting.uncertainty import ConformalInterval, choose_scale, conformal_quantile, conformal_rank
+from counting.core.errors import ModelFileError
+from counting.heads.uncertainty import ConformalInterval, choose_scale, conformal_quantile, conformal_rank
 
 
 def test_finite_sample_rank_is_ceil_n_plus_one_times_level() -> None:

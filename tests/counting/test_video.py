@@ -10,11 +10,11 @@ import cv2
 import numpy as np
 import pytest
 
-from counting.datasets import load_dataset
-from counting.errors import StreamError
+from counting.apply.video import VideoSource, annotate, count_video
+from counting.core.errors import StreamError
+from counting.data.datasets import load_dataset
 from counting.features import FeatureCache
-from counting.training import TrainingConfig, train_model
-from counting.video import VideoSource, annotate, count_video
+from counting.train.pipeline import TrainingConfig, train_model
 
 N_FRAMES = 10
 

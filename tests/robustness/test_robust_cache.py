@@ -16,8 +16,8 @@ from robust_helpers import (
     run_cli_process,
 )
 
+from counting.core.files import OutputError
 from counting.features import FeatureCache
-from counting.files import OutputError
 
 
 def warnings_in(stderr: str) -> list[str]:

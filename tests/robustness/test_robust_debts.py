@@ -26,7 +26,7 @@ from robust_helpers import (
     snapshot,
 )
 
-from counting.model import load_model
+from counting.model.counting_model import load_model
 
 
 def _truncated_jpeg(path: Path, size: tuple[int, int]) -> Path:
@@ -120,12 +120,12 @@ def test_ctrl_c_while_fitting_keeps_the_old_model_and_says_so(tmp_path: Path, fo
 def test_ctrl_c_during_the_test_evaluation_writes_no_model(
     cli, tmp_path: Path, folder_dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import counting.evaluation
+    import counting.evaluate.evaluation
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(counting.evaluation, "evaluate_model", interrupted)
+    monkeypatch.setattr(counting.evaluate.evaluation, "evaluate_model", interrupted)
     out = tmp_path / "new.npz"
     result = cli(*_train(folder_dataset, out), "--no-cache")
     line = assert_one_error(result, "interrupted: no model written", f"{out} was not created", code=130)
@@ -136,12 +136,12 @@ def test_ctrl_c_during_the_test_evaluation_writes_no_model(
 def test_ctrl_c_after_the_save_says_the_model_is_saved(
     cli, tmp_path: Path, folder_dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import counting.plots
+    import counting.evaluate.plots
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(counting.plots, "plot_loss", interrupted)
+    monkeypatch.setattr(counting.evaluate.plots, "plot_loss", interrupted)
     out = tmp_path / "new.npz"
     assert_one_error(cli(*_train(folder_dataset, out)), f"interrupted: model saved to {out}", code=130)
     assert load_model(out).input_size == 64

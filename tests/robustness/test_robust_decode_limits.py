@@ -24,10 +24,10 @@ import pytest
 from PIL import Image
 from robust_helpers import REPO_ROOT, assert_one_error, make_image
 
-from counting.errors import CountingError, ImageError
-from counting.imaging import MAX_IMAGE_BYTES, image_size, load_image, load_pixels
-from counting.inputs import count_in_chunks
-from counting.model import CountResult
+from counting.apply.chunks import count_in_chunks
+from counting.core.errors import CountingError, ImageError
+from counting.data.imaging import MAX_IMAGE_BYTES, image_size, load_image, load_pixels
+from counting.model.counting_model import CountResult
 
 MALL_FRAME = REPO_ROOT.parent / "shared" / "data" / "mall-train" / "frames" / "seq_000001.jpg"
 ROUTES = {
@@ -300,7 +300,7 @@ def test_a_run_that_fits_one_chunk_is_one_plain_call() -> None:
 
 @pytest.mark.skipif(not MALL_FRAME.exists(), reason="needs the shared Mall frames")
 def test_chunked_counts_are_the_counts_of_one_call(tmp_path: Path) -> None:
-    from counting.model import load_model
+    from counting.model.counting_model import load_model
 
     model = load_model(REPO_ROOT / "models" / "default.npz")
     frames = sorted(MALL_FRAME.parent.glob("seq_0000[0-3]*.jpg"))[:40]
@@ -317,8 +317,8 @@ import sys
 import numpy as np
 import counting.features
 from counting.features.extract import FeatureSet
-from counting.inputs import count_in_chunks
-from counting.model import CountingModel, load_model
+from counting.apply.chunks import count_in_chunks
+from counting.model.counting_model import CountingModel, load_model
 
 def extract(paths, backbone, prep=None, grid=None, **options):
     rows = np.random.default_rng(len(paths)).random((len(paths), 1000), dtype=np.float32)

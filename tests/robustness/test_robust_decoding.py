@@ -20,8 +20,8 @@ import pytest
 from PIL import Image
 from robust_helpers import REPO_ROOT, assert_one_error, make_video
 
-from counting.errors import ImageError
-from counting.imaging import load_image, load_pixels
+from counting.core.errors import ImageError
+from counting.data.imaging import load_image, load_pixels
 
 
 def _jpeg_bytes(size: tuple[int, int] = (64, 48), seed: int = 0) -> bytes:
@@ -116,8 +116,8 @@ def test_a_huge_file_of_another_kind_named_jpg_is_not_read_whole(tmp_path: Path)
         handle.truncate(512 << 20)
     code = (
         "import sys\n"
-        "from counting.imaging import load_pixels\n"
-        "from counting.errors import ImageError\n"
+        "from counting.data.imaging import load_pixels\n"
+        "from counting.core.errors import ImageError\n"
         "try:\n    load_pixels(sys.argv[1])\nexcept ImageError as error:\n    print(error)\n"
         # VmHWM is this process's own peak (ru_maxrss would carry the forking parent's over exec).
         "hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0]\n"

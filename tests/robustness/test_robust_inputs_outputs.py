@@ -111,7 +111,7 @@ def test_count_refuses_the_model_the_cache_and_an_image(cli, tmp_path: Path, mod
 
 def test_check_outputs_rule() -> None:
     """The one rule, directly: same file, inside a data folder, twice named, or fine."""
-    from counting.files import OutputError, check_outputs
+    from counting.core.files import OutputError, check_outputs
 
     here = REPO_ROOT / "models"
     with pytest.raises(OutputError, match="is also an input"):

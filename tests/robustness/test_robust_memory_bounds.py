@@ -11,10 +11,10 @@ import pytest
 from PIL import Image
 from robust_helpers import assert_one_error, make_image
 
-from counting.backbones import Preprocessing
-from counting.backbones.preprocessing import MAX_INPUT_PIXELS, MAX_LONG_SIDE
-from counting.errors import ImageError
-from counting.imaging import load_image
+from counting.core.errors import ImageError
+from counting.data.imaging import load_image
+from counting.features.backbones import Preprocessing
+from counting.features.backbones.preprocessing import MAX_INPUT_PIXELS, MAX_LONG_SIDE
 
 
 def png_with_header_size(path: Path, width: int, height: int) -> Path:

@@ -11,8 +11,8 @@ import pytest
 from robust_helpers import assert_one_error, make_image, needs_non_root
 from test_robust_memory_bounds import png_with_header_size
 
-from counting import imaging
-from counting.errors import ImageError
+from counting.core.errors import ImageError
+from counting.data import imaging
 
 
 def test_permission_denied_is_not_cannot_decode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,8 +16,8 @@ from robust_helpers import (
     write_model,
 )
 
-from counting.errors import ModelFileError
-from counting.model import load_model
+from counting.core.errors import ModelFileError
+from counting.model.counting_model import load_model
 
 
 def _meta(document: dict) -> dict:

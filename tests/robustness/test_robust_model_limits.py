@@ -1,5 +1,5 @@
 """Issue 24: a model file is checked member by member before any array is read, and every
-metadata field against a schema (counting.model_schema.check_archive and check_metadata).
+metadata field against a schema (counting.model.schema.check_archive and check_metadata).
 
 Hostile archives are built on the fly from the shipped model: members rewritten with hand-made
 ``.npy`` headers, and a decompression bomb streamed in chunks, so the tests themselves stay small.
@@ -21,9 +21,9 @@ import pytest
 from numpy.lib import format as npy
 from robust_helpers import DEFAULT_MODEL, REPO_ROOT, assert_one_error, model_parts, write_model
 
-from counting import model_schema
-from counting.errors import ModelFileError
-from counting.model import CountingModel, load_model
+from counting.core.errors import ModelFileError
+from counting.model import schema as model_schema
+from counting.model.counting_model import CountingModel, load_model
 
 SHIPPED = sorted((REPO_ROOT / "models").glob("*.npz"))
 

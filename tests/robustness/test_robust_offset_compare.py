@@ -22,13 +22,13 @@ import pytest
 from robust_helpers import assert_one_error, model_parts, write_model
 
 from agp import AGPRegressor
-from counting.comparison.data import ComparisonData
-from counting.comparison.models import run_model
-from counting.density.conv_head import ConvDensityHead, parameter_shapes
-from counting.density.conv_persistence import conv_head_from_document, conv_head_to_document
-from counting.density.persistence import DensityHeadError
-from counting.errors import CountingError
-from counting.model import CountingModel, load_model
+from counting.core.errors import CountingError
+from counting.evaluate.comparison.data import ComparisonData
+from counting.evaluate.comparison.models import run_model
+from counting.heads.density.conv_head import ConvDensityHead, parameter_shapes
+from counting.heads.density.conv_persistence import conv_head_from_document, conv_head_to_document
+from counting.heads.density.persistence import DensityHeadError
+from counting.model.counting_model import CountingModel, load_model
 
 CHANNELS = 40  # block4 of efficientnet-lite0
 TRAIN_SPLIT = "train=1-20,test=21-40"

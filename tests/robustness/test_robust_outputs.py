@@ -21,9 +21,9 @@ from robust_helpers import (
     snapshot,
 )
 
-from counting.errors import CountingError
-from counting.files import atomic_write, atomic_write_text, check_writable
-from counting.model import load_model
+from counting.core.errors import CountingError
+from counting.core.files import atomic_write, atomic_write_text, check_writable
+from counting.model.counting_model import load_model
 
 
 def train_args(root: Path, out: Path) -> list:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from robust_helpers import assert_one_error, assert_unchanged, make_image, snapshot
 
-from counting.datasets import load_dataset
-from counting.errors import DatasetError
+from counting.core.errors import DatasetError
+from counting.data.datasets import load_dataset
 
 BOX = "<xmin>{0}</xmin><ymin>{1}</ymin><xmax>{2}</xmax><ymax>{3}</ymax>"
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from robust_helpers import assert_one_error, assert_unchanged, make_image, snapshot
 
-from counting.errors import BackboneError
+from counting.core.errors import BackboneError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,7 @@ def test_count_json_onto_the_model_refused_and_model_kept(cli, tmp_path: Path) -
     shutil.copyfile(REPO / "models" / "default.npz", model)
     image = make_image(tmp_path / "a.png")
     before = snapshot(model)
-    assert_one_error(cli("count", image, "-m", model, "--json", model), "mine.npz", "output is also an input")
+    assert_one_error(cli("count", image, "-m", model, "--json", model), "mine.npz", "is also an input of this command")
     assert_unchanged(before)
 
 
@@ -29,7 +29,7 @@ def test_count_csv_onto_an_image_of_a_folder_refused(cli, tmp_path: Path) -> Non
     folder.mkdir()
     image = make_image(folder / "a.png")
     before = snapshot(image)
-    assert_one_error(cli("count", folder, "--csv", image), "a.png", "output is also an input")
+    assert_one_error(cli("count", folder, "--csv", image), "a.png", "is also an input of this command")
     assert_unchanged(before)
 
 
@@ -41,7 +41,9 @@ def test_features_out_onto_an_input_refused(cli, tmp_path: Path) -> None:
     listed.write_text("keep\n")
     before = snapshot(listed)
     # ... but named explicitly it is an input, and the CSV output must not replace it.
-    assert_one_error(cli("features", inputs / "a.png", listed, "-o", listed, "--no-cache"), "output is also an input")
+    assert_one_error(
+        cli("features", inputs / "a.png", listed, "-o", listed, "--no-cache"), "is also an input of this command"
+    )
     assert_unchanged(before)
 
 
@@ -62,7 +64,7 @@ def test_video_annotated_onto_its_source_refused(cli, tmp_path: Path) -> None:
 
     clip = make_video(tmp_path / "clip.avi", n_frames=4)
     before = snapshot(clip)
-    assert_one_error(cli("video", clip, "--annotated", clip), "clip.avi", "output is also an input")
+    assert_one_error(cli("video", clip, "--annotated", clip), "clip.avi", "is also an input of this command")
     assert_unchanged(before)
 
 
@@ -75,7 +77,7 @@ def test_absurd_thread_counts_are_one_line(cli, tmp_path: Path, threads: str) ->
 
 
 def test_exported_network_giving_nan_stops_with_the_file_named(tmp_path: Path) -> None:
-    from counting.backbones.onnx_export import OnnxTrunk
+    from counting.features.backbones.onnx_export import OnnxTrunk
 
     class _NanSession:
         def run(self, names, feeds):

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from counting.backbones import Preprocessing, get_backbone
-from counting.errors import ImageError
-from counting.imaging import image_size, load_image, load_pixels
+from counting.core.errors import ImageError
+from counting.data.imaging import image_size, load_image, load_pixels
+from counting.features.backbones import Preprocessing, get_backbone
 
 
 @pytest.fixture(scope="module")

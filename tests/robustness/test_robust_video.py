@@ -22,9 +22,9 @@ from robust_helpers import (
     snapshot,
 )
 
-from counting.errors import StreamError
-from counting.model import load_model
-from counting.video import FrameReader, VideoSource
+from counting.apply.video import FrameReader, VideoSource
+from counting.core.errors import StreamError
+from counting.model.counting_model import load_model
 
 
 @pytest.fixture

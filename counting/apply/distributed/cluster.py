@@ -1,0 +1,93 @@
+"""Connecting to a Dask cluster: ``local:N`` starts one on this machine, anything else is a
+scheduler address (``tcp://host:8786``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from counting.core.errors import CountingError
+
+__all__ = ["ClusterError", "open_cluster", "parse_cluster"]
+
+# Seconds to wait for a scheduler; COUNTING_CLUSTER_TIMEOUT overrides (slow networks, tests).
+CONNECT_TIMEOUT_S = 20
+
+
+class ClusterError(CountingError):
+    """The cluster cannot be reached or started, or a worker cannot do its part."""
+
+
+# Dask's own address forms: PROTOCOL://HOST[:PORT] or HOST:PORT (tcp). HOST is a name, an IPv4
+# address or a bracketed IPv6 one; anything else fails inside distributed with a ValueError
+# traceback, so it is refused here, while the options are parsed.
+_ADDRESS = re.compile(
+    r"^(?:(?P<protocol>[a-z][a-z0-9+.-]*)://)?(?P<host>\[[0-9a-f:.]+\]|[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?)(?::(?P<port>\d{1,5}))?$",
+    re.IGNORECASE,
+)
+PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+ACCEPTED = "local:N (N worker processes here) or a scheduler address PROTOCOL://HOST:PORT such as tcp://host:8786"
+
+
+def parse_cluster(text: str) -> int | str:
+    """``"local:N"`` -> N worker processes; a scheduler address -> that address.
+
+    Raises :class:`ClusterError` naming the accepted forms for anything else.
+    """
+    value = text.strip()
+    if value.lower() == "local" or value.lower().startswith("local:"):
+        _, _, number = value.partition(":")
+        if not number.strip().isdigit() or not 1 <= int(number) <= 1024:
+            raise ClusterError(f"--cluster {text}: expected local:N with 1 <= N <= 1024 worker processes, e.g. local:2")
+        return int(number)
+    match = _ADDRESS.match(value)
+    protocol = (match.group("protocol") or "tcp").lower() if match else None
+    port = match.group("port") if match else None
+    if match is None or protocol not in PROTOCOLS or (port is not None and not 0 < int(port) < 65536):
+        shown = f" {text}" if value else ""
+        raise ClusterError(f"--cluster{shown}: expected {ACCEPTED}")
+    if protocol != "inproc" and port is None:
+        raise ClusterError(
+            f"--cluster {text}: the scheduler address needs a port, e.g. {protocol}://{match.group('host')}:8786"
+        )
+    return value
+
+
+@contextmanager
+def open_cluster(text: str, *, quiet: bool = True) -> Iterator[Any]:
+    """A connected ``distributed.Client``; a ``local:N`` cluster is shut down on exit.
+
+    Local workers are separate processes with one task thread each: the forward pass inside a
+    task is already multi-threaded, and a process per worker keeps one backbone per process.
+    """
+    from distributed import Client, LocalCluster
+
+    target = parse_cluster(text)
+    cluster = None
+    try:
+        if isinstance(target, int):
+            cluster = LocalCluster(
+                n_workers=target,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.ERROR if quiet else logging.WARNING,
+            )
+            client = Client(cluster)
+        else:
+            client = Client(target, timeout=float(os.environ.get("COUNTING_CLUSTER_TIMEOUT", CONNECT_TIMEOUT_S)))
+    except (OSError, TimeoutError, ValueError) as error:  # ValueError: an address distributed cannot use
+        if cluster is not None:
+            cluster.close()
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ClusterError(f"{text}: cannot reach a Dask scheduler ({detail})") from None
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

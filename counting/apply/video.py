@@ -1,0 +1,681 @@
+"""Counting on video: files, webcams and RTSP/HTTP streams through OpenCV.
+
+A reader thread decodes frames (skipping ``stride - 1`` frames with ``grab``, which does not
+decode) while the main thread counts batches of frames, so decoding overlaps the forward pass.
+Each frame's record is written and flushed as soon as its count exists, so an interrupted run
+keeps everything computed so far. A stream that drops is reopened with exponential back-off.
+
+Finite or live: a file is finite; a URL is finite when the opened capture reports a frame
+count (an HTTP URL of a video file does, a camera stream does not). A finite source ends at its
+end and is never reopened (reopening would read it again from frame 0); a finite source that
+stops well before its frame count is damaged, which is reported with the frame number. Only
+live sources reconnect, within one retry budget for the whole run that also covers the first
+connection.
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import json
+import math
+import os
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from counting.apply.smoothing import CausalSmoother
+from counting.core import defaults
+from counting.core.columns import class_column
+from counting.core.errors import CountingError, StreamError
+from counting.core.inflight import computed_in_order
+from counting.core.signals import sigterm_as_interrupt
+
+URL_PREFIXES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://")
+OPEN_TIMEOUT_MS = 5000
+READ_TIMEOUT_MS = 5000
+# Container frame counts are estimates for some formats (duration x fps); a file counts as
+# damaged only when it stops more than this many frames (or 1 %) before its stated count.
+FRAME_COUNT_SLACK = 2
+# With --ignore-errors, how many undecodable frames in a row are skipped before giving up.
+MAX_CONSECUTIVE_BAD_FRAMES = 25
+
+
+@dataclass(frozen=True)
+class VideoSource:
+    """What the user asked to read: a file, a webcam index or a network URL."""
+
+    spec: str
+    kind: str  # "file" | "webcam" | "url"
+    live: bool | None = None  # None: decided when opened (see the module docstring)
+
+    @classmethod
+    def parse(cls, spec: str) -> VideoSource:
+        text = str(spec).strip()
+        if text.isdigit():
+            return cls(text, "webcam")
+        if text.lower().startswith(URL_PREFIXES):
+            return cls(text, "url")
+        if not Path(text).is_file():
+            raise StreamError(f"{text}: video file not found")
+        return cls(text, "file")
+
+    @property
+    def is_live(self) -> bool:
+        """Live before opening: webcams and URLs, unless ``live`` says otherwise."""
+        return self.live if self.live is not None else self.kind != "file"
+
+    def open(self) -> cv2.VideoCapture:
+        """Open the source once; StreamError naming it when OpenCV cannot."""
+        # FFmpeg and OpenCV print their own warnings straight to the terminal; the user gets our
+        # one-line StreamError instead. Both settings are read when a capture is opened.
+        os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+        if self.kind == "webcam":
+            capture = cv2.VideoCapture(int(self.spec))
+        elif self.kind == "url":
+            # Bounded timeouts: an unreachable host must fail in seconds, not hang.
+            capture = cv2.VideoCapture(
+                self.spec,
+                cv2.CAP_FFMPEG,
+                [
+                    cv2.CAP_PROP_OPEN_TIMEOUT_MSEC,
+                    OPEN_TIMEOUT_MS,
+                    cv2.CAP_PROP_READ_TIMEOUT_MSEC,
+                    READ_TIMEOUT_MS,
+                ],
+            )
+        else:
+            capture = cv2.VideoCapture(self.spec)
+        if not capture.isOpened():
+            capture.release()
+            what = {
+                "file": "cannot be decoded as a video",
+                "webcam": "no such camera",
+                "url": "cannot open the stream (unreachable or not a video stream)",
+            }[self.kind]
+            raise StreamError(f"{self.spec}: {what}")
+        return capture
+
+
+@dataclass
+class Frame:
+    index: int  # 0-based position of the frame in the source
+    image: np.ndarray  # BGR, as OpenCV decodes it
+    time_s: float
+    prepared: Any = None  # the network input, made in the reader thread when a preparer is given
+
+
+@dataclass(frozen=True)
+class DecodeProblem:
+    """A frame of a finite source that could not be decoded (a warning, not the end)."""
+
+    frame: int
+    message: str
+
+
+_END = object()
+
+
+class FrameReader:
+    """Background reader yielding every ``stride``-th frame; reconnects a dropped live stream.
+
+    At most ``max_retries`` reopen attempts are made in the whole run (the first connection of
+    a URL included), with delays ``backoff * 2**k`` seconds for the k-th failure in a row; after
+    that the stream counts as lost (StreamError). A finite source ends at its end; frames it
+    cannot decode before that are reported as :class:`DecodeProblem` and end the reading,
+    unless ``skip_bad_frames``, which skips them.
+    """
+
+    def __init__(
+        self,
+        source: VideoSource,
+        stride: int = 1,
+        max_frames: int | None = None,
+        max_retries: int = 5,
+        backoff: float = 0.5,
+        buffer: int = 32,
+        on_retry: Callable[[int, float], None] | None = None,
+        prepare: Callable[[np.ndarray], Any] | None = None,
+        skip_bad_frames: bool = False,
+        on_problem: Callable[[DecodeProblem], None] | None = None,
+    ) -> None:
+        if stride < 1:
+            raise StreamError(f"{source.spec}: --stride must be at least 1, got {stride}")
+        self.source = source
+        self.stride = stride
+        self.max_frames = max_frames
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.on_retry = on_retry
+        self.on_problem = on_problem
+        self.prepare = prepare
+        self.skip_bad_frames = skip_bad_frames
+        self.retries_used = 0
+        self._stop = threading.Event()
+        self.capture = self._first_connection()
+        count = self.capture.get(cv2.CAP_PROP_FRAME_COUNT)
+        self.frame_count = int(count) if count and np.isfinite(count) and count > 0 else None
+        if source.live is not None:
+            self.live = source.live
+        else:
+            self.live = source.kind == "webcam" or (source.kind == "url" and self.frame_count is None)
+        self.problems: list[DecodeProblem] = []
+        fps = self.capture.get(cv2.CAP_PROP_FPS)
+        self.fps = float(fps) if fps and np.isfinite(fps) and fps > 0 else 25.0
+        self.frame_size = (
+            int(self.capture.get(cv2.CAP_PROP_FRAME_WIDTH)),
+            int(self.capture.get(cv2.CAP_PROP_FRAME_HEIGHT)),
+        )
+        self._queue: queue.Queue = queue.Queue(maxsize=buffer)
+        self._thread = threading.Thread(target=self._run, name="frame-reader", daemon=True)
+        self._started = time.monotonic()
+
+    def __enter__(self) -> FrameReader:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        # Unblock a reader waiting on a full queue.
+        while self._thread.is_alive():
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._thread.join(timeout=0.05)
+        self.capture.release()
+
+    def _first_connection(self) -> cv2.VideoCapture:
+        """Open the source; a URL gets the same retry budget as a dropped stream."""
+        try:
+            return self.source.open()
+        except StreamError:
+            if self.source.kind != "url" or self.source.live is False:
+                raise
+        capture = self._retry_open()
+        if capture is None:
+            raise StreamError(
+                f"{self.source.spec}: cannot open the stream after {self.retries_used} reconnection attempts"
+            )
+        return capture
+
+    def _retry_open(self) -> cv2.VideoCapture | None:
+        """Reopen within what is left of the run's retry budget; None when it is spent."""
+        failures = 0
+        while self.retries_used < self.max_retries:
+            delay = self.backoff * (2**failures)
+            if self.on_retry is not None:
+                self.on_retry(self.retries_used + 1, delay)
+            if self._stop.wait(delay):
+                return None
+            self.retries_used += 1
+            try:
+                return self.source.open()
+            except StreamError:
+                failures += 1
+        return None
+
+    def _reconnect(self) -> bool:
+        self.capture.release()
+        capture = self._retry_open()
+        if capture is None:
+            return False
+        self.capture = capture
+        return True
+
+    def _ended_early(self, position: int) -> bool:
+        if self.frame_count is None:
+            return False
+        return self.frame_count - position > max(FRAME_COUNT_SLACK, self.frame_count // 100)
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        position, delivered = 0, 0
+        first_bad: int | None = None  # start of the current run of undecodable frames
+        stated = f" of {self.frame_count}" if self.frame_count else ""
+        try:
+            while not self._stop.is_set():
+                if self.max_frames is not None and delivered >= self.max_frames:
+                    break
+                wanted = position % self.stride == 0
+                grabbed = self.capture.grab()
+                ok, image = grabbed, None
+                if ok and wanted:
+                    ok, image = self.capture.retrieve()
+                if not ok:
+                    if not self.live:
+                        if not (grabbed or self._ended_early(position)):
+                            break  # the real end of the file
+                        # A frame the container promises but that cannot be decoded.
+                        first_bad = position if first_bad is None else first_bad
+                        if self.skip_bad_frames and position - first_bad < MAX_CONSECUTIVE_BAD_FRAMES:
+                            position += 1
+                            self.capture.set(cv2.CAP_PROP_POS_FRAMES, position)
+                            continue
+                        self._put(
+                            DecodeProblem(
+                                first_bad,
+                                f"{self.source.spec}: cannot read past frame {first_bad}{stated} "
+                                "(damaged or truncated file)",
+                            )
+                        )
+                        first_bad = None
+                        break
+                    if not self._reconnect():
+                        self._put(
+                            StreamError(
+                                f"{self.source.spec}: stream lost and {self.max_retries} reconnection attempts failed"
+                            )
+                        )
+                        return
+                    continue
+                if wanted:
+                    stamp = position / self.fps if not self.live else time.monotonic() - self._started
+                    prepared = self.prepare(image) if self.prepare is not None else None
+                    if not self._put(Frame(position, image, stamp, prepared)):
+                        return
+                    delivered += 1
+                if first_bad is not None:  # skipped frames, then a good one again
+                    bad = f"frame {first_bad}" if position - first_bad == 1 else f"frames {first_bad}-{position - 1}"
+                    self._put(DecodeProblem(first_bad, f"{self.source.spec}: {bad}{stated} cannot be decoded"))
+                    first_bad = None
+                position += 1
+        except CountingError as error:  # e.g. a frame that does not fit the model's ROI mask
+            self._put(error)
+            return
+        except Exception as error:  # noqa: BLE001 - hand any decoder failure to the main thread
+            self._put(StreamError(f"{self.source.spec}: {error}"))
+            return
+        self._put(_END)
+
+    def batches(self, batch_size: int) -> Iterator[list[Frame]]:
+        """Full batches of ``batch_size`` frames (the last may be shorter).
+
+        Fixed-size batches keep the backbone on one traced input shape; a partial batch would
+        trigger a new trace, which costs far more than waiting for a few frames.
+        """
+        batch: list[Frame] = []
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                break
+            if isinstance(item, DecodeProblem):
+                self.problems.append(item)
+                if self.on_problem is not None:
+                    self.on_problem(item)
+                continue
+            if isinstance(item, CountingError):
+                if batch:
+                    yield batch
+                raise item
+            batch.append(item)
+            if len(batch) >= batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+
+class RecordSink:
+    """Per-frame records to CSV or JSON lines (by suffix), one whole row per write.
+
+    Opened only once the source is open (a missing video must not empty an existing file).
+    Each row is formatted first and written with one unbuffered write; if the disk fills up in
+    the middle of it, the file is cut back to the end of the last whole row, so a reader never
+    sees half a row.
+    """
+
+    def __init__(self, path: str | Path, fields: list[str]) -> None:
+        self.path = Path(path)
+        self.fields = fields
+        self.format = "csv" if self.path.suffix.lower() == ".csv" else "jsonl"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed in close()
+        except OSError as error:
+            raise StreamError(f"{self.path}: cannot write ({_reason(error)})") from None
+        self.written = 0
+        self._good_size = 0
+        if self.format == "csv":
+            self._write_line(self._csv_line(fields))
+
+    @staticmethod
+    def _csv_line(cells: list[Any]) -> str:
+        buffer = io.StringIO()
+        csv.writer(buffer).writerow(cells)
+        return buffer.getvalue()
+
+    def _write_line(self, line: str) -> None:
+        data = line.encode("utf-8", "surrogateescape")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[self._handle.write(view) :]
+        except OSError as error:
+            self._cut_back()
+            kept = f"; {self.written} rows kept" if self.written else ""
+            raise StreamError(f"{self.path}: cannot write ({_reason(error)}){kept}") from None
+        self._good_size += len(data)
+
+    def _cut_back(self) -> None:
+        try:
+            if self._handle.seekable():
+                self._handle.truncate(self._good_size)
+                self._handle.seek(self._good_size)
+        except OSError:
+            pass  # nothing more can be done on a device that refuses even that
+
+    def write(self, record: dict) -> None:
+        if self.format == "csv":
+            line = self._csv_line([_csv_value(record.get(key)) for key in self.fields])
+        else:
+            line = json.dumps(record) + "\n"
+        self._write_line(line)
+        self.written += 1
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def _reason(error: OSError) -> str:
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device"
+    return error.strerror or str(error)
+
+
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "" if value is None else value
+
+
+def overlay_label(record: dict, names: list[str] | None = None) -> str:
+    """The text drawn on a frame, made from its record: a count beside its own interval only.
+
+    With smoothing, the smoothed count and the smoothed count's interval (``smoothed_low``,
+    ``smoothed_high``); without, the frame's own count and interval. The ends are rounded
+    outwards, so the drawn interval holds the drawn count whenever the record's interval holds the
+    record's count. Per-class models draw the total over the classes, without an interval (the
+    classes' intervals do not make one for the total).
+    """
+    if names:
+        key = "smoothed" if class_column("smoothed", names[0]) in record else "count"
+        return f"{key} {sum(float(record[class_column(key, name)]) for name in names):.1f}"
+    key = "smoothed" if "smoothed" in record else "count"
+    low_key, high_key = ("smoothed_low", "smoothed_high") if key == "smoothed" else ("low", "high")
+    text = f"{key} {float(record[key]):.1f}"
+    if record.get(low_key) is not None and record.get(high_key) is not None:
+        text += f" [{math.floor(record[low_key]):d}-{math.ceil(record[high_key]):d}]"
+    return text
+
+
+def annotate(image: np.ndarray, text: str) -> np.ndarray:
+    """Draw the count in a dark box in the top-left corner (scaled to the frame height)."""
+    scale = max(0.5, image.shape[0] / 480.0)
+    thickness = max(1, int(round(2 * scale)))
+    (width, height), baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.8 * scale, thickness)
+    pad = int(8 * scale)
+    cv2.rectangle(image, (0, 0), (width + 2 * pad, height + baseline + 2 * pad), (0, 0, 0), -1)
+    cv2.putText(
+        image,
+        text,
+        (pad, pad + height),
+        cv2.FONT_HERSHEY_SIMPLEX,
+        0.8 * scale,
+        (0, 255, 255),
+        thickness,
+        cv2.LINE_AA,
+    )
+    return image
+
+
+def open_video_writer(path: str | Path, fps: float, frame_size: tuple[int, int]) -> cv2.VideoWriter:
+    """A writer for the annotated video; codec by suffix (.avi: MJPG, otherwise mp4v)."""
+    target = Path(path)
+    fourcc = cv2.VideoWriter_fourcc(*("MJPG" if target.suffix.lower() == ".avi" else "mp4v"))
+    writer = cv2.VideoWriter(str(target), fourcc, fps, frame_size)
+    if not writer.isOpened():
+        raise StreamError(f"{target}: cannot write a video here (try a .avi or .mp4 name)")
+    return writer
+
+
+@dataclass
+class VideoRun:
+    """What a video run did."""
+
+    source: str
+    frames: int = 0
+    seconds: float = 0.0
+    source_fps: float = 0.0
+    stride: int = 1
+    retries: int = 0
+    interrupted: bool = False
+    mean_count: float | None = None
+    records: list[dict] = field(default_factory=list)
+    problems: list[DecodeProblem] = field(default_factory=list)  # frames that could not be decoded
+
+    @property
+    def frames_per_second(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def realtime_ratio(self) -> float:
+        """Source seconds processed per wall-clock second (>= 1: keeps up with the source)."""
+        if self.seconds <= 0 or self.source_fps <= 0:
+            return 0.0
+        return self.frames * self.stride / self.source_fps / self.seconds
+
+
+def count_video(
+    model: Any,
+    source: str | VideoSource,
+    stride: int = 1,
+    smooth_window: int = 1,
+    records_path: str | Path | None = None,
+    output_video: str | Path | None = None,
+    batch_size: int = defaults.VIDEO_BATCH_SIZE,
+    max_frames: int | None = None,
+    max_retries: int = 5,
+    backoff: float = 0.5,
+    on_record: Callable[[dict], None] | None = None,
+    on_retry: Callable[[int, float], None] | None = None,
+    keep_records: bool = False,
+    skip_bad_frames: bool = False,
+    on_problem: Callable[[DecodeProblem], None] | None = None,
+) -> VideoRun:
+    """Count people in every ``stride``-th frame of ``source``.
+
+    Records (frame, time_s, count[, low, high][, smoothed[, smoothed_low, smoothed_high]]) go to
+    ``records_path`` as they are computed. ``smooth_window`` N > 1 adds the causal filter's count
+    (``counting.apply.smoothing.CausalSmoother``, span N counted frames: frames <= t only) with its own
+    interval, the model's calibrated interval around the smoothed count; the annotated video then
+    draws that pair (``overlay_label``), never a smoothed count beside the frame's raw interval.
+    Ctrl-C (or SIGTERM, when called from the main thread) stops cleanly: the run is returned with
+    ``interrupted=True``, everything written so far stays on disk and the annotated video is
+    closed so that it plays. The annotated video is written under a temporary name and renamed
+    into place when closed (an existing file is replaced only by a video with at least one frame). Frames of a finite source that cannot be decoded end up in
+    ``run.problems``; ``skip_bad_frames`` reads on past them.
+    """
+    video = source if isinstance(source, VideoSource) else VideoSource.parse(source)
+    names = model.class_names
+    # Per-class columns are named as `counting count` names them (counting.core.columns).
+    count_fields = [class_column("count", name) for name in names] if names else ["count"]
+    fields = ["frame", "time_s"] + count_fields
+    if model.interval is not None:
+        fields += [class_column(kind, name) for kind in ("low", "high") for name in names] if names else ["low", "high"]
+    if smooth_window > 1:
+        smoothed_kinds = ["smoothed"] + (["smoothed_low", "smoothed_high"] if model.interval is not None else [])
+        fields += [class_column(kind, name) for kind in smoothed_kinds for name in names] if names else smoothed_kinds
+    smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
+    sink = None
+    writer = None
+    video_temporary: Path | None = None
+    run = VideoRun(source=video.spec, stride=stride)
+    total = 0.0
+    started = time.perf_counter()
+    stack = ExitStack()
+    stack.enter_context(sigterm_as_interrupt())  # SIGTERM stops the run like Ctrl-C (counting.core.signals)
+    try:
+
+        def prepare(image: np.ndarray) -> Any:
+            # Runs in the reader thread: colour conversion, resize and normalisation overlap
+            # the forward pass of the previous batch (OpenCV, PIL and torch release the GIL).
+            return model.prepare_image(image, source=video.spec, bgr=True)
+
+        reader = FrameReader(
+            video,
+            stride,
+            max_frames,
+            max_retries,
+            backoff,
+            on_retry=on_retry,
+            prepare=prepare,
+            skip_bad_frames=skip_bad_frames,
+            on_problem=on_problem,
+        )
+        with reader:
+            run.source_fps = reader.fps
+            run.problems = reader.problems
+            # Outputs are opened only now that the source is open and gives frames.
+            if output_video is not None:
+                video_temporary = _temporary_beside(Path(output_video))
+                writer = open_video_writer(video_temporary, reader.fps / stride, reader.frame_size)
+            try:
+                # A density-head model draws its map on the annotated video: one pass gives both.
+                head = getattr(model, "density_head", None)
+                with_density = writer is not None and head is not None
+                for batch, counts, densities in _counted_batches(model, reader.batches(batch_size), with_density):
+                    lows, highs = model.intervals(counts)
+                    for k, frame in enumerate(batch):
+                        record: dict[str, Any] = {"frame": frame.index, "time_s": round(frame.time_s, 3)}
+                        count = counts[k]
+                        if names:
+                            record.update({class_column("count", n): float(v) for n, v in zip(names, count)})
+                            if lows is not None:
+                                record.update({class_column("low", n): float(v) for n, v in zip(names, lows[k])})
+                                record.update({class_column("high", n): float(v) for n, v in zip(names, highs[k])})
+                        else:
+                            record["count"] = float(count)
+                            total += float(count)
+                            if lows is not None:
+                                record["low"], record["high"] = float(lows[k]), float(highs[k])
+                        if smoother is not None:
+                            record.update(_smoothed_fields(model, names, smoother.update(count)))
+                        if records_path is not None:
+                            if sink is None:  # opened at the first row: a source that gives
+                                sink = RecordSink(records_path, fields)  # no frame keeps the file
+                            sink.write(record)
+                        if writer is not None:
+                            image = frame.image
+                            if densities is not None:
+                                from counting.heads.density.heatmap import overlay_density
+
+                                image = overlay_density(image, densities[k], head.settings.get("display_max"))
+                            writer.write(annotate(image, overlay_label(record, names)))
+                        run.frames += 1
+                        if keep_records:
+                            run.records.append(record)
+                        if on_record is not None:
+                            on_record(record)
+            except KeyboardInterrupt:
+                run.interrupted = True
+            run.retries = reader.retries_used
+    finally:
+        stack.close()
+        run.seconds = time.perf_counter() - started
+        if sink is not None:
+            sink.close()
+        if writer is not None:
+            writer.release()
+        if video_temporary is not None:
+            _finish_video(video_temporary, Path(output_video), keep=run.frames > 0)  # type: ignore[arg-type]
+    if run.frames == 0 and not run.interrupted:
+        raise StreamError(f"{video.spec}: no frame could be decoded (not a video, or an empty one)")
+    if run.frames and not names:
+        run.mean_count = total / run.frames
+    return run
+
+
+def _smoothed_fields(model: Any, names: list[str] | None, smoothed: Any) -> dict[str, float]:
+    """The smoothed count and, for a calibrated model, its own interval: the model's interval
+    evaluated at the smoothed count (scripts/smoothing_study.py measures its coverage on Mall)."""
+    values = {"smoothed": np.asarray(smoothed, dtype=float)}
+    low, high = model.intervals(values["smoothed"])
+    if low is not None:
+        values["smoothed_low"], values["smoothed_high"] = np.asarray(low), np.asarray(high)
+    if names:
+        return {class_column(kind, n): float(v) for kind, array in values.items() for n, v in zip(names, array)}
+    return {kind: float(array) for kind, array in values.items()}
+
+
+def _counted_batches(
+    model: Any, batches: Iterator[list[Frame]], with_density: bool
+) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None]]:
+    """``(frames, counts, density maps or None)`` per batch, in order; on onnxruntime the next
+    batch's forward pass runs while the caller writes this one's records (torch's intra-op
+    threads already take every core)."""
+
+    def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None]:
+        prepared = [frame.prepared for frame in frames]
+        if with_density:
+            densities = model.density_maps(prepared)
+            return model.count_density(densities), densities
+        return model.count_prepared(prepared), None
+
+    depth = 2 if model.get_backbone().runtime == "onnxruntime" else 1
+    for frames, (counts, densities) in computed_in_order(batches, compute, depth):
+        yield frames, counts, densities
+
+
+def _temporary_beside(target: Path) -> Path:
+    """A free name in ``target``'s folder with its suffix (OpenCV picks the container by it);
+    for a device or FIFO target (``/dev/null``), one in the temporary folder instead."""
+    import tempfile
+
+    from counting.core.files import special_kind
+
+    if special_kind(target) is not None:
+        fd, name = tempfile.mkstemp(prefix="counting-video.", suffix=target.suffix or ".avi")
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:64]}.", suffix=target.suffix)
+    os.close(fd)
+    return Path(name)
+
+
+def _finish_video(temporary: Path, target: Path, keep: bool) -> None:
+    from counting.core.files import new_file_mode, special_kind
+
+    try:
+        if not (keep and temporary.exists() and temporary.stat().st_size > 0):
+            return
+        if special_kind(target) is not None:  # copied into, never renamed onto: the node stays a device
+            with open(temporary, "rb") as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink)
+            return
+        os.chmod(temporary, new_file_mode(target))  # mkstemp's 0600 would hide the video from others
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)

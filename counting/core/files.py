@@ -1,0 +1,367 @@
+"""Safe file output: whole files or nothing, output paths checked before any work starts.
+
+Every file the project writes goes through :func:`atomic_write`: the content is written to a
+temporary file in the target's folder, flushed to disk (``fsync``) and renamed over the target
+with ``os.replace``, which is atomic on POSIX and Windows. A crash, a full disk or an exception
+while writing therefore leaves the previous file untouched, never a truncated one.
+
+Outputs that are not regular files (``/dev/null``, ``/dev/full``, a FIFO, a terminal) are written
+straight into, never renamed onto: a rename would replace the device node with a plain file.
+
+File names that are not valid UTF-8 (bytes from another locale, which Python decodes into lone
+surrogates via ``os.fsdecode``) are written as valid UTF-8 with each undecodable byte shown as
+``\\xNN`` (what Python's ``backslashreplace`` gives for bytes): a CSV, JSON or ``.files.txt``
+stays readable by any UTF-8 tool, and the escaped name says which bytes the real one holds. The
+same text is what :func:`printable` shows on screen.
+
+:func:`check_outputs` is the one rule every command applies before any work: no output may be
+one of the command's inputs (model, images, labels, cache), and nothing is written inside a
+folder the command reads its data from.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from counting.core.errors import CountingError
+
+__all__ = [
+    "OutputError",
+    "atomic_path",
+    "atomic_write",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "check_writable",
+    "check_outputs",
+    "check_writable_folder",
+    "dumps_json",
+    "is_regular_file",
+    "printable",
+    "unique_files",
+]
+
+
+def _escape_undecodable(error: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: a file-name byte that was not UTF-8 (a lone surrogate U+DC80..U+DCFF
+    from ``surrogateescape``) becomes ``\\xNN``; anything else unencodable becomes ``\\uXXXX``."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    pieces = []
+    for character in error.object[error.start : error.end]:
+        code = ord(character)
+        pieces.append(f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}")
+    return "".join(pieces), error.end
+
+
+# Registered once under a name of our own: text outputs pass it as ``errors=``.
+FILE_NAME_ERRORS = "counting.escape-undecodable"
+codecs.register_error(FILE_NAME_ERRORS, _escape_undecodable)
+
+
+class OutputError(CountingError, OSError):
+    """An output file or folder cannot be written."""
+
+
+def _reason(error: OSError) -> str:
+    if error.errno == errno.ENOSPC:
+        return "no space left on the device"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if error.errno == errno.EROFS:
+        return "read-only file system"
+    return error.strerror or str(error)
+
+
+def _nearest_existing(folder: Path) -> Path:
+    """``folder`` or its closest ancestor that exists (the one that must accept new entries)."""
+    current = folder
+    while not os.path.lexists(current) and current != current.parent:
+        current = current.parent
+    return current
+
+
+def _check_folder_accepts(folder: Path, target: Path) -> None:
+    existing = _nearest_existing(folder)
+    if not existing.is_dir():
+        raise OutputError(f"{target}: cannot write here ({existing} is a file, not a folder)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"{target}: cannot write here (folder {existing} is not writable)")
+
+
+def special_kind(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder ("character
+    device", "FIFO", "block device", "socket"); None otherwise (missing, file, folder)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    for test, name in (
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return name
+    return None
+
+
+# Written straight into (``--csv /dev/null``, ``--json >(jq .)``); a block device is a disk, and
+# writing a CSV over one destroys it, so it is refused like a socket (which cannot be opened).
+_WRITABLE_SPECIAL = ("character device", "FIFO")
+
+
+def check_writable(path: str | os.PathLike[str], *, in_place: bool = False) -> Path:
+    """Fail now, before any computing, if ``path`` could not be written later.
+
+    Missing folders are fine (:func:`atomic_write` creates them) as long as the closest existing
+    ancestor is a writable folder. ``in_place`` is for streams written straight into the file
+    (video records): there an existing writable file is enough, whatever its folder allows.
+    A character device or FIFO is written straight into, so only its own permission counts.
+    Raises :class:`OutputError` naming the path and the problem.
+    """
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise OutputError(f"{target}: is a folder; give a file name")
+    kind = special_kind(target)
+    if kind is not None:
+        if kind not in _WRITABLE_SPECIAL:
+            raise OutputError(f"{target}: is a {kind}, not a file; nothing is written to it")
+        if not os.access(target, os.W_OK):
+            raise OutputError(f"{target}: cannot write here (permission denied)")
+        return target
+    if in_place and os.path.exists(target) and os.access(target, os.W_OK):
+        return target
+    _check_folder_accepts(target.parent, target)
+    return target
+
+
+def check_writable_folder(path: str | os.PathLike[str]) -> Path:
+    """Like :func:`check_writable` for an output folder (created later if missing)."""
+    folder = Path(path).expanduser()
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise OutputError(f"{folder}: is a file, not a folder")
+    _check_folder_accepts(folder, folder)
+    return folder
+
+
+def new_file_mode(target: Path) -> int:
+    """The mode an ordinary ``open(target, "w")`` would give: the old file's, else 0o666 - umask."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterator[Path]:
+    """A temporary path beside ``path`` for writers that want a file name (NumPy, matplotlib,
+    OpenCV); on success it is fsynced and renamed onto ``path``, on failure removed.
+
+    A character device or FIFO at ``path`` is yielded itself: renaming onto it would replace the
+    device node with a regular file (``/dev/null`` turned into a file when run as root).
+    """
+    target = Path(path).expanduser()
+    kind = special_kind(target)
+    if kind is not None:
+        if kind not in _WRITABLE_SPECIAL:
+            raise OutputError(f"{target}: is a {kind}, not a file; nothing is written to it")
+        try:
+            yield target
+        except OSError as error:
+            if isinstance(error, CountingError):
+                raise
+            raise OutputError(f"{target}: cannot write ({_reason(error)})") from None
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(
+            dir=target.parent,
+            prefix=f".{target.name[:64]}.",
+            suffix=target.suffix or ".tmp",
+        )
+        os.close(fd)
+    except OSError as error:
+        raise OutputError(f"{target}: cannot write ({_reason(error)})") from None
+    temporary = Path(name)
+    try:
+        yield temporary
+        if durable:
+            fd = os.open(temporary, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.chmod(temporary, new_file_mode(target))
+        os.replace(temporary, target)
+    except BaseException as error:
+        temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError) and not isinstance(error, CountingError):
+            kept = "the previous file is unchanged" if os.path.lexists(target) else "no file was created"
+            raise OutputError(f"{target}: cannot write ({_reason(error)}); {kept}") from None
+        raise
+
+
+@contextmanager
+def atomic_write(
+    path: str | os.PathLike[str],
+    mode: str = "w",
+    *,
+    encoding: str | None = "utf-8",
+    newline: str | None = None,
+    errors: str | None = FILE_NAME_ERRORS,
+    durable: bool = True,
+) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; on success it replaces ``path`` in one rename.
+
+    On any exception (including Ctrl-C) the temporary file is removed and ``path`` keeps its
+    previous content. ``OSError`` (full disk, permissions) becomes :class:`OutputError`.
+    ``durable=False`` skips the ``fsync`` (for files that are checked on read and can be
+    recomputed, like feature-cache entries).
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write supports modes 'w' and 'wb', got {mode!r}")
+    text: dict[str, Any] = {} if "b" in mode else {"encoding": encoding, "newline": newline, "errors": errors}
+    with (
+        atomic_path(path, durable=False) as temporary,
+        open(temporary, mode, **text) as handle,
+    ):
+        yield handle
+        handle.flush()
+        if durable and special_kind(temporary) is None:  # a device or pipe has nothing to sync
+            os.fsync(handle.fileno())
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+    with atomic_write(path, "wb", durable=durable) as handle:
+        handle.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    with atomic_write(path, "w") as handle:
+        handle.write(text)
+
+
+def is_regular_file(path: str | os.PathLike[str]) -> bool:
+    """True for a regular file (after symlinks); False for devices, FIFOs, sockets, folders.
+
+    Reading ``/dev/zero`` never ends and opening a FIFO waits for a writer, so the readers only
+    ever open regular files.
+    """
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def unique_files(paths: Iterable[str | os.PathLike[str]]) -> list[Any]:
+    """``paths`` in order without repeats of the same file (by resolved path).
+
+    A recursive ``**`` glob through a symlink loop lists one image under many names; each file
+    is counted once, under the first name it was found by.
+    """
+    seen: set[str] = set()
+    unique = []
+    for path in paths:
+        try:
+            key = os.path.realpath(path)
+        except (OSError, ValueError):
+            key = os.path.abspath(path)
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(path)
+    return unique
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a UTF-8 terminal: undecodable file-name bytes shown as ``\\xNN``, the same
+    text the CSV and JSON outputs hold."""
+    return text.encode("utf-8", FILE_NAME_ERRORS).decode("utf-8")
+
+
+def dumps_json(document: Any, *, indent: int | None = 2) -> str:
+    """``json.dumps`` for files people open: every string through :func:`printable`, so an
+    undecodable file-name byte is the text ``\\xNN`` (not ``\\udcNN``, which decodes to a lone
+    surrogate no UTF-8 tool can write), and non-ASCII names stay readable (``ensure_ascii=False``)."""
+
+    def text(value: Any) -> Any:
+        if isinstance(value, str):
+            return printable(value)
+        if isinstance(value, dict):
+            return {text(key) if isinstance(key, str) else key: text(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [text(item) for item in value]
+        return value
+
+    return json.dumps(text(document), indent=indent, ensure_ascii=False)
+
+
+def _same_file(first: str, second: str) -> bool:
+    """One file under two names: equal after symlinks and ``..``, or the same inode (a hard link)."""
+    if os.path.realpath(first) == os.path.realpath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except (OSError, ValueError):
+        return False
+
+
+def _inside(path: str, folder: str) -> bool:
+    real_path, real_folder = os.path.realpath(path), os.path.realpath(folder)
+    return real_path == real_folder or real_path.startswith(real_folder.rstrip(os.sep) + os.sep)
+
+
+Paths = Iterable[str | os.PathLike[str] | None]
+
+
+def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = ()) -> None:
+    """The one rule, applied by every command before any work: ``OutputError`` when an output
+    would destroy or change what the command reads.
+
+    ``outputs`` are the files (or folders) the command will write, side files included;
+    ``inputs`` the files it reads (model, images, labels CSV, weights, features, video);
+    ``input_folders`` the folders it reads data from (a dataset's root, the feature cache).
+    Paths are compared after symlinks and ``..``, and hard links count as the same file. An
+    output inside a data folder is refused even when it is a new name: a model, loss curve or
+    report there is read as data by the next run (a folder dataset lists every image in it).
+    Character devices and FIFOs are written straight into and cannot change an input.
+    """
+    sources = [os.fspath(path) for path in inputs if path is not None]
+    folders = [os.fspath(path) for path in input_folders if path is not None]
+    written: list[str] = []
+    for output in outputs:
+        if output is None:
+            continue
+        target = os.fspath(Path(output).expanduser())
+        if special_kind(target) in _WRITABLE_SPECIAL:
+            continue
+        if any(_same_file(target, other) for other in written):
+            raise OutputError(f"{output}: named for two outputs of this command; give each its own name")
+        written.append(target)
+        for source in sources:
+            if _same_file(target, source):
+                named = "" if os.path.realpath(source) == os.path.realpath(target) else f" ({source})"
+                raise OutputError(f"{output}: is also an input of this command{named}; choose another name")
+        for folder in folders:
+            if _inside(target, folder):
+                raise OutputError(
+                    f"{output}: is inside {folder}, which this command reads its data from; write outputs outside it"
+                )
+
+
+def check_not_an_input(output: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> None:
+    """``OutputError`` when ``output`` is one of the command's own inputs (an image, the model,
+    the video): writing it would destroy what the command reads."""
+    check_outputs([output], inputs=inputs)

@@ -1,0 +1,1 @@
+"""Stage 6, figures: evaluation, comparison with peers and published rows, reports and plots."""

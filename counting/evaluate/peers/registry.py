@@ -1,0 +1,82 @@
+"""The comparison methods by name: how to build each and how its table row is labelled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from counting.evaluate.peers.errors import PeerUnavailable
+from counting.evaluate.peers.regression import build_exact_gp, build_ridge
+from counting.evaluate.peers.sparse_gp import SparseGPRegressor
+
+
+@dataclass(frozen=True)
+class PeerSpec:
+    """A feature method: ``build(n_centers, seed, n_features, n_rows)`` returns an unfitted regressor."""
+
+    name: str
+    label: str
+    build: Callable[[int, int, int, int], Any]
+    family: str  # "regression" | "gp" | "agp"
+
+
+def _agp(kernel: str) -> Callable[[int, int, int, int], Any]:
+    def build(n_centers: int, seed: int, n_features: int, n_rows: int) -> Any:
+        # The same constructor `counting train` uses, so AGP rows match trained models exactly.
+        from counting.train.pipeline import TrainingConfig, make_regressor
+
+        return make_regressor(TrainingConfig(kernel=kernel, n_centers=n_centers, seed=seed), n_rows=n_rows)
+
+    return build
+
+
+FEATURE_PEERS: dict[str, PeerSpec] = {
+    spec.name: spec
+    for spec in [
+        PeerSpec("ridge", "Ridge regression (RidgeCV)", lambda n, seed, d, rows: build_ridge(d, seed), "regression"),
+        PeerSpec(
+            "gp",
+            "GP regression, exact (scikit-learn, all samples)",
+            lambda n, seed, d, rows: build_exact_gp(d, seed),
+            "gp",
+        ),
+        PeerSpec(
+            "sparse-gp",
+            "Sparse GP (GPyTorch SGPR, inducing points = centres)",
+            lambda n, seed, d, rows: SparseGPRegressor(n_inducing=n, seed=seed),
+            "gp",
+        ),
+        PeerSpec("center-gp", "Center-GP (paper variant i)", _agp("center"), "agp"),
+        PeerSpec("agp-univariate", "Univariate AGP (paper variant ii)", _agp("univariate"), "agp"),
+        PeerSpec("agp-diagonal", "Multivariate AGP, diagonal precision (paper variant iii)", _agp("diagonal"), "agp"),
+        PeerSpec("agp-lowrank", "Multivariate AGP, diagonal + low rank (paper variant iii)", _agp("lowrank"), "agp"),
+    ]
+}
+
+IMAGE_PEERS: dict[str, str] = {
+    "hog": "HOG people detector (Dalal & Triggs), detections in the ROI",
+    "hog-calibrated": "HOG detector + linear calibration on the training split",
+}
+
+
+def peer_label(name: str) -> str:
+    """Table label of a method name."""
+    if name in FEATURE_PEERS:
+        return FEATURE_PEERS[name].label
+    if name in IMAGE_PEERS:
+        return IMAGE_PEERS[name]
+    raise KeyError(name)
+
+
+def make_peer(name: str, n_centers: int = 25, seed: int = 0, n_features: int = 1000, n_rows: int = 1000) -> Any:
+    """An unfitted scikit-learn-style regressor for a feature peer.
+
+    Raises ``PeerUnavailable`` (optional dependency missing, possibly only at fit) or ``KeyError``.
+    """
+    if name not in FEATURE_PEERS:
+        raise KeyError(f"unknown method {name!r}; known: {', '.join(FEATURE_PEERS)}")
+    return FEATURE_PEERS[name].build(n_centers, seed, n_features, n_rows)
+
+
+__all__ = ["FEATURE_PEERS", "IMAGE_PEERS", "PeerSpec", "PeerUnavailable", "make_peer", "peer_label"]

@@ -1,0 +1,359 @@
+"""Training a ConvDensityHead with torch on cached, frozen feature maps.
+
+Loss: squared error per stride-8 cell against the dot density (inside the ROI), plus
+``count_weight`` times the squared error of each crop's count (divided by its cells, so both
+terms have the same scale when cell errors are independent). Adam on random crops with
+horizontal flips; every ``eval_every`` steps the whole images of the validation part are
+counted, and the weights with the lowest validation count MAE are kept (early stopping after
+``patience`` evaluations without a gain), or, with ``keep="last"``, the weights of the last step
+(the validation part then only measures the head). ``ema`` evaluates and keeps an exponential
+moving average of the weights instead of the last Adam iterate. The validation part must lie
+inside the train range.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from counting.heads.density.conv_head import CONV_STRIDE, ConvDensityHead, build_network
+from counting.heads.density.fitting import channel_statistics
+from counting.heads.density.maps import extract_maps, head_grid, resample
+from counting.heads.density.regions import region_weights, roi_weights
+
+__all__ = [
+    "ConvFit",
+    "ConvSettings",
+    "fit_conv_head",
+    "fit_conv_heads",
+    "native_stride",
+    "sampled_statistics",
+    "stride8_maps",
+]
+
+
+@dataclass(frozen=True)
+class ConvSettings:
+    """How a conv head is built and trained (the defaults are the validated choice)."""
+
+    width: int = 32
+    depth: int = 3
+    count_weight: float = 0.0
+    crop: int = 32  # cells per side of a training crop (256 input pixels at stride 8)
+    batch: int = 8
+    learning_rate: float = 1e-3
+    max_steps: int = 1500
+    eval_every: int = 150
+    patience: int = 4
+    output_scale: float = 100.0
+    seed: int = 0
+    # "constant" learning rate, or "cosine": decayed to 0 at max_steps (evaluations then run to the end).
+    schedule: str = "constant"
+    # Exponential moving average of the weights (decay per step; 0: off). The validation count of
+    # single Adam iterates jumps by +-1 person between evaluations on Mall; the average does not.
+    ema: float = 0.0
+    # Which weights are kept: "best" (lowest validation count MAE: early stopping) or "last" (the
+    # weights at max_steps: the validation part is then only measured, so it may also score the head).
+    keep: str = "best"
+    # Heads trained by `train` (conv_training): 1, or K folds of the train images, each head
+    # validated on one fold and trained on the rest, their densities averaged (an ensemble).
+    folds: int = 1
+
+    def record(self) -> dict:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass
+class ConvFit:
+    """A trained head and what training it measured."""
+
+    head: ConvDensityHead
+    validation_sums: np.ndarray  # (n_validation, 1 + cells) region sums by the kept weights
+    best_step: int
+    history: list[tuple[int, float]] = field(default_factory=list)  # (step, validation count MAE)
+    seconds: float = 0.0
+
+
+_STRIDES: dict[tuple[str, str], int] = {}
+
+
+def native_stride(backbone, layer: str) -> int:
+    """Input pixels per cell of a layer's own map (one tiny eager pass, remembered)."""
+    key = (backbone.weights_sha256, layer)
+    if key not in _STRIDES:
+        from counting.features.backbones.base import OutputTaps
+
+        with torch.inference_mode():
+            (output,) = OutputTaps(backbone.trunk, {layer: backbone.tap_module(layer)}, [layer])(
+                torch.zeros((1, 3, 64, 64))
+            )
+        _STRIDES[key] = 64 // int(output.shape[-1])
+    return _STRIDES[key]
+
+
+def stride8_maps(
+    paths: Sequence[str],
+    backbone,
+    prep,
+    layers: Sequence[str],
+    cache=None,
+    batch_size: int = 8,
+    progress: bool = False,
+    dtype: type = np.float16,
+) -> list[np.ndarray]:
+    """Training maps on the stride-8 grid: each layer cached at its own stride (max(8, native)),
+    then upsampled as :func:`counting.heads.density.maps.resample` does (the values inference sees).
+
+    ``dtype`` float16 halves the memory of a training set (standardised channels lose nothing
+    that matters at 1e-3 relative precision).
+    """
+    groups: dict[int, list[str]] = {}
+    for layer in layers:
+        groups.setdefault(max(CONV_STRIDE, native_stride(backbone, layer)), []).append(layer)
+    per_group = {
+        stride: extract_maps(
+            paths, backbone, prep, names, cache=cache, batch_size=batch_size, progress=progress, stride=stride
+        )
+        for stride, names in groups.items()
+    }
+    for found in per_group.values():
+        if found.errors:
+            path, message = next(iter(found.errors.items()))
+            raise ValueError(message if path in message else f"{path}: {message}")
+    result = []
+    for index in range(len(paths)):
+        fine = per_group[CONV_STRIDE].maps[index] if CONV_STRIDE in per_group else None
+        size = fine.shape[1:] if fine is not None else None
+        parts: dict[str, np.ndarray] = {}
+        for stride, names in groups.items():
+            item = per_group[stride].maps[index]
+            assert item is not None
+            if size is None:
+                size = tuple(side * stride // CONV_STRIDE for side in item.shape[1:])
+            on_grid = resample(item[None], size)[0] if stride != CONV_STRIDE else item
+            offset = 0
+            for name in names:
+                channels = _channels_of(backbone, name)
+                parts[name] = on_grid[offset : offset + channels]
+                offset += channels
+        result.append(np.concatenate([parts[name] for name in layers], axis=0).astype(dtype))
+    return result
+
+
+def _channels_of(backbone, layer: str) -> int:
+    from counting.heads.density.maps import layer_channels
+
+    return layer_channels(backbone, layer)
+
+
+def _crop_batch(
+    maps: Sequence[np.ndarray],
+    targets: Sequence[np.ndarray],
+    weights: Sequence[np.ndarray],
+    choice: np.ndarray,
+    crop: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random ``crop`` x ``crop`` windows (whole sides where smaller), half of them flipped."""
+    rows = min(crop, min(maps[i].shape[1] for i in choice))
+    cols = min(crop, min(maps[i].shape[2] for i in choice))
+    x = np.empty((len(choice), maps[choice[0]].shape[0], rows, cols), np.float32)
+    y = np.empty((len(choice), rows, cols), np.float32)
+    w = np.empty((len(choice), rows, cols), np.float32)
+    for slot, index in enumerate(choice):
+        height, width = maps[index].shape[1:]
+        top = rng.integers(0, height - rows + 1)
+        left = rng.integers(0, width - cols + 1)
+        window = (slice(top, top + rows), slice(left, left + cols))
+        step = -1 if rng.random() < 0.5 else 1
+        x[slot] = maps[index][(slice(None), *window)][..., ::step]
+        y[slot] = targets[index][window][..., ::step]
+        w[slot] = weights[index][window][..., ::step]
+    return x, y, w
+
+
+def fit_conv_head(
+    maps: Sequence[np.ndarray],
+    targets: Sequence[np.ndarray],
+    counts: np.ndarray,
+    layers: Sequence[str],
+    validation: np.ndarray,
+    *,
+    roi_mask: np.ndarray | None = None,
+    grid: tuple[int, int] | None = None,
+    settings: ConvSettings = ConvSettings(),
+    log: Callable[[str], None] | None = None,
+    statistics: tuple[np.ndarray, np.ndarray] | None = None,
+) -> ConvFit:
+    """Train on the images where ``validation`` is False; keep the weights best on the others, or
+    the last ones (``settings.keep``).
+
+    ``maps``: ``(C, h, w)`` stride-8 maps (float16 or float32); ``targets``: their ``(h, w)``
+    densities; ``counts``: true counts (the validation MAE is measured against them).
+    ``statistics``: the channels' ``(mean, scale)`` (default: measured on the fit part); the heads of
+    an ensemble share one.
+    """
+    validation = np.asarray(validation, dtype=bool)
+    fit_part, val_part = np.flatnonzero(~validation), np.flatnonzero(validation)
+    if not len(fit_part) or not len(val_part):
+        raise ValueError("the conv head needs images both to fit on and to validate on")
+    start = time.perf_counter()
+    torch.manual_seed(settings.seed)
+    rng = np.random.default_rng(settings.seed)
+    mean, scale = statistics or sampled_statistics([maps[i] for i in fit_part])
+    shift = torch.from_numpy(mean.astype(np.float32))[None, :, None, None]
+    inverse = torch.from_numpy((1.0 / scale).astype(np.float32))[None, :, None, None]
+    roi = [roi_weights(roi_mask, item.shape[1:]).astype(np.float32) for item in maps]
+    network = build_network(maps[0].shape[0], settings.width, settings.depth)
+    optimiser = torch.optim.Adam(network.parameters(), lr=settings.learning_rate)
+    if settings.schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule must be 'constant' or 'cosine', got {settings.schedule!r}")
+    if settings.keep not in ("best", "last"):
+        raise ValueError(f"keep must be 'best' or 'last', got {settings.keep!r}")
+    if not 0.0 <= settings.ema < 1.0:
+        raise ValueError(f"ema must be in [0, 1), got {settings.ema!r}")
+    cosine = settings.schedule == "cosine"
+    averaged = (
+        torch.optim.swa_utils.AveragedModel(
+            network, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(settings.ema)
+        )
+        if settings.ema
+        else None
+    )
+    # The weights that are evaluated and kept: the running average when there is one.
+    evaluated: torch.nn.Module = averaged.module if averaged is not None else network
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, settings.max_steps) if cosine else None
+
+    def validation_sums(model: torch.nn.Module) -> np.ndarray:
+        model.eval()
+        sums = []
+        with torch.inference_mode():
+            for index in val_part:
+                x = (torch.from_numpy(maps[index].astype(np.float32))[None] - shift) * inverse
+                density = model(x)[0, 0].double().numpy() / settings.output_scale
+                sums.append(region_weights(roi_mask, density.shape, grid) @ density.ravel())
+        model.train()
+        return np.stack(sums)
+
+    truth = np.asarray(counts, dtype=float)[val_part]
+    best: tuple[float, int, dict | None] = (np.inf, 0, copy.deepcopy(evaluated.state_dict()))
+    history: list[tuple[int, float]] = []
+    waited = 0
+    network.train()
+    for step in range(1, settings.max_steps + 1):
+        choice = rng.choice(fit_part, settings.batch)
+        x, y, w = _crop_batch(maps, targets, roi, choice, settings.crop, rng)
+        inputs = (torch.from_numpy(x) - shift) * inverse
+        target = torch.from_numpy(y) * settings.output_scale
+        weight = torch.from_numpy(w)
+        predicted = network(inputs)[:, 0]
+        difference = (predicted - target) * weight
+        loss = (difference**2).mean()
+        if settings.count_weight:
+            cells = difference.shape[1] * difference.shape[2]
+            loss = loss + settings.count_weight * (difference.sum(dim=(1, 2)) ** 2).mean() / cells
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        if scheduler is not None:
+            scheduler.step()
+        if averaged is not None:
+            averaged.update_parameters(network)
+        if step % settings.eval_every == 0 or step == settings.max_steps:
+            mae = float(np.mean(np.abs(validation_sums(evaluated)[:, 0] - truth)))
+            history.append((step, mae))
+            if log is not None:
+                log(f"step {step}: loss {loss.item():.4f}, validation count MAE {mae:.3f}")
+            if settings.keep == "last":
+                best = (mae, step, None)
+            elif mae < best[0]:
+                best = (mae, step, copy.deepcopy(evaluated.state_dict()))
+                waited = 0
+            else:
+                waited += 1
+                if waited >= settings.patience and not cosine:
+                    break
+    if best[2] is not None:
+        evaluated.load_state_dict(best[2])
+    network = evaluated
+    head = ConvDensityHead(
+        layers=tuple(layers),
+        width=settings.width,
+        depth=settings.depth,
+        x_mean=mean,
+        x_scale=scale,
+        weights=[parameter.detach().double().numpy().copy() for parameter in network.parameters()],
+        output_scale=settings.output_scale,
+        settings={"training": settings.record(), "best_step": best[1], "validation_mae": best[0]},
+    )
+    return ConvFit(
+        head=head,
+        validation_sums=validation_sums(network),
+        best_step=best[1],
+        history=history,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def sampled_statistics(maps: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Channel ``(mean, scale)`` over about 100 evenly spaced ``maps`` (enough for 232 channels)."""
+    return channel_statistics(maps[:: max(1, len(maps) // 100)])
+
+
+def fit_conv_heads(
+    maps: Sequence[np.ndarray],
+    targets: Sequence[np.ndarray],
+    counts: np.ndarray,
+    layers: Sequence[str],
+    parts: Sequence[np.ndarray],
+    *,
+    roi_mask: np.ndarray | None = None,
+    grid: tuple[int, int] | None = None,
+    settings: ConvSettings = ConvSettings(),
+    log: Callable[[str], None] | None = None,
+) -> tuple[list[ConvFit], np.ndarray]:
+    """One head per boolean mask of ``parts``, each validated on its part and trained on the
+    other images (several heads share one standardisation, measured on every image: it uses no
+    labels). Returns the fits and ``(n, 1 + cells)`` region sums: each validated image's by the
+    head validated on it, NaN for images in no part."""
+    statistics = sampled_statistics(maps) if len(parts) > 1 else None
+    rows = np.full((len(maps), 1 + (0 if grid is None else grid[0] * grid[1])), np.nan)
+    fits: list[ConvFit] = []
+    for number, part in enumerate(parts, start=1):
+        if log is not None:
+            which = "" if len(parts) == 1 else f" {number} of {len(parts)}"
+            log(
+                f"training conv density head{which} ({settings.width} wide, {settings.depth} 3x3 convs) on "
+                f"{', '.join(layers)} maps at stride 8: {int((~part).sum())} images, validated on {int(part.sum())}"
+            )
+        fit = fit_conv_head(
+            maps,
+            targets,
+            counts,
+            layers,
+            part,
+            roi_mask=roi_mask,
+            grid=grid,
+            settings=settings,
+            log=log,
+            statistics=statistics,
+        )
+        rows[part] = fit.validation_sums
+        fits.append(fit)
+        if log is not None:
+            which = "" if len(parts) == 1 else f" {number}"
+            log(
+                f"conv density head{which}: kept step {fit.best_step}, "
+                f"validation count MAE {fit.head.settings['validation_mae']:.3f}"
+            )
+    return fits, rows
+
+
+def grid_of(input_size: tuple[int, int]) -> tuple[int, int]:
+    """``(h, w)`` of the conv head's grid for a network input of ``(height, width)`` pixels."""
+    return head_grid(input_size, CONV_STRIDE)

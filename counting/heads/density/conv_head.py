@@ -1,0 +1,149 @@
+"""ConvDensityHead: a small convolutional density head on frozen feature maps at stride 8.
+
+The closed-form heads (:mod:`counting.heads.density.head`) map one stride-16 cell's channels to its
+density. In dense crowds a cell holds several people and the evidence for a head lies in its
+neighbours, so this head reads a finer grid (stride 8: block4's own resolution, coarser layers
+upsampled bilinearly onto it) through a few 3x3 convolutions:
+
+    standardised channels -> 1x1 conv to ``width`` -> ReLU -> ``depth`` x (3x3 conv -> ReLU)
+    -> 1x1 conv to one channel -> softplus / ``output_scale``
+
+Its parameters are plain float arrays (``weights``, in the order of :func:`parameter_shapes`), so
+a model file holds them without pickle. A head may be an ensemble: ``more_weights`` holds further
+networks of the same shape (trained on other folds of the train images), and the density is the
+mean of all members' densities; inference runs them through torch, with a trunk's output
+never leaving float32. The trunk is not trained: the head learns from cached maps
+(:mod:`counting.heads.density.conv_fitting`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from counting.heads.density.head import DensityHead, MapHead
+
+__all__ = ["CONV_STRIDE", "ConvDensityHead", "build_network", "ensemble", "folded_weights", "parameter_shapes"]
+
+CONV_STRIDE = 8
+# Rows of the grid run through the network at once: bounds the activations (width x rows x cols
+# float32) to some tens of MB on a 1024x768 image.
+_BATCH = 4
+
+
+def parameter_shapes(channels: int, width: int, depth: int) -> list[tuple[int, ...]]:
+    """Shapes of the head's arrays: (weight, bias) of each convolution, input side first."""
+    shapes: list[tuple[int, ...]] = [(width, channels, 1, 1), (width,)]
+    for _ in range(depth):
+        shapes += [(width, width, 3, 3), (width,)]
+    return shapes + [(1, width, 1, 1), (1,)]
+
+
+def build_network(channels: int, width: int, depth: int) -> torch.nn.Sequential:
+    """The head as a torch module (float32, randomly initialised)."""
+    layers: list[torch.nn.Module] = [torch.nn.Conv2d(channels, width, 1), torch.nn.ReLU(inplace=True)]
+    for _ in range(depth):
+        layers += [torch.nn.Conv2d(width, width, 3, padding=1), torch.nn.ReLU(inplace=True)]
+    layers += [torch.nn.Conv2d(width, 1, 1), torch.nn.Softplus()]
+    return torch.nn.Sequential(*layers)
+
+
+def folded_weights(weights: list[np.ndarray], x_mean: np.ndarray, x_scale: np.ndarray) -> list[np.ndarray]:
+    """A network's arrays (float64) with the input standardisation folded into its first conv:
+    (x - mean) / scale through a 1x1 conv = a conv with weights / scale and a shifted bias."""
+    arrays = [np.asarray(item, dtype=np.float64) for item in weights]
+    first = arrays[0] * (1.0 / np.asarray(x_scale, dtype=np.float64))[None, :, None, None]
+    return [first, arrays[1] - first[:, :, 0, 0] @ x_mean, *arrays[2:]]
+
+
+@dataclass
+class ConvDensityHead(MapHead):
+    """A trained conv density head (see module docstring).
+
+    ``layers`` are the backbone maps it reads, concatenated in this order on the stride-8 grid;
+    ``x_mean``/``x_scale`` standardise their channels; the network's output divided by
+    ``output_scale`` is people per grid cell. ``more_weights``: the other members of an ensemble
+    (same shapes and standardisation), averaged with ``weights``. ``settings`` records how it was
+    trained.
+    """
+
+    layers: tuple[str, ...]
+    width: int
+    depth: int
+    x_mean: np.ndarray
+    x_scale: np.ndarray
+    weights: list[np.ndarray]
+    output_scale: float = 100.0
+    settings: dict[str, Any] = field(default_factory=dict)
+    more_weights: list[list[np.ndarray]] = field(default_factory=list)
+    kind: str = "conv"
+    stride: int = CONV_STRIDE
+
+    def __post_init__(self) -> None:
+        self._networks: list[torch.nn.Sequential] | None = None
+        # The arrays the cached networks were built from (held, so compared by identity).
+        self._built_from: tuple[Any, ...] = ()
+
+    @property
+    def members(self) -> list[list[np.ndarray]]:
+        """Every network's arrays: ``weights`` first, then ``more_weights``."""
+        return [self.weights, *self.more_weights]
+
+    def networks(self) -> list[torch.nn.Sequential]:
+        """One torch module per member, input standardisation folded into its first conv.
+
+        Built once, and again when a member or the standardisation is replaced (an ensemble is
+        assembled by assigning ``more_weights`` to a head that may have counted already)."""
+        source = (self.x_mean, self.x_scale, *(array for member in self.members for array in member))
+        if (
+            self._networks is None
+            or len(source) != len(self._built_from)
+            or any(mine is not theirs for mine, theirs in zip(source, self._built_from, strict=True))
+        ):
+            self._networks = [self._network_of(member) for member in self.members]
+            self._built_from = source
+        return self._networks
+
+    def network(self) -> torch.nn.Sequential:
+        """The first member's torch module."""
+        return self.networks()[0]
+
+    def _network_of(self, weights: list[np.ndarray]) -> torch.nn.Sequential:
+        network = build_network(self.n_channels, self.width, self.depth)
+        arrays = folded_weights(weights, self.x_mean, self.x_scale)
+        with torch.no_grad():
+            for parameter, value in zip(network.parameters(), arrays, strict=True):
+                parameter.copy_(torch.from_numpy(value.astype(np.float32)))
+        network.eval()
+        return network
+
+    def density(self, maps: np.ndarray) -> np.ndarray:
+        """``(n, C, h, w)`` stride-8 feature maps -> ``(n, h, w)`` density maps (people per cell),
+        the mean over the members of an ensemble."""
+        array = self.check_maps(maps)
+        networks = self.networks()
+        out = np.zeros((array.shape[0], *array.shape[2:]), dtype=np.float64)
+        with torch.inference_mode():
+            for start in range(0, len(array), _BATCH):
+                chunk = torch.from_numpy(np.ascontiguousarray(array[start : start + _BATCH], dtype=np.float32))
+                for network in networks:
+                    out[start : start + len(chunk)] += network(chunk)[:, 0].double().numpy()
+        return out / (self.output_scale * len(networks))
+
+    def region_counts(
+        self, maps: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        """``(n, 1 + cells)``: density summed over the ROI, then over each grid cell's part of it."""
+        return self.sum_regions(self.density(maps), roi_mask, grid)
+
+    sum_regions = staticmethod(DensityHead.sum_regions)
+
+
+def ensemble(heads: list[ConvDensityHead]) -> ConvDensityHead:
+    """One head counting with the mean density of ``heads`` (same layers, shapes and
+    standardisation, as :func:`counting.heads.density.conv_fitting.fit_conv_heads` trains them); the
+    first head's settings."""
+    return replace(heads[0], more_weights=[head.weights for head in heads[1:]])

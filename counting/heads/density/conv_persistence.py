@@ -1,0 +1,177 @@
+"""A ConvDensityHead inside a model file: JSON with its arrays as base64 little-endian float64.
+
+Same envelope as the closed-form heads (:mod:`counting.heads.density.persistence`: ``kind``
+``counting-density-head``, ``head_kind`` ``conv``), so readers that predate the conv head refuse
+it with a one-line error instead of misreading it. Everything read is validated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from counting.heads.density.conv_head import CONV_STRIDE, ConvDensityHead, folded_weights, parameter_shapes
+from counting.heads.density.sections import (
+    DensityHeadError,
+    checked_layers,
+    checked_settings,
+    decode_array,
+    encode_array,
+)
+
+__all__ = ["conv_head_from_document", "conv_head_to_document"]
+
+KIND = "counting-density-head"
+# Version 2: an ensemble (``members`` > 1, arrays ``member{m}_weight{n}`` for members after the
+# first). A single head is still written as version 1, which earlier readers take.
+FORMAT_VERSION = 2
+_MAX_MEMBERS = 64
+_MAX_CHANNELS = 100_000
+_MAX_WIDTH = 1024
+_MAX_DEPTH = 16
+_MAX_GRID = 64
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_OUTPUT_SCALE_RANGE = (1e-6, 1e12)  # training uses 100
+# Backbone maps hold values of some tens; the probe also feeds values this large, whatever the
+# file's standardisation says.
+_PROBE_MAGNITUDE = 1e3
+
+
+def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
+    """The head as a JSON-ready dict for a model file."""
+    ensemble = {"members": len(head.members)} if head.more_weights else {}
+    more = {
+        f"member{member}_weight{number}": encode_array(value)
+        for member, weights in enumerate(head.more_weights, start=1)
+        for number, value in enumerate(weights)
+    }
+    return {
+        "kind": KIND,
+        "format_version": 2 if head.more_weights else 1,
+        "head_kind": "conv",
+        "layers": list(head.layers),
+        "width": int(head.width),
+        "depth": int(head.depth),
+        "stride": int(head.stride),
+        "output_scale": float(head.output_scale),
+        "settings": head.settings,
+        "arrays": {"x_mean": encode_array(head.x_mean), "x_scale": encode_array(head.x_scale)}
+        | {f"weight{number}": encode_array(value) for number, value in enumerate(head.weights)}
+        | more,
+    } | ensemble
+
+
+def _integer(document: dict, name: str, low: int, high: int, fail) -> int:
+    value = document.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise fail(f"{name} must be an integer from {low} to {high}, got {value!r:.60}")
+    return value
+
+
+def _check_float32(prefix: str, weights: list[np.ndarray], mean: np.ndarray, spread: np.ndarray, fail) -> None:
+    """The network runs in float32 with the standardisation folded into its first conv (see
+    :func:`counting.heads.density.conv_head.folded_weights`): every value it holds must be a finite
+    float32, or each count would come out NaN without a word."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        for number, value in enumerate(folded_weights(weights, mean, spread)):
+            if not np.all(np.abs(value) <= _FLOAT32_MAX):
+                which = f"{prefix}weight{number}" + (" over x_scale and x_mean" if number < 2 else "")
+                raise fail(f"{which} overflows float32, in which the head runs")
+
+
+def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
+    """Inverse of :func:`conv_head_to_document`, validated (one-line errors name ``source``)."""
+
+    def fail(problem: str) -> DensityHeadError:
+        return DensityHeadError(f"{source}: conv density head: {problem}")
+
+    if not isinstance(document, dict) or document.get("kind") != KIND or document.get("head_kind") != "conv":
+        raise fail("not a conv density head section")
+    version = document.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise fail(f"format version {version!r} is not one this version reads ({FORMAT_VERSION})")
+    layers = checked_layers(document, fail)
+    width = _integer(document, "width", 1, _MAX_WIDTH, fail)
+    depth = _integer(document, "depth", 0, _MAX_DEPTH, fail)
+    members = _integer(document, "members", 1, _MAX_MEMBERS, fail) if "members" in document else 1
+    if members > 1 and version < 2:
+        raise fail(f"{members} members need format version 2, the file says {version}")
+    if document.get("stride") != CONV_STRIDE:
+        raise fail(f"stride must be {CONV_STRIDE}, got {document.get('stride')!r:.60}")
+    scale = document.get("output_scale")
+    # The density is the network's float32 output over output_scale: a tiny scale (5e-324) turns
+    # any output into inf and every count into NaN.
+    low, high = _OUTPUT_SCALE_RANGE
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not low <= scale <= high:
+        raise fail(f"output_scale must be a positive number from {low:g} to {high:g}, got {scale!r:.60}")
+    settings = checked_settings(document, fail, _MAX_GRID, display_max=True)
+    entries = document.get("arrays")
+    if not isinstance(entries, dict):
+        raise fail("no arrays")
+    arrays: dict[str, np.ndarray] = {}
+    for name, entry in entries.items():
+        arrays[name] = decode_array(name, entry, fail)
+        if not np.all(np.isfinite(arrays[name])):
+            raise fail(f"array {name!r} must hold finite floats")
+    mean, spread = arrays.get("x_mean"), arrays.get("x_scale")
+    if mean is None or spread is None or mean.ndim != 1 or spread.shape != mean.shape:
+        raise fail("x_mean and x_scale must be 1-D arrays of one length")
+    channels = mean.shape[0]
+    if not 1 <= channels <= _MAX_CHANNELS or np.any(spread <= 0):
+        raise fail(f"{channels} channels with x_scale > 0 expected")
+    shapes = parameter_shapes(channels, width, depth)
+    prefixes = [""] + [f"member{member}_" for member in range(1, members)]
+    expected = {"x_mean", "x_scale"} | {
+        f"{prefix}weight{number}" for prefix in prefixes for number in range(len(shapes))
+    }
+    if set(arrays) != expected:
+        raise fail(
+            f"arrays {sorted(set(arrays) ^ expected)[:3]} missing or unknown for width {width}, depth {depth}, "
+            f"{members} member(s)"
+        )
+    ensemble = [[arrays[f"{prefix}weight{number}"] for number in range(len(shapes))] for prefix in prefixes]
+    for prefix, weights in zip(prefixes, ensemble, strict=True):
+        for number, (value, shape) in enumerate(zip(weights, shapes, strict=True)):
+            if value.shape != shape:
+                raise fail(f"{prefix}weight{number} has shape {value.shape}, expected {shape}")
+        _check_float32(prefix, weights, mean, spread, fail)
+    head = ConvDensityHead(
+        layers=tuple(layers),
+        width=width,
+        depth=depth,
+        x_mean=mean,
+        x_scale=spread,
+        weights=ensemble[0],
+        more_weights=ensemble[1:],
+        output_scale=float(scale),
+        settings=settings,
+    )
+    _check_probe(head, prefixes, fail)
+    return head
+
+
+def _check_probe(head: ConvDensityHead, prefixes: list[str], fail) -> None:
+    """Weights that are finite float32 can still overflow inside the network (products of large
+    weights); run every member on small inputs, so such a file is refused here rather than giving
+    NaN counts for every image. The inputs: typical channel values (by the file's standardisation),
+    and zeros and values up to a thousand whatever it says, since a file can shrink x_scale (and its
+    first weights with it) so that typical values stay tiny while every real map overflows."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    shape = (1, head.n_channels, 6, 6)
+    typical = np.clip(rng.standard_normal(shape), -3, 3)
+    probes = [
+        head.x_mean[None, :, None, None] + typical * head.x_scale[None, :, None, None],
+        np.zeros(shape),
+        rng.uniform(0.0, _PROBE_MAGNITUDE, shape),
+        rng.uniform(-_PROBE_MAGNITUDE, _PROBE_MAGNITUDE, shape),
+    ]
+    batch = torch.from_numpy(np.concatenate(probes).astype(np.float32))
+    with torch.inference_mode():
+        for number, network in enumerate(head.networks(), start=1):
+            output = network(batch).double().numpy() / (head.output_scale * len(prefixes))
+            if not np.all(np.isfinite(output)):
+                which = f"member {number} of {len(prefixes)}" if len(prefixes) > 1 else "the network"
+                raise fail(f"{which}: its weights overflow inside the network (file edited or corrupt)")

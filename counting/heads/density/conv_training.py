@@ -1,0 +1,138 @@
+"""The conv density head inside ``counting train --density-head --head-kind conv``.
+
+With ``folds`` = K > 1 (the default), the train images are cut into K parts (sequences:
+contiguous blocks of frames, so that near-copies of a validation frame are not fitted; photos: a
+seeded random partition) and K heads are trained, each on K-1 parts and validated on the
+remaining one; the model's head is their ensemble (densities averaged). Every train image then
+has region sums from a head that did not fit it, and the AGP learns from all of them how the
+count differs from the head's sum; the model adds CORRECTION_WEIGHT of that to the ensemble's sum.
+
+With ``folds`` = 1, one head is trained on three quarters of the train images and early-stopped
+on the other quarter (sequences: the last quarter of the frames); the AGP learns from that
+quarter's sums only, and the rows of the fit part are returned as NaN and left out of its training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from counting.core.errors import DatasetError
+from counting.heads.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
+from counting.heads.density.conv_head import ConvDensityHead, ensemble
+from counting.heads.density.data import TargetSettings, density_targets
+
+__all__ = [
+    "CONV_LAYERS",
+    "CORRECTION_WEIGHT",
+    "DEFAULT_SETTINGS",
+    "fit_conv_descriptors",
+    "validation_part",
+    "validation_parts",
+]
+
+# Chosen on validation inside the train ranges (scripts/conv_density_study.py, docs/density.md).
+CONV_LAYERS: tuple[str, ...] = ("block4", "block7", "block10")
+# What `train` uses (the seed is the run's), chosen out of fold on Mall frames 1-600 (4 blocks of
+# 150 frames, each head validated on one; scripts/conv_density_study.py, docs/density.md): four
+# heads, each trained for 1500 steps at a constant rate with its weights averaged (EMA 0.995) and
+# the last average kept. AGP on their sums, out of fold: 2.23 at native input, 2.04 at short side
+# 720 (`--input-size 720`), against 2.34 for the earlier single-head setting (cosine decay)
+# measured the same way at native input.
+# The evaluations only report (the last weights are kept whatever they measure), and each counts
+# every validation image: three of them instead of ten take a third off the training time at 720.
+DEFAULT_SETTINGS = ConvSettings(ema=0.995, keep="last", folds=4, eval_every=500)
+# The model counts with the ensemble's sum plus this much of the AGP's correction (the AGP learns
+# the count minus the head's sum from single heads' out-of-fold sums, and the ensemble errs less
+# than one head). Chosen by running `train`'s whole procedure nested inside the train ranges
+# (scripts/conv_agp_study.py, docs/density.md): held-out MAE at weights 0 / 0.5 / 1 was
+# Mall (720) 2.16 / 2.15 / 2.24 and ShanghaiTech B 16.13 / 14.11 / 14.44; the AGP given the
+# ensemble's sums directly (up to now) 2.24 and 14.79.
+CORRECTION_WEIGHT = 0.5
+
+
+def validation_part(indices: np.ndarray, is_sequence: bool, seed: int) -> np.ndarray:
+    """Boolean mask of the quarter of the train images the conv head is early-stopped on."""
+    indices = np.asarray(indices)
+    count = len(indices)
+    if is_sequence:
+        # The latest quarter of the frames (Mall train 1-600: frames 451-600).
+        return indices > np.sort(indices)[count - count // 4 - 1] if count >= 4 else np.zeros(count, bool)
+    chosen = np.random.default_rng(seed).choice(count, count // 4, replace=False)
+    return np.isin(np.arange(count), chosen)
+
+
+def validation_parts(indices: np.ndarray, is_sequence: bool, seed: int, folds: int) -> list[np.ndarray]:
+    """Boolean masks of the parts the heads are validated on: :func:`validation_part` for one head,
+    else ``folds`` parts covering every train image (sequences: contiguous blocks of frames)."""
+    if folds == 1:
+        return [validation_part(indices, is_sequence, seed)]
+    from counting.data.datasets.splits import cv_folds
+
+    masks = []
+    for members in cv_folds(np.asarray(indices), folds, is_sequence, seed, None):
+        mask = np.zeros(len(indices), bool)
+        mask[members] = True
+        masks.append(mask)
+    return masks
+
+
+def fit_conv_descriptors(
+    samples: Sequence[Any],
+    dataset: Any,
+    backbone: Any,
+    prep: Any,
+    grid: tuple[int, int] | None,
+    *,
+    is_sequence: bool,
+    seed: int,
+    cache: Any = None,
+    batch_size: int = 8,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+    layers: Sequence[str] = CONV_LAYERS,
+    targets: TargetSettings | None = None,
+    settings: ConvSettings | None = None,
+) -> tuple[ConvDensityHead, np.ndarray]:
+    """``(trained head, (n, 1 + cells) region sums)``: each image's sums by the head validated on it
+    (``folds`` > 1: every image; one head: its validation quarter, NaN elsewhere)."""
+    targets = targets or TargetSettings()
+    settings = settings or replace(DEFAULT_SETTINGS, seed=seed)
+    indices = np.array([sample.index for sample in samples])
+    if len(samples) < 16 or settings.folds < 1 or len(samples) < 4 * settings.folds:
+        raise DatasetError(
+            f"{dataset.root}: a conv density head needs at least 16 train images and 4 per fold "
+            f"({len(samples)} given, {settings.folds} folds)"
+        )
+    parts = validation_parts(indices, is_sequence, seed, settings.folds)
+    try:
+        maps = stride8_maps(
+            [str(sample.path) for sample in samples], backbone, prep, layers, cache, batch_size, progress
+        )
+    except ValueError as error:
+        raise DatasetError(str(error)) from None
+    density = density_targets(
+        samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
+    )
+    counts = np.array([float(sample.count) for sample in samples])
+    fits, rows = fit_conv_heads(
+        maps, density, counts, layers, parts, roi_mask=prep.roi_mask, grid=grid, settings=settings, log=log
+    )
+    heads = [fit.head for fit in fits]
+    head = ensemble(heads)
+    validated = ~np.isnan(rows[:, 0])
+    head.settings |= {
+        "grid": None if grid is None else list(grid),
+        "target": targets.record(),
+        # Heat maps are drawn from 0 to this many people per map cell (a busy cell in training).
+        "display_max": float(np.percentile(np.concatenate([item.ravel() for item in density]), 99.9)),
+        # Out of fold over every validated image (one head: its validation part).
+        "validation_mae": float(np.mean(np.abs(np.clip(rows[validated, 0], 0, None) - counts[validated]))),
+        "members": len(heads),
+    }
+    if log is not None and len(heads) > 1:
+        log(f"conv density head: {len(heads)} heads, out-of-fold count MAE {head.settings['validation_mae']:.3f}")
+    return head, rows

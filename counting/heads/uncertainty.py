@@ -1,0 +1,211 @@
+"""Calibrated count intervals: split conformal prediction on held-out residuals.
+
+Split conformal (Vovk et al. 2005; Lei et al. 2018) needs no model assumptions: given ``n``
+calibration pairs ``(y, ŷ)`` exchangeable with the test pairs, the interval
+``ŷ ± q·σ(ŷ)``, where ``q`` is the ``ceil((n+1)·level)``-th smallest calibration score
+``|y - ŷ| / σ(ŷ)``, covers the true count with probability at least ``level``.
+
+``σ`` is the *scale*: ``"absolute"`` (σ = 1, constant width), ``"sqrt"`` (σ = sqrt(ŷ + 1),
+Poisson-like: dense frames get wider intervals) or ``"linear"`` (σ = ŷ + 1). The guarantee holds
+for every scale; the scale only moves width between sparse and dense frames, which shortens the
+mean width when errors grow with the count. ``choose_scale`` picks one on the calibration data
+alone. The conformal score quantile is written here because scikit-learn has no conformal
+predictor and the method is a sort and an index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from counting.core.errors import ModelFileError
+
+SCALES = ("absolute", "sqrt", "linear")
+
+
+def _as_float_array(values: np.ndarray | Sequence[float], name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim not in (1, 2):
+        raise ValueError(f"{name}: expected shape (n,) or (n, K), got {array.shape}")
+    return array
+
+
+def _scale_of(y_pred: np.ndarray, scale: str) -> np.ndarray:
+    """σ(ŷ) > 0 for each prediction; predicted counts below zero are treated as zero."""
+    count = np.clip(y_pred, 0.0, None)
+    if scale == "absolute":
+        return np.ones_like(count)
+    if scale == "sqrt":
+        return np.sqrt(count + 1.0)
+    if scale == "linear":
+        return count + 1.0
+    raise ValueError(f"scale {scale!r}: expected one of {', '.join(SCALES)}")
+
+
+def conformal_rank(n: int, level: float) -> int:
+    """1-based rank ``ceil((n+1)·level)`` of the calibration score used as the quantile.
+
+    Ranks above ``n`` mean the calibration set is too small for this level (infinite interval).
+    """
+    # The small tolerance keeps e.g. (99+1)·0.9 = 90.00000000000001 at rank 90.
+    return int(math.ceil((n + 1) * level - 1e-9))
+
+
+def conformal_quantile(scores: np.ndarray, level: float) -> np.ndarray:
+    """Finite-sample conformal quantile of scores along axis 0 (``inf`` if n is too small)."""
+    n = scores.shape[0]
+    rank = conformal_rank(n, level)
+    if rank > n:
+        return np.full(scores.shape[1:], np.inf)
+    return np.sort(scores, axis=0)[rank - 1]
+
+
+@dataclass
+class ConformalInterval:
+    """Split-conformal count interval ``[ŷ - q·σ(ŷ), ŷ + q·σ(ŷ)]``, lower end clipped at 0.
+
+    Build with ``ConformalInterval.fit(y_true, y_pred, level)`` on predictions for samples the
+    regressor did not train on (a validation split).
+    """
+
+    level: float
+    quantile: np.ndarray
+    scale: str = "absolute"
+    n_calibration: int = 0
+    lower_bound: float | None = 0.0
+    method: str = field(default="split-conformal", init=False)
+
+    @classmethod
+    def fit(
+        cls,
+        y_true: np.ndarray | Sequence[float],
+        y_pred: np.ndarray | Sequence[float],
+        level: float = 0.9,
+        scale: str = "absolute",
+        lower_bound: float | None = 0.0,
+    ) -> ConformalInterval:
+        """Calibrate on held-out pairs; ``level`` is the nominal coverage (e.g. 0.9)."""
+        truth = _as_float_array(y_true, "y_true")
+        predicted = _as_float_array(y_pred, "y_pred")
+        if truth.shape != predicted.shape:
+            raise ValueError(f"y_true {truth.shape} and y_pred {predicted.shape} differ in shape")
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level {level}: expected a coverage strictly between 0 and 1")
+        if truth.shape[0] == 0:
+            raise ValueError("y_true: no calibration samples")
+        if not (np.isfinite(truth).all() and np.isfinite(predicted).all()):
+            raise ValueError("y_true / y_pred: calibration values must be finite")
+        scores = np.abs(truth - predicted) / _scale_of(predicted, scale)
+        return cls(
+            level=float(level),
+            quantile=np.asarray(conformal_quantile(scores, level), dtype=float),
+            scale=scale,
+            n_calibration=int(truth.shape[0]),
+            lower_bound=lower_bound,
+        )
+
+    def half_width(self, y_pred: np.ndarray | Sequence[float]) -> np.ndarray:
+        """Half width ``q·σ(ŷ)`` of each interval, before clipping at the lower bound."""
+        predicted = np.asarray(y_pred, dtype=float)
+        return self.quantile * _scale_of(predicted, self.scale)
+
+    def interval(self, y_pred: np.ndarray | Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """``(low, high)`` arrays shaped like ``y_pred``."""
+        predicted = np.asarray(y_pred, dtype=float)
+        half = self.half_width(predicted)
+        low = predicted - half
+        if self.lower_bound is not None:
+            # Counts cannot be negative: clipping shortens the interval without losing coverage.
+            low = np.maximum(low, self.lower_bound)
+        return low, predicted + half
+
+    def coverage(self, y_true: np.ndarray | Sequence[float], y_pred: np.ndarray | Sequence[float]) -> float:
+        """Fraction of true counts inside their interval."""
+        truth = np.asarray(y_true, dtype=float)
+        low, high = self.interval(y_pred)
+        if truth.shape != low.shape:
+            raise ValueError(f"y_true {truth.shape} and y_pred {low.shape} differ in shape")
+        return float(np.mean((truth >= low) & (truth <= high)))
+
+    def mean_width(self, y_pred: np.ndarray | Sequence[float]) -> float:
+        """Mean interval width (after clipping at the lower bound)."""
+        low, high = self.interval(y_pred)
+        return float(np.mean(high - low))
+
+    def evaluate(self, y_true: np.ndarray | Sequence[float], y_pred: np.ndarray | Sequence[float]) -> dict:
+        """``{"level", "coverage", "mean_width", "scale"}`` on a test split."""
+        return {
+            "level": self.level,
+            "coverage": self.coverage(y_true, y_pred),
+            "mean_width": self.mean_width(y_pred),
+            "scale": self.scale,
+        }
+
+    def to_dict(self) -> dict:
+        """JSON-ready description (an infinite quantile is written as ``null``)."""
+        values = np.atleast_1d(self.quantile).astype(float)
+        written = [None if not np.isfinite(value) else float(value) for value in values]
+        return {
+            "method": self.method,
+            "level": self.level,
+            "scale": self.scale,
+            "quantile": written[0] if np.ndim(self.quantile) == 0 else written,
+            "n_calibration": self.n_calibration,
+            "lower_bound": self.lower_bound,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ConformalInterval:
+        """Inverse of ``to_dict``."""
+        try:
+            raw = data["quantile"]
+            if isinstance(raw, list):
+                quantile = np.array([np.inf if value is None else value for value in raw], dtype=float)
+            else:
+                quantile = np.asarray(np.inf if raw is None else raw, dtype=float)
+            interval = cls(
+                level=float(data["level"]),
+                quantile=quantile,
+                scale=str(data.get("scale", "absolute")),
+                n_calibration=int(data.get("n_calibration", 0)),
+                lower_bound=data.get("lower_bound", 0.0),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ModelFileError(f"interval calibration: malformed record ({error})") from None
+        if interval.scale not in SCALES:
+            raise ModelFileError(f"interval calibration: unknown scale {interval.scale!r}")
+        return interval
+
+
+def choose_scale(
+    y_true: np.ndarray | Sequence[float],
+    y_pred: np.ndarray | Sequence[float],
+    level: float = 0.9,
+    scales: Sequence[str] = SCALES,
+    n_splits: int = 50,
+    seed: int = 0,
+) -> tuple[str, dict[str, float]]:
+    """Pick the scale with the narrowest mean interval, judged on the calibration data only.
+
+    Each round calibrates every scale on a random half of the pairs and measures its mean width on
+    the other half; the scale with the smallest average wins. Returns the scale and the average
+    width of each candidate. Fit the final interval on all pairs with the chosen scale.
+    """
+    truth = _as_float_array(y_true, "y_true")
+    predicted = _as_float_array(y_pred, "y_pred")
+    n = truth.shape[0]
+    if n < 4:
+        return "absolute", {}
+    rng = np.random.default_rng(seed)
+    widths = {scale: [] for scale in scales}
+    for _ in range(n_splits):
+        order = rng.permutation(n)
+        calibrate, hold_out = order[: n // 2], order[n // 2 :]
+        for scale in scales:
+            interval = ConformalInterval.fit(truth[calibrate], predicted[calibrate], level, scale)
+            widths[scale].append(interval.mean_width(predicted[hold_out]))
+    mean_widths = {scale: float(np.mean(values)) for scale, values in widths.items()}
+    return min(mean_widths, key=mean_widths.get), mean_widths

@@ -1,0 +1,688 @@
+"""CountingModel: a trained regressor plus everything needed to apply it to new images.
+
+The model file is one ``.npz`` written by ``AGPRegressor.save`` with the counting metadata
+(backbone, preprocessing, ROI mask, grid, layout, dataset, split, metrics, interval calibration) in
+its JSON metadata, so later commands need nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from counting.core import defaults
+from counting.core.errors import CountingError, ModelFileError
+from counting.core.version import __version__
+from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views, stack_views
+from counting.heads.multiclass import apply_gate, inverse_transform
+from counting.heads.uncertainty import ConformalInterval
+
+MODEL_KIND = "counting-model"
+# Version 2 adds the descriptor record (feature-map sums); class-score models are still written
+# as version 1, byte for byte as before, so older readers keep reading them.
+FORMAT_VERSION = 3
+# What the regressor's output is added to: nothing, or the density head's whole-ROI sum (the
+# regressor then learns the count minus the head's sum: a correction of the head that, away
+# from its training rows, leaves the head's count alone; scripts/conv_agp_study.py).
+COUNT_OFFSETS = ("none", "head_sum")
+
+
+def _check_offset_record(metadata: dict, version: int, source: str) -> None:
+    """The count offset's record, beyond its values (checked by the model): a file that lost
+    or changed part of it would count silently wrong (the regressor learnt a correction)."""
+    if "count_offset" not in metadata and version >= 3:
+        raise ModelFileError(f"{source}: format version {version} records a count_offset, this file has none")
+    offset = metadata.get("count_offset", "none")
+    if not isinstance(offset, str) or offset not in COUNT_OFFSETS:
+        return  # the model refuses it, saying why
+    if offset != "none":
+        if version < 3:
+            raise ModelFileError(f"{source}: count offset {offset!r} needs format version 3, the file says {version}")
+        if "correction_weight" not in metadata:
+            raise ModelFileError(f"{source}: count offset {offset!r} without its correction_weight")
+    training = metadata.get("training") or {}
+    trained = training.get("count_offset", offset)
+    if trained != offset:
+        raise ModelFileError(
+            f"{source}: count offset {offset!r:.40} differs from the one it was trained with ({trained!r:.40})"
+        )
+
+
+class FeatureDimensionError(CountingError, ValueError):
+    """Features do not have the dimension the model was trained on."""
+
+
+def encode_mask(mask: np.ndarray) -> dict:
+    """Run-length code of a bool mask, small enough for the JSON metadata (ROIs are few runs)."""
+    flat = np.asarray(mask, dtype=bool).ravel()
+    change = np.flatnonzero(flat[1:] != flat[:-1]) + 1
+    bounds = np.concatenate([[0], change, [flat.size]])
+    return {
+        "shape": [int(side) for side in np.shape(mask)],
+        "first": bool(flat[0]) if flat.size else False,
+        "runs": np.diff(bounds).astype(int).tolist(),
+    }
+
+
+def decode_mask(code: dict) -> np.ndarray:
+    """Inverse of :func:`encode_mask`."""
+    runs = np.asarray(code["runs"], dtype=np.int64)
+    first = bool(code["first"])
+    values = np.where(np.arange(runs.size) % 2 == 0, first, not first)
+    mask = np.repeat(values, runs)
+    shape = tuple(int(side) for side in code["shape"])
+    if mask.size != int(np.prod(shape)):
+        raise ValueError(f"ROI mask runs cover {mask.size} pixels, shape {shape} needs {np.prod(shape)}")
+    return mask.reshape(shape)
+
+
+@dataclass
+class CountResult:
+    """Counts for a list of images; rows of failed images are NaN and listed in ``errors``."""
+
+    sources: list[str]
+    counts: np.ndarray  # (n,) or (n, K)
+    low: np.ndarray | None
+    high: np.ndarray | None
+    ok: np.ndarray  # (n,) bool
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class CountingModel:
+    """A fitted ``agp.AGPRegressor`` and how to turn images into its inputs."""
+
+    regressor: Any
+    backbone: str = defaults.BACKBONE
+    backbone_weights_sha256: str | None = None
+    # The runtime the training descriptors came from (information: any runtime predicts).
+    runtime: str | None = None
+    input_size: int | None = defaults.INPUT_SIZE
+    roi_mask: np.ndarray | None = None
+    # Whole-frame descriptors averaged with the left-right mirror's (counting.features.flip).
+    flip_average: bool = False
+    grid: tuple[int, int] | None = None
+    layout: str | None = None  # one of counting.features.layouts.LAYOUTS; None: frame, or tiles with a grid
+    class_names: list[str] | None = None
+    # Per-class counts (counting.heads.multiclass): the regressor fits transformed counts; a class
+    # below its gate threshold counts 0.
+    target_transform: str = "none"
+    gate: list[float] | None = None
+    interval: ConformalInterval | None = None
+    dataset: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+    history: dict = field(default_factory=dict)
+    validation_metrics: dict = field(default_factory=dict)
+    test_metrics: dict = field(default_factory=dict)
+    path: Path | None = None
+    # What an image becomes before the regressor (counting.features.descriptors); None: class scores.
+    descriptor: Any = None
+    # counting.heads.density.DensityHead: the regressor's rows are its density sums (whole ROI, cells).
+    density_head: Any = None
+    # counting.heads.density.multiclass.ClassDensityHead (VOC): the regressor's rows are its per-class sums.
+    class_density_head: Any = None
+    # One of COUNT_OFFSETS; "head_sum" needs a density head and no target transform. With it, the
+    # count is the head's sum plus ``correction_weight`` times the regressor's correction.
+    count_offset: str = "none"
+    correction_weight: float = 1.0
+    _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.layout is None:
+            self.layout = "frame" if self.grid is None else "tiles"
+        if self.layout not in LAYOUTS or (self.layout != "frame") != (self.grid is not None):
+            raise ModelFileError(f"layout {self.layout!r} does not fit grid {self.grid!r}")
+        if self.descriptor is not None and self.descriptor.spec.kind == "scores":
+            self.descriptor = None  # class scores are what a model without a descriptor record uses
+        if self.uses_maps and self.grid is not None:
+            raise ModelFileError(f"descriptor {self.descriptor.text!r} does not take a grid (it has levels=...)")
+        if self.count_offset not in COUNT_OFFSETS:
+            raise ModelFileError(f"count offset {self.count_offset!r:.60} is not one of {', '.join(COUNT_OFFSETS)}")
+        if self.count_offset == "head_sum" and (self.density_head is None or self.target_transform != "none"):
+            raise ModelFileError("count offset 'head_sum' needs a density head and no target transform")
+        weight = self.correction_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight <= 2.0:
+            raise ModelFileError(f"correction weight must be a number from 0 to 2, got {weight!r:.60}")
+        if weight != 1.0 and self.count_offset == "none":
+            raise ModelFileError("a correction weight other than 1 needs the count offset 'head_sum'")
+
+    @property
+    def uses_maps(self) -> bool:
+        """Descriptors are feature-map sums (one pass, no class scores)."""
+        return self.descriptor is not None and self.descriptor.uses_maps
+        if self.flip_average and self.grid is not None:
+            raise ModelFileError("flip-averaged descriptors are whole-frame only (no grid)")
+
+    # ------------------------------------------------------------------ file format
+    @property
+    def feature_dim(self) -> int:
+        """Dimension of one descriptor (a pyramid row concatenates the frame's and its cells')."""
+        rows = int(self.regressor.n_features_in_)
+        return rows // (1 + self.n_cells) if self.layout == "pyramid" else rows
+
+    @property
+    def views_per_image(self) -> int:
+        """Descriptors per image in the features the model takes: 1, the cells, or 1 + cells."""
+        if self.layout == "frame":
+            return 1
+        return self.n_cells + (1 if self.layout == "pyramid" else 0)
+
+    @property
+    def n_cells(self) -> int:
+        return 1 if self.grid is None else int(self.grid[0] * self.grid[1])
+
+    @property
+    def is_multi_output(self) -> bool:
+        return self.class_names is not None
+
+    @property
+    def name(self) -> str:
+        return str(self.path) if self.path is not None else "model"
+
+    def metadata(self) -> dict:
+        """JSON-ready metadata stored in the model file."""
+        head = {}
+        if self.density_head is not None:
+            from counting.heads.density.persistence import head_to_document
+
+            head = {"density_head": head_to_document(self.density_head)}
+        if self.class_density_head is not None:
+            from counting.heads.density.multiclass import class_head_to_document
+
+            head = {"class_density_head": class_head_to_document(self.class_density_head)}
+        record = head | {
+            "kind": MODEL_KIND,
+            # The oldest version that reads the file right: readers before 3 would ignore the offset.
+            "format_version": 3 if self.count_offset != "none" else 1 if self.descriptor is None else 2,
+            "counting_version": __version__,
+            "backbone": {
+                "name": self.backbone,
+                "weights_sha256": self.backbone_weights_sha256,
+                "runtime": self.runtime,
+            },
+            "preprocessing": {
+                "input_size": self.input_size,
+                "roi": self.roi_mask is not None,
+                "roi_mask": None if self.roi_mask is None else encode_mask(self.roi_mask),
+                "flip_average": self.flip_average,
+            },
+            "grid": None if self.grid is None else list(self.grid),
+            "layout": self.layout,
+            "class_names": self.class_names,
+            "multiclass": {"target_transform": self.target_transform, "gate": self.gate},
+            "interval": None if self.interval is None else self.interval.to_dict(),
+            "dataset": self.dataset,
+            "training": self.training,
+            "history": self.history,
+            "validation_metrics": self.validation_metrics,
+            "test_metrics": self.test_metrics,
+        }
+        if self.descriptor is not None:
+            record["descriptor"] = self.descriptor.to_dict()
+        if self.count_offset != "none":
+            record["count_offset"] = self.count_offset
+            record["correction_weight"] = float(self.correction_weight)
+        return record
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model as one ``.npz`` file (no pickle), atomically.
+
+        The regressor writes to a temporary file beside ``path`` which then replaces it, so a
+        failed save (full disk, Ctrl-C) leaves a model already at ``path`` untouched.
+        """
+        from counting.core.files import atomic_path
+
+        target = Path(path)
+        # OutputError (a CountingError naming the file) on a full disk or a folder not writable.
+        with atomic_path(target) as temporary:
+            self.regressor.save(temporary, metadata=self.metadata())
+        self.path = target
+        return target
+
+    @classmethod
+    def load(cls, path: str | Path) -> CountingModel:
+        """Read a model written by :meth:`save`; anything else -> ModelFileError naming the file."""
+        from agp import AGPRegressor
+        from counting.model.schema import check_archive, check_metadata, check_regressor
+
+        source = Path(path)
+        if source.is_dir():
+            raise ModelFileError(f"{source}: is a folder, not a model file")
+        if not source.exists():
+            raise ModelFileError(f"{source}: model file not found")
+        if not source.is_file():
+            raise ModelFileError(f"{source}: not a regular file (a device, pipe or socket), not a model file")
+        try:
+            with open(source, "rb"):
+                pass
+        except PermissionError:
+            raise ModelFileError(f"{source}: permission denied") from None
+        except OSError as error:
+            raise ModelFileError(f"{source}: cannot read the model file ({error.strerror or error})") from None
+        # Every member's header and size against the metadata first: agp's reader loads every member whole.
+        check_archive(source)
+        try:
+            regressor = AGPRegressor.load(source)
+        except Exception as error:  # noqa: BLE001 - any failure to parse means "not a model file"
+            detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+            detail = detail.removeprefix(f"{source}: ")  # agp's errors already name the file
+            raise ModelFileError(f"{source}: not a counting model file ({detail})") from None
+        metadata = regressor.metadata_ or {}
+        if not isinstance(metadata, dict) or metadata.get("kind") != MODEL_KIND:
+            raise ModelFileError(f"{source}: an AGP regressor file without counting metadata, not a counting model")
+        version = metadata.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise ModelFileError(
+                f"{source}: counting model format version {version!r} is newer than this "
+                f"version of counting reads ({FORMAT_VERSION}); upgrade counting"
+            )
+        _, n_outputs = check_regressor(regressor, str(source))
+        check_metadata(metadata, n_outputs, str(source))
+        density_head = None
+        if metadata.get("density_head") is not None:
+            from counting.heads.density.persistence import head_from_document
+
+            density_head = head_from_document(metadata["density_head"], str(source))
+        class_density_head = None
+        if metadata.get("class_density_head") is not None:
+            from counting.heads.density.multiclass import class_head_from_document
+
+            class_density_head = class_head_from_document(metadata["class_density_head"], str(source))
+        try:
+            preprocessing = metadata["preprocessing"]
+            mask_code = preprocessing.get("roi_mask")
+            interval = metadata.get("interval")
+            grid = metadata.get("grid")
+            descriptor_record = metadata.get("descriptor")
+            descriptor = None
+            if descriptor_record is not None:
+                from counting.features.descriptors import Descriptor
+
+                descriptor = Descriptor.from_dict(descriptor_record)
+            multiclass = metadata.get("multiclass") or {}
+            model = cls(
+                regressor=regressor,
+                backbone=metadata["backbone"]["name"],
+                backbone_weights_sha256=metadata["backbone"].get("weights_sha256"),
+                runtime=metadata["backbone"].get("runtime"),
+                input_size=preprocessing.get("input_size"),
+                roi_mask=None if mask_code is None else decode_mask(mask_code),
+                flip_average=bool(preprocessing.get("flip_average", False)),
+                grid=None if grid is None else (int(grid[0]), int(grid[1])),
+                layout=metadata.get("layout"),
+                class_names=metadata.get("class_names"),
+                target_transform=multiclass.get("target_transform") or "none",
+                gate=multiclass.get("gate"),
+                interval=None if interval is None else ConformalInterval.from_dict(interval),
+                dataset=metadata.get("dataset") or {},
+                training=metadata.get("training") or {},
+                history=metadata.get("history") or {},
+                validation_metrics=metadata.get("validation_metrics") or {},
+                test_metrics=metadata.get("test_metrics") or {},
+                path=source,
+                descriptor=descriptor,
+                density_head=density_head,
+                class_density_head=class_density_head,
+                count_offset=metadata.get("count_offset", "none"),
+                correction_weight=metadata.get("correction_weight", 1.0),
+            )
+        except ModelFileError as error:
+            raise ModelFileError(f"{source}: {error}") from None
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            raise ModelFileError(f"{source}: malformed counting metadata ({error})") from None
+        _check_offset_record(metadata, version, str(source))
+        return model
+
+    # ------------------------------------------------------------------ features -> counts
+    def check_features(self, features: np.ndarray, source: str = "features") -> np.ndarray:
+        """Validate features against the model; returns a float array.
+
+        ``frame``: ``(n, D)``; ``tiles``: ``(n, cells, D)``; ``pyramid``: ``(n, 1 + cells, D)``
+        (the whole-frame descriptor first, see :func:`counting.features.layouts.stack_views`).
+        """
+        array = np.asarray(features, dtype=float)
+        if array.ndim not in (2, 3):
+            raise FeatureDimensionError(
+                f"{source}: expected features shaped (n, {self.feature_dim}), got {array.shape}"
+            )
+        if array.shape[-1] != self.feature_dim:
+            raise FeatureDimensionError(
+                f"{source}: features have {array.shape[-1]} dimensions but {self.name} expects "
+                f"{self.feature_dim} ({self.backbone} descriptors)"
+            )
+        if self.grid is None:
+            if array.ndim == 3:
+                raise FeatureDimensionError(
+                    f"{source}: features have {array.shape[1]} tiles per image but {self.name} counts whole frames"
+                )
+            return array
+        grid_text = f"{self.grid[0]}x{self.grid[1]}"
+        if array.ndim == 2:
+            raise FeatureDimensionError(
+                f"{source}: whole-frame features, but {self.name} counts on a "
+                f"{grid_text} grid of tiles (extract them with --grid)"
+            )
+        if array.shape[1] != self.views_per_image:
+            wanted = str(self.views_per_image)
+            if self.layout == "pyramid":  # say what the 1 + cells views are and in which order
+                wanted += f" (shape (n, {self.views_per_image}, {self.feature_dim}): the whole frame, then its cells)"
+            raise FeatureDimensionError(
+                f"{source}: features have {array.shape[1]} descriptors per image but {self.name} "
+                f"({self.layout} layout on a {grid_text} grid) takes {wanted}"
+            )
+        return array
+
+    def predict_features(self, features: np.ndarray, source: str = "features") -> np.ndarray:
+        """Counts from descriptors: each frame's rows predicted and summed, clipped at 0.
+
+        Rows containing NaN (images that failed to load) give NaN counts.
+        """
+        array = self.check_features(features, source)
+        n_images = array.shape[0]
+        if self.layout == "pyramid":
+            rows = predict_rows("pyramid", *split_views(array))
+        else:
+            rows = predict_rows(self.layout, array if array.ndim == 2 else None, array if array.ndim == 3 else None)
+        finite = np.isfinite(rows).all(axis=1)
+        n_outputs = len(self.class_names) if self.class_names else 1
+        predicted = np.full((rows.shape[0], n_outputs), np.nan)
+        if finite.any():
+            values = np.asarray(self.regressor.predict(rows[finite]), dtype=float)
+            predicted[finite] = values.reshape(-1, n_outputs)
+        # Sum first, clip after: clipping each tile would bias sparse tiles upwards.
+        summed = frame_counts(predicted, n_images)
+        if self.count_offset == "head_sum":
+            # The regressor predicted the count minus the head's sum.
+            summed = array[:, :1] + self.correction_weight * summed
+        counts = inverse_transform(summed, self.target_transform)
+        if not self.is_multi_output:
+            return counts[:, 0]
+        return apply_gate(counts, self.gate)
+
+    def intervals(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+        """Calibrated ``(low, high)`` for predicted counts, or ``(None, None)`` when uncalibrated."""
+        if self.interval is None:
+            return None, None
+        return self.interval.interval(counts)
+
+    # ------------------------------------------------------------------ images -> counts
+    def preprocessing(self) -> Any:
+        """The model's Preprocessing (one object per model: it caches the resized ROI masks)."""
+        if "preprocessing" not in self._backbone_cache:
+            from counting.features.backbones import Preprocessing
+
+            self._backbone_cache["preprocessing"] = Preprocessing(input_size=self.input_size, roi_mask=self.roi_mask)
+        return self._backbone_cache["preprocessing"]
+
+    def get_backbone(self, weights: str | Path | None = None) -> Any:
+        """The backbone the model was trained with (loaded once per model object and runtime),
+        on the runtime configured now (:func:`counting.features.backbones.configure_runtime`), whichever
+        runtime the model was trained with: both give the same descriptors to 1e-4."""
+        from counting.features.backbones import default_runtime, get_backbone
+
+        key = f"{weights}|{default_runtime()}"
+        if key not in self._backbone_cache:
+            backbone = get_backbone(self.backbone, weights=weights)
+            expected = self.backbone_weights_sha256
+            actual = backbone.weights_sha256
+            if expected and actual and expected != actual:
+                raise ModelFileError(
+                    f"{self.name}: trained with {self.backbone} weights {expected[:12]}…, "
+                    f"but the weights loaded are {actual[:12]}…; pass the original weights file"
+                )
+            self._check_descriptor(backbone)
+            self._backbone_cache[key] = backbone
+        return self._backbone_cache[key]
+
+    def _check_descriptor(self, backbone: Any) -> None:
+        """ModelFileError unless the recorded descriptor fits ``backbone`` and the regressor.
+
+        Checked once the backbone is known (before any image is read): an edited descriptor
+        record would otherwise fail on every image with a message about "features"."""
+        if self.density_head is not None:
+            self._check_density_head(backbone)
+            return
+        if self.class_density_head is not None:
+            from counting.heads.density.multiclass import check_class_head
+
+            check_class_head(self.class_density_head, backbone, self.feature_dim, self.name)
+            return
+        if self.grid is not None:
+            return
+        from counting.features.descriptors import DescriptorError, as_descriptor
+
+        descriptor = as_descriptor(self.descriptor)
+        try:
+            dim = descriptor.dim(backbone)
+        except DescriptorError as error:
+            raise ModelFileError(f"{self.name}: {error}") from None
+        if dim != self.feature_dim:
+            raise ModelFileError(
+                f"{self.name}: descriptor {descriptor.text!r} gives {dim} numbers per image but the "
+                f"regressor takes {self.feature_dim} (model file edited or corrupt)"
+            )
+
+    def _check_density_head(self, backbone: Any) -> None:
+        """ModelFileError unless the head's layers and grid fit ``backbone`` and the regressor."""
+        head = self.density_head
+        known = ["final", *getattr(backbone, "taps", {})]
+        unknown = [name for name in head.layers if name not in known]
+        if unknown:
+            raise ModelFileError(f"{self.name}: density head reads {unknown[0]!r}, which {backbone.name} does not have")
+        maps = backbone.feature_maps(np.zeros((1, 3, 64, 64), np.float32), tuple(head.layers))
+        channels = sum(int(maps[name].shape[1]) for name in head.layers)
+        if channels != head.n_channels:
+            raise ModelFileError(
+                f"{self.name}: density head layers {'+'.join(head.layers)} give {channels} channels "
+                f"but the head takes {head.n_channels} (model file edited or corrupt)"
+            )
+        rows = 1 + (0 if head.grid is None else head.grid[0] * head.grid[1])
+        if rows != self.feature_dim:
+            raise ModelFileError(
+                f"{self.name}: density head grid {head.grid} gives {rows} sums per image but the regressor "
+                f"takes {self.feature_dim} (model file edited or corrupt)"
+            )
+
+    def count_paths(
+        self,
+        paths: Sequence[str | Path],
+        cache: Any = None,
+        weights: str | Path | None = None,
+        batch_size: int = defaults.BATCH_SIZE,
+        progress: bool = False,
+        extract: Any = None,
+    ) -> CountResult:
+        """Count image files; unreadable images are skipped and reported in ``errors``.
+
+        ``extract`` replaces :func:`~counting.features.extract_features` (same signature), e.g.
+        :func:`counting.apply.distributed.cluster_extractor` to run on a Dask cluster.
+        """
+        from counting.features import extract_features
+
+        backbone = self.get_backbone(weights)
+
+        extractor = extract if extract is not None else extract_features
+        if self.flip_average:
+            from counting.features.flip import flip_averaging
+
+            extractor = flip_averaging(extractor)
+
+        # Only non-default descriptors are passed on: any extractor takes the classic call.
+        kind = {} if self.descriptor is None else {"descriptor": self.descriptor}
+
+        def views(grid: tuple[int, int] | None) -> Any:
+            return extractor(
+                list(paths),
+                backbone,
+                self.preprocessing(),
+                grid=grid,
+                cache=cache,
+                batch_size=batch_size,
+                progress=progress,
+                on_error="skip",
+                **kind,
+            )
+
+        if self.density_head is not None:
+            return self._count_paths_by_density(paths, backbone, cache, batch_size, progress)
+        if self.class_density_head is not None:
+            from counting.heads.density.multiclass import class_head_features
+
+            features, ok, errors = class_head_features(
+                self.class_density_head, paths, backbone, self.preprocessing(), cache, batch_size
+            )
+            counts = self.predict_features(features)
+            low, high = self.intervals(counts)
+            return CountResult(
+                sources=[str(path) for path in paths], counts=counts, low=low, high=high, ok=ok, errors=errors
+            )
+        feature_set = views(self.grid)
+        features, ok = feature_set.features, np.asarray(feature_set.ok, dtype=bool)
+        errors = dict(feature_set.errors)
+        if self.layout == "pyramid":
+            whole = views(None)
+            features = stack_views(whole.features, features)
+            ok &= np.asarray(whole.ok, dtype=bool)
+            errors = dict(whole.errors) | errors
+        counts = self.predict_features(features)
+        low, high = self.intervals(counts)
+        return CountResult(
+            sources=[str(path) for path in paths], counts=counts, low=low, high=high, ok=ok, errors=errors
+        )
+
+    def _count_paths_by_density(
+        self, paths: Sequence[str | Path], backbone: Any, cache: Any, batch_size: int, progress: bool
+    ) -> CountResult:
+        """:meth:`count_paths` for a density-head model: maps -> region sums -> regressor."""
+        from counting.heads.density.maps import HEAD_STRIDE, extract_maps
+
+        head = self.density_head
+        map_set = extract_maps(
+            list(paths),
+            backbone,
+            self.preprocessing(),
+            head.layers,
+            cache,
+            batch_size,
+            progress,
+            on_error="skip",
+            stride=getattr(head, "stride", HEAD_STRIDE),
+        )
+        features = np.full((len(map_set.maps), self.feature_dim), np.nan)
+        for index, item in enumerate(map_set.maps):
+            if item is not None:
+                features[index] = head.region_counts(item, self.roi_mask, head.grid)[0]
+        counts = self.predict_features(features)
+        low, high = self.intervals(counts)
+        return CountResult(
+            sources=[str(path) for path in paths],
+            counts=counts,
+            low=low,
+            high=high,
+            ok=map_set.ok,
+            errors=dict(map_set.errors),
+        )
+
+    def density_maps(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
+        """``(n, h, w)`` density maps (people per head-grid cell) of prepared inputs of one shape."""
+        from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
+
+        head = self.density_head
+        if head is None:
+            raise ModelFileError(f"{self.name}: has no density head (train it with --density-head)")
+        batch = np.stack([np.asarray(tensor) for tensor in tensors])
+        stride = getattr(head, "stride", HEAD_STRIDE)  # 8 for the conv head
+        return head.density(maps_on_grid(self.get_backbone(weights), batch, head.layers, stride))
+
+    def count_density(self, density: np.ndarray) -> np.ndarray:
+        """Counts from density maps of :meth:`density_maps` (the head's sums through the regressor)."""
+        head = self.density_head
+        return self.predict_features(head.sum_regions(density, self.roi_mask, head.grid), source="frames")
+
+    def prepare_image(
+        self, image: Any, weights: str | Path | None = None, source: str | None = None, *, bgr: bool = False
+    ) -> Any:
+        """Network input ``(3, H, W)`` for one in-memory image (PIL or RGB array; a BGR array,
+        as OpenCV decodes frames, with ``bgr=True``).
+
+        Separate from :meth:`count_prepared` so a video reader thread can prepare the next
+        frames while the current batch runs through the network.
+        """
+        return self.get_backbone(weights).prepare(image, self.preprocessing(), source, bgr=bgr)
+
+    def count_prepared(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
+        """Counts for prepared inputs of one shape: one forward pass for the batch."""
+        if self.density_head is not None:
+            return self.count_density(self.density_maps(tensors, weights))
+        if self.class_density_head is not None:
+            from counting.heads.density.multiclass import class_head_batch_features
+
+            batch = np.stack([np.asarray(tensor) for tensor in tensors])
+            features = class_head_batch_features(self.class_density_head, self.get_backbone(weights), batch)
+            return self.predict_features(features, source="frames")
+        backbone = self.get_backbone(weights)
+        batch = list(tensors)  # stacked by the backbone, in the layout its runtime takes
+        if self.uses_maps:
+            # Sums of feature maps: one pass, no class scores.
+            features = np.asarray(self.descriptor.compute(backbone, batch, self.preprocessing().roi_mask))
+            return self.predict_features(features, source="frames")
+        pooled = self.descriptor is not None and self.descriptor.pooled
+        whole = backbone.forward_pooled if pooled else backbone.forward
+        if self.grid is None:
+            features = np.asarray(whole(batch))
+            if self.flip_average:
+                # Mirroring the prepared view equals preparing the mirrored frame (flipped after resizing).
+                features = (features + np.asarray(whole([view.flip(-1) for view in batch]))) / 2
+        else:
+            cells = backbone.forward_grid_pooled if pooled else backbone.forward_grid
+            features = np.asarray(cells(batch, grid=self.grid))
+            if self.layout == "pyramid":
+                # Two trunk passes; a pyramid model is a study option, not the video default.
+                features = stack_views(np.asarray(whole(batch)), features)
+        return self.predict_features(features, source="frames")
+
+    def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
+        """Counts for in-memory images (PIL images or RGB arrays of one size, e.g. video frames)."""
+        if len(images) == 0:
+            return np.zeros((0, len(self.class_names))) if self.class_names else np.zeros(0)
+        return self.count_prepared([self.prepare_image(image, weights) for image in images], weights)
+
+    def summary(self) -> dict:
+        """Short description for the CLI."""
+        head = {} if self.density_head is None else {"density_head": ",".join(self.density_head.layers)}
+        if self.class_density_head is not None:
+            head = {"density_head": "per class: " + ",".join(self.class_density_head.layers)}
+        return head | {
+            "backbone": self.backbone,
+            "input_size": self.input_size,
+            "roi": self.roi_mask is not None,
+            "flip_average": self.flip_average,
+            "grid": None if self.grid is None else f"{self.grid[0]}x{self.grid[1]}",
+            "layout": self.layout,
+            "kernel": self.training.get("kernel"),
+            "n_centers": self.training.get("n_centers"),
+            "dataset": self.dataset.get("name"),
+            "split": self.dataset.get("split"),
+            "interval": None if self.interval is None else self.interval.level,
+            "descriptor": "scores" if self.descriptor is None else self.descriptor.text,
+        }
+
+
+def default_model_path() -> Path:
+    """The shipped model: ``models/default.npz`` in a checkout, or the installed data files."""
+    import sys
+
+    checkout = Path(__file__).resolve().parents[2] / "models" / "default.npz"
+    if checkout.is_file():
+        return checkout
+    installed = Path(sys.prefix) / "share" / "counting" / "models" / "default.npz"
+    return installed if installed.is_file() else checkout
+
+
+def load_model(path: str | Path | None = None) -> CountingModel:
+    """Load ``path``, or the shipped default model when ``path`` is None."""
+    return CountingModel.load(default_model_path() if path is None else path)

@@ -1,0 +1,1 @@
+"""Stage 5, a dataset -> a model file: the training pipeline."""

@@ -1,0 +1,453 @@
+"""Training pipeline: dataset -> descriptors (cached) -> AGP regressor -> CountingModel.
+
+The train split is divided into a part the regressor is fitted on and a calibration part it
+never sees; the calibration part gives the model's validation figures and the split-conformal
+count interval. With a grid, the regressor learns per-tile counts (from the head dots) from
+per-tile descriptors of one forward pass, and a frame's count is the sum over its tiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from counting.core import defaults
+from counting.core.errors import DatasetError, TrainingError
+from counting.data.datasets.splits import cv_folds
+from counting.features.layouts import check_layout, extract_views, model_features, training_rows, training_weights
+from counting.heads.multiclass import apply_gate, check_transform, choose_gate, forward_transform
+from counting.model.counting_model import CountingModel
+
+# auto = cv: every train image calibrates the interval (out of fold), the model is fitted on all.
+CALIBRATION_MODES = ("auto", "cv", "tail", "blocks", "random", "none")
+# Frames per contiguous block of the "blocks" calibration hold-out.
+CALIBRATION_BLOCK = 10
+# Frames per run dealt to the cross-validation folds on sequences (None: one run per fold).
+CV_BLOCK: int | None = 10
+
+
+@dataclass
+class TrainingConfig:
+    """Everything that decides a training run (recorded in the model file)."""
+
+    backbone: str = defaults.BACKBONE
+    weights: str | None = None
+    input_size: int | None = defaults.INPUT_SIZE
+    grid: tuple[int, int] | None = defaults.GRID
+    # One of counting.features.layouts.LAYOUTS; None: "frame" without a grid, else "tiles", or
+    # "tiles+frame" with whole_frame_rows.
+    layout: str | None = None
+    whole_frame_rows: bool = defaults.WHOLE_FRAME_ROWS
+    use_roi: bool = True
+    kernel: str = defaults.KERNEL
+    n_centers: int = defaults.N_CENTERS
+    n_validation: int | None = None  # None: defaults.N_VALIDATION, fewer on small training sets
+    max_epochs: int | None = None  # None: the regressor's default
+    interval_level: float = defaults.INTERVAL_LEVEL
+    calibration: str = "auto"  # one of CALIBRATION_MODES
+    calibration_fraction: float = defaults.CALIBRATION_FRACTION
+    min_calibration: int = defaults.MIN_CALIBRATION
+    seed: int = defaults.SEED
+    batch_size: int = defaults.BATCH_SIZE
+    # counting.features.descriptors spec: "scores" (class scores), "pooled", "sum:block10+final,perspective", ...
+    descriptor: str = "scores"
+    # counting.heads.multiclass: targets the regressor fits (one-row-per-image layouts), and per-class
+    # presence thresholds chosen on the out-of-fold (or held-out) predictions of the train images.
+    target_transform: str = "none"
+    gate: bool = False
+    # Whole-frame descriptors averaged with the mirrored photo's (counting.features.flip).
+    flip_average: bool = False
+    # A density head on intermediate feature maps (counting.heads.density); the AGP then regresses the
+    # count from the head's sums over the ROI and each --grid cell, one "frame" row per image.
+    density_head: bool = False
+    # The head's kind (ridge, rff, conv) and the layers it reads (None: the kind's default).
+    density_kind: str = "ridge"
+    density_layers: tuple[str, ...] | None = None
+
+    def resolved_layout(self) -> str:
+        """The layout these settings train (checked against the grid)."""
+        if self.density_head:
+            return "frame"
+        if self.layout is not None:
+            return check_layout(self.layout, self.grid)
+        if self.grid is None:
+            return "frame"
+        return "tiles+frame" if self.whole_frame_rows else "tiles"
+
+    def record(self) -> dict:
+        """JSON-ready copy for the model file (the weights path is machine-specific: name only)."""
+        data = asdict(self)
+        data["layout"] = self.resolved_layout()
+        data["grid"] = None if self.grid is None else list(self.grid)
+        data["density_layers"] = None if self.density_layers is None else list(self.density_layers)
+        data["weights"] = None if self.weights is None else Path(self.weights).name
+        return data
+
+
+def calibration_split(
+    indices: np.ndarray, mode: str, fraction: float, minimum: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ``(fit, calibration)`` of the train samples.
+
+    ``tail`` holds out the last frames of a sequence: neighbouring frames are near copies, so a
+    random hold-out would be scored almost in-sample and the interval would come out too narrow.
+    """
+    n = len(indices)
+    positions = np.arange(n)
+    if mode == "none":
+        return positions, positions[:0]
+    size = max(int(minimum), int(round(fraction * n)))
+    if size >= n:
+        raise DatasetError(
+            f"train split: {n} samples are too few to hold out {size} for interval calibration "
+            "(use more training images or --calibration none)"
+        )
+    if mode == "tail":
+        order = np.argsort(indices, kind="stable")
+        return np.sort(order[: n - size]), np.sort(order[n - size :])
+    if mode == "blocks":
+        # Whole runs of neighbouring frames spread over the sequence: representative of all of
+        # it (unlike the tail) and, but for block edges, not next to a fitted frame (unlike random).
+        order = np.argsort(indices, kind="stable")
+        blocks = [order[k : k + CALIBRATION_BLOCK] for k in range(0, n, CALIBRATION_BLOCK)]
+        chosen: list[np.ndarray] = []
+        for b in np.random.default_rng(seed).permutation(len(blocks)):
+            if sum(len(c) for c in chosen) >= size:
+                break
+            chosen.append(blocks[b])
+        held = np.sort(np.concatenate(chosen))
+        return np.setdiff1d(positions, held), held
+    if mode == "random":
+        held = np.random.default_rng(seed).choice(n, size=size, replace=False)
+        return np.setdiff1d(positions, held), np.sort(held)
+    raise ValueError(f"calibration {mode!r}: expected one of {', '.join(CALIBRATION_MODES)}")
+
+
+def make_regressor(config: TrainingConfig, n_rows: int, log: Callable[[str], None] | None = None) -> Any:
+    """An AGPRegressor for ``n_rows`` training rows with the config's settings."""
+    from agp import AGPRegressor
+
+    n_validation = config.n_validation
+    if n_validation is None:
+        # Keep the paper's 100 validation rows when there is room, fewer on small sets.
+        n_validation = int(min(defaults.N_VALIDATION, max(5, n_rows // 5)))
+    epochs = {} if config.max_epochs is None else {"max_epochs": config.max_epochs}
+    return AGPRegressor(
+        n_centers=config.n_centers,
+        kernel=config.kernel,
+        validation_fraction=n_validation,
+        random_state=config.seed,
+        callback=None if log is None else _epoch_logger(log),
+        **epochs,
+    )
+
+
+def _epoch_logger(log: Callable[[str], None]) -> Callable[[int, float, float], None]:
+    """Live line per epoch (epoch 0 is the regressor's grid-search start)."""
+
+    def on_epoch(epoch: int, train_loss: float, val_loss: float) -> None:
+        label = "grid start" if epoch == 0 else f"epoch {epoch:>4}"
+        log(f"{label:>10}  train loss {train_loss:10.4f}  validation loss {val_loss:10.4f}")
+
+    return on_epoch
+
+
+def _json_history(regressor: Any) -> dict:
+    history = regressor.history_
+    return {key: [float(value) for value in values] for key, values in history.items()}
+
+
+def _fit_regressor(
+    config: TrainingConfig,
+    X: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray | None,
+    root: Any,
+    log: Callable[[str], None] | None,
+) -> Any:
+    regressor = make_regressor(config, len(X), log)
+    try:
+        regressor.fit(X, y, sample_weight=weights)
+    except ValueError as error:
+        # agp reports bad settings for the data (more centres than rows, ...) as ValueError.
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise TrainingError(f"{root}: cannot fit the regressor on {len(X)} rows ({detail})") from None
+    # The logger is a closure over the console: not part of the model (nor JSON-able).
+    regressor.callback = None
+    return regressor
+
+
+def train_model(
+    dataset: Any,
+    config: TrainingConfig | None = None,
+    cache: Any = None,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+    split: str | None = None,
+    extract: Callable[..., Any] | None = None,
+) -> CountingModel:
+    """Fit a CountingModel on the train split of ``dataset`` (a loaded CountingDataset).
+
+    Calibration (``config.calibration``): ``cv`` fits the regressor on all train images and
+    calibrates the interval on out-of-fold predictions of every train image (K extra fits);
+    ``tail`` / ``blocks`` / ``random`` hold a part out of the fit; ``none`` skips the interval.
+    ``split`` is the split string the dataset was loaded with, recorded in the model file.
+    ``extract`` replaces ``extract_features`` (same signature), e.g. on a Dask cluster.
+    """
+    from counting.core.metrics import crowd_metrics, voc_metrics
+    from counting.features.backbones import Preprocessing, get_backbone
+    from counting.features.tiles import dot_tile_counts
+    from counting.heads.uncertainty import ConformalInterval, choose_scale
+
+    config = config or TrainingConfig()
+    train = dataset.subset("train")
+    samples = list(train.samples)
+    if not samples:
+        raise DatasetError(f"{dataset.root}: the train split of {dataset.name} is empty")
+    is_sequence = dataset.name in defaults.SEQUENCE_DATASETS
+    multi_output = dataset.class_names is not None
+    roi_mask = dataset.roi_mask if config.use_roi else None
+    layout = config.resolved_layout()
+    tile_targets = None
+    if layout in ("tiles", "tiles+frame"):
+        if multi_output:
+            raise DatasetError(
+                f"{dataset.root}: a --grid with tiles needs head dots, which {dataset.name} does not have"
+            )
+        tile_targets = dot_tile_counts(samples, config.grid, roi_mask, dataset.name)
+
+    from counting.features.descriptors import Descriptor
+
+    descriptor = Descriptor.build(
+        config.descriptor, getattr(dataset, "perspective_map", None), source=str(dataset.root)
+    )
+    if descriptor.uses_maps and layout != "frame":
+        raise TrainingError(f"descriptor {descriptor.text!r}: per-cell sums come from its levels=..., not a --grid")
+    backbone = get_backbone(config.backbone, weights=config.weights)
+    descriptor.check(backbone)
+    preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
+    if config.flip_average:
+        from counting.features.flip import flip_averaging
+
+        if layout != "frame":
+            raise TrainingError(f"{dataset.root}: --flip-average works on whole frames (no --grid)")
+        if descriptor.uses_maps:
+            raise TrainingError(
+                f"descriptor {descriptor.text!r}: --flip-average works on class scores or pooled features"
+            )
+        extract = flip_averaging(extract)
+    density_head = None
+    if config.density_head and (descriptor.spec.kind != "scores" or config.flip_average):
+        raise TrainingError(
+            "--density-head makes its own descriptors (the head's density sums): leave out --descriptor and --flip-average"
+        )
+    if config.density_head and (config.layout not in (None, "frame") or config.whole_frame_rows):
+        # Was silently ignored: the model file said layout 'frame' whatever was asked for.
+        raise TrainingError(
+            "--density-head trains one row per image (sums over the ROI and each --grid cell): "
+            "leave out --layout and --whole-frame-rows"
+        )
+    if not config.density_head and (config.density_kind != "ridge" or config.density_layers):
+        raise TrainingError("--head-kind and --head-layers choose the density head: add --density-head")
+    if config.density_head and config.density_kind == "conv" and config.target_transform != "none":
+        raise TrainingError(
+            "--target-transform does not apply to the conv density head: its AGP corrects the head's count"
+        )
+    class_density_head = None
+    if config.density_head and multi_output:
+        if config.density_kind != "ridge" or config.density_layers:
+            raise TrainingError(
+                "--head-kind and --head-layers are for one-count density heads; the VOC per-class head "
+                "has its own (final+block14, ridge)"
+            )
+        from counting.heads.density.class_training import fit_class_head_descriptors
+
+        class_density_head, frame = fit_class_head_descriptors(
+            samples,
+            dataset,
+            backbone,
+            preprocessing,
+            config.grid,
+            seed=config.seed,
+            cache=cache,
+            batch_size=config.batch_size,
+            log=log,
+        )
+        cells = None
+    elif config.density_head:
+        from counting.heads.density.training import density_choice, fit_head_descriptors
+
+        density_head, frame = fit_head_descriptors(
+            samples,
+            dataset,
+            backbone,
+            preprocessing,
+            config.grid,
+            is_sequence=is_sequence,
+            seed=config.seed,
+            cache=cache,
+            progress=progress,
+            log=log,
+            **density_choice(config),
+        )
+        kept = ~np.isnan(frame).any(axis=1)
+        if not kept.all():
+            # A conv head: the AGP learns from the sums of the images it was early-stopped on only.
+            samples = [sample for sample, keep in zip(samples, kept, strict=True) if keep]
+            train = replace(train, samples=samples)
+            frame = frame[kept]
+        cells = None
+    else:
+        frame, cells = extract_views(
+            [sample.path for sample in samples],
+            backbone,
+            preprocessing,
+            layout,
+            config.grid,
+            cache=cache,
+            batch_size=config.batch_size,
+            progress=progress,
+            extract=extract,
+            descriptor=None if descriptor.spec.kind == "scores" else descriptor,
+        )
+    features = model_features(layout, frame, cells)
+    counts = np.asarray(train.counts, dtype=float)
+    indices = np.array([sample.index for sample in samples])
+    check_multiclass_settings(config, layout, multi_output, dataset.root)
+    targets = forward_transform(counts, config.target_transform)
+    # A conv head's ensemble: the AGP corrects the head's count rather than replacing it (chosen
+    # on `train`'s procedure nested inside the train ranges, scripts/conv_agp_study.py).
+    count_offset = "head_sum" if density_head is not None and config.density_kind == "conv" else "none"
+    correction_weight = 1.0
+    if count_offset == "head_sum":
+        from counting.heads.density.conv_training import CORRECTION_WEIGHT
+
+        targets = targets - frame[:, 0]
+        correction_weight = CORRECTION_WEIGHT
+
+    def rows(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        X, y = training_rows(
+            layout,
+            None if frame is None else frame[positions],
+            None if cells is None else cells[positions],
+            targets[positions],
+            None if tile_targets is None else tile_targets[positions],
+        )
+        return X, y, training_weights(layout, len(positions), 0 if cells is None else cells.shape[1])
+
+    mode = config.calibration
+    if mode == "auto":
+        mode = "cv"
+    if mode == "cv":
+        fit = np.arange(len(samples))
+        folds = cv_folds(indices, defaults.CALIBRATION_FOLDS, is_sequence, config.seed, CV_BLOCK)
+        held = fit
+    else:
+        fit, held = calibration_split(indices, mode, config.calibration_fraction, config.min_calibration, config.seed)
+        folds = []
+
+    X, y, weights = rows(fit)
+    if log is not None:
+        grid_text = "" if config.grid is None else f", {config.grid[0]}x{config.grid[1]} grid"
+        log(
+            f"fitting {config.kernel} AGP with {config.n_centers} centres on {len(X)} rows "
+            f"({len(fit)} images, {layout} layout{grid_text})"
+        )
+    regressor = _fit_regressor(config, X, y, weights, dataset.root, log)
+
+    model = CountingModel(
+        regressor=regressor,
+        backbone=backbone.name,
+        backbone_weights_sha256=backbone.weights_sha256,
+        runtime=backbone.runtime,
+        input_size=config.input_size,
+        roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
+        flip_average=config.flip_average,
+        grid=None if config.density_head else config.grid,
+        layout=layout,
+        class_names=list(dataset.class_names) if multi_output else None,
+        target_transform=config.target_transform,
+        density_head=density_head,
+        class_density_head=class_density_head,
+        count_offset=count_offset,
+        correction_weight=correction_weight,
+        dataset={
+            "name": dataset.name,
+            "root": str(dataset.root),
+            "split": split or dataset.split,
+            "n_train": len(samples),
+            "n_fit": int(len(fit)),
+            "n_calibration": int(len(held)),
+            "calibration": f"cv{len(folds)}" if mode == "cv" else mode,
+            "train_indices": [int(indices.min()), int(indices.max())] if len(indices) else None,
+        },
+        training=config.record()
+        | {
+            "n_rows": int(len(X)),
+            "n_validation_rows": len(regressor.validation_indices_),
+            "best_epoch": _best_epoch(regressor),
+            "count_offset": count_offset,
+            "correction_weight": correction_weight,
+        },
+        history=_json_history(regressor),
+        descriptor=None if descriptor.spec.kind == "scores" else descriptor,
+    )
+    if not len(held):
+        return model
+    if mode == "cv":
+        if log is not None:
+            log(f"calibrating the interval on out-of-fold predictions ({len(folds)} folds)")
+        predicted = np.zeros_like(counts)
+        for fold in folds:
+            rest = np.setdiff1d(fit, fold)
+            fold_model = CountingModel(
+                regressor=_fit_regressor(config, *rows(rest), dataset.root, None),
+                grid=model.grid,
+                layout=layout,
+                class_names=model.class_names,
+                descriptor=model.descriptor,
+                target_transform=config.target_transform,
+                density_head=density_head,
+                count_offset=count_offset,
+                correction_weight=correction_weight,
+            )
+            predicted[fold] = fold_model.predict_features(features[fold])
+        where = f"out-of-fold predictions of {len(held)} train images ({len(folds)} folds"
+        where += ", runs of consecutive frames)" if is_sequence else ")"
+    else:
+        predicted = model.predict_features(features[held])
+        where = f"{len(held)} held-out train images ({mode})"
+    truth = counts[held]
+    if config.gate:
+        # Chosen on these same held-out predictions: the validation figures below include the choice.
+        model.gate = [float(value) for value in choose_gate(truth, predicted)]
+        predicted = apply_gate(predicted, model.gate)
+        where += ", gate thresholds chosen on them"
+    model.validation_metrics = (
+        voc_metrics(truth, predicted, model.class_names) if multi_output else crowd_metrics(truth, predicted)
+    )
+    model.validation_metrics["on"] = where
+    scale, widths = choose_scale(truth, predicted, level=config.interval_level, seed=config.seed)
+    model.interval = ConformalInterval.fit(truth, predicted, level=config.interval_level, scale=scale)
+    model.training["interval_scale_widths"] = widths
+    return model
+
+
+def check_multiclass_settings(config: TrainingConfig, layout: str, multi_output: bool, root: Any) -> None:
+    """A target transform needs one row per image (a sum over tiles of transformed counts is no
+    count); the gate is per class and is chosen on held-out predictions."""
+    check_transform(config.target_transform)
+    if config.target_transform != "none" and layout not in ("frame", "pyramid"):
+        raise TrainingError(f"{root}: --target-transform needs one row per image (layout frame or pyramid)")
+    if config.gate and not multi_output:
+        raise TrainingError(f"{root}: --gate works on per-class counts (VOC); this dataset has one count")
+    if config.gate and config.calibration == "none":
+        raise TrainingError(f"{root}: --gate is chosen on held-out predictions; use a --calibration other than none")
+
+
+def _best_epoch(regressor: Any) -> int:
+    return int(regressor.best_epoch_)
