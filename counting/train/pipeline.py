@@ -17,8 +17,10 @@ import numpy as np
 
 from counting.core import defaults
 from counting.core.errors import DatasetError, TrainingError
+from counting.core.metrics import crowd_metrics, voc_metrics
 from counting.data.datasets.splits import cv_folds
-from counting.features.layouts import check_layout, extract_views, model_features, training_rows, training_weights
+from counting.features.layouts import check_layout, model_features, training_rows, training_weights
+from counting.heads.kinds import HeadRows, TrainingInputs, head_kind_for
 from counting.heads.multiclass import apply_gate, check_transform, choose_gate, forward_transform
 from counting.model.counting_model import CountingModel
 
@@ -192,23 +194,58 @@ def train_model(
 ) -> CountingModel:
     """Fit a CountingModel on the train split of ``dataset`` (a loaded CountingDataset).
 
+    The stages: every setting is checked (:func:`plan_training`, before any work); the head kind
+    the config names (:mod:`counting.heads.kinds`) turns the train images into the AGP's rows;
+    the AGP is fitted on them (:func:`fit_rows`); the model is assembled (:func:`assemble_model`)
+    and its interval calibrated (:func:`calibrate`).
+
     Calibration (``config.calibration``): ``cv`` fits the regressor on all train images and
     calibrates the interval on out-of-fold predictions of every train image (K extra fits);
     ``tail`` / ``blocks`` / ``random`` hold a part out of the fit; ``none`` skips the interval.
     ``split`` is the split string the dataset was loaded with, recorded in the model file.
     ``extract`` replaces ``extract_features`` (same signature), e.g. on a Dask cluster.
     """
-    from counting.core.metrics import crowd_metrics, voc_metrics
-    from counting.features.backbones import Preprocessing, get_backbone
-    from counting.features.tiles import dot_tile_counts
-    from counting.heads.uncertainty import ConformalInterval, choose_scale
+    plan = plan_training(dataset, config or TrainingConfig())
+    head = head_kind_for(plan.config, plan.inputs.multi_output)
+    rows = head.rows(plan.inputs, cache=cache, progress=progress, log=log, extract=extract)
+    fitted = fit_rows(plan, rows, log)
+    model = assemble_model(plan, rows, fitted, split)
+    calibrate(model, plan, rows, fitted, log)
+    return model
 
-    config = config or TrainingConfig()
-    train = dataset.subset("train")
-    samples = list(train.samples)
+
+@dataclass
+class TrainingPlan:
+    """A checked training run: its inputs (shared with the head kinds) and what the AGP learns."""
+
+    config: TrainingConfig
+    inputs: TrainingInputs
+    roi_mask: np.ndarray | None
+    tile_targets: np.ndarray | None
+
+
+@dataclass
+class FittedRows:
+    """The AGP fitted on the rows, and how the train images were split for calibration."""
+
+    regressor: Any
+    targets: np.ndarray  # per image, transformed and (conv ensemble) minus the head's count
+    fit: np.ndarray  # positions the regressor was fitted on
+    held: np.ndarray  # positions that calibrate the interval
+    folds: list[np.ndarray]  # cross-validation folds (mode "cv"), else empty
+    mode: str
+    n_rows: int
+
+
+def plan_training(dataset: Any, config: TrainingConfig) -> TrainingPlan:
+    """Check every setting against the dataset, then load the backbone: no image is read yet."""
+    from counting.features.backbones import Preprocessing, get_backbone
+    from counting.features.descriptors import Descriptor
+    from counting.features.tiles import dot_tile_counts
+
+    samples = list(dataset.subset("train").samples)
     if not samples:
         raise DatasetError(f"{dataset.root}: the train split of {dataset.name} is empty")
-    is_sequence = dataset.name in defaults.SEQUENCE_DATASETS
     multi_output = dataset.class_names is not None
     roi_mask = dataset.roi_mask if config.use_roi else None
     layout = config.resolved_layout()
@@ -219,222 +256,156 @@ def train_model(
                 f"{dataset.root}: a --grid with tiles needs head dots, which {dataset.name} does not have"
             )
         tile_targets = dot_tile_counts(samples, config.grid, roi_mask, dataset.name)
-
-    from counting.features.descriptors import Descriptor
-
     descriptor = Descriptor.build(
         config.descriptor, getattr(dataset, "perspective_map", None), source=str(dataset.root)
     )
     if descriptor.uses_maps and layout != "frame":
         raise TrainingError(f"descriptor {descriptor.text!r}: per-cell sums come from its levels=..., not a --grid")
+    head_kind_for(config, multi_output).check(config, descriptor, dataset.root)
+    check_multiclass_settings(config, layout, multi_output, dataset.root)
     backbone = get_backbone(config.backbone, weights=config.weights)
     descriptor.check(backbone)
-    preprocessing = Preprocessing(input_size=config.input_size, roi_mask=roi_mask)
-    if config.flip_average:
-        from counting.features.flip import flip_averaging
+    inputs = TrainingInputs(
+        config=config,
+        dataset=dataset,
+        samples=samples,
+        layout=layout,
+        descriptor=descriptor,
+        backbone=backbone,
+        preprocessing=Preprocessing(input_size=config.input_size, roi_mask=roi_mask),
+        is_sequence=dataset.name in defaults.SEQUENCE_DATASETS,
+        multi_output=multi_output,
+    )
+    return TrainingPlan(config=config, inputs=inputs, roi_mask=roi_mask, tile_targets=tile_targets)
 
-        if layout != "frame":
-            raise TrainingError(f"{dataset.root}: --flip-average works on whole frames (no --grid)")
-        if descriptor.uses_maps:
-            raise TrainingError(
-                f"descriptor {descriptor.text!r}: --flip-average works on class scores or pooled features"
-            )
-        extract = flip_averaging(extract)
-    density_head = None
-    if config.density_head and (descriptor.spec.kind != "scores" or config.flip_average):
-        raise TrainingError(
-            "--density-head makes its own descriptors (the head's density sums): leave out --descriptor and --flip-average"
-        )
-    if config.density_head and (config.layout not in (None, "frame") or config.whole_frame_rows):
-        # Was silently ignored: the model file said layout 'frame' whatever was asked for.
-        raise TrainingError(
-            "--density-head trains one row per image (sums over the ROI and each --grid cell): "
-            "leave out --layout and --whole-frame-rows"
-        )
-    if not config.density_head and (config.density_kind != "ridge" or config.density_layers):
-        raise TrainingError("--head-kind and --head-layers choose the density head: add --density-head")
-    if config.density_head and config.density_kind == "conv" and config.target_transform != "none":
-        raise TrainingError(
-            "--target-transform does not apply to the conv density head: its AGP corrects the head's count"
-        )
-    class_density_head = None
-    if config.density_head and multi_output:
-        if config.density_kind != "ridge" or config.density_layers:
-            raise TrainingError(
-                "--head-kind and --head-layers are for one-count density heads; the VOC per-class head "
-                "has its own (final+block14, ridge)"
-            )
-        from counting.heads.density.class_training import fit_class_head_descriptors
 
-        class_density_head, frame = fit_class_head_descriptors(
-            samples,
-            dataset,
-            backbone,
-            preprocessing,
-            config.grid,
-            seed=config.seed,
-            cache=cache,
-            batch_size=config.batch_size,
-            log=log,
-        )
-        cells = None
-    elif config.density_head:
-        from counting.heads.density.training import density_choice, fit_head_descriptors
+def _rows(plan: TrainingPlan, rows: HeadRows, targets: np.ndarray, positions: np.ndarray) -> tuple:
+    """``(X, y, weights)`` of the AGP for the train images at ``positions``."""
+    layout, frame, cells = plan.inputs.layout, rows.frame, rows.cells
+    X, y = training_rows(
+        layout,
+        None if frame is None else frame[positions],
+        None if cells is None else cells[positions],
+        targets[positions],
+        None if plan.tile_targets is None else plan.tile_targets[positions],
+    )
+    return X, y, training_weights(layout, len(positions), 0 if cells is None else cells.shape[1])
 
-        density_head, frame = fit_head_descriptors(
-            samples,
-            dataset,
-            backbone,
-            preprocessing,
-            config.grid,
-            is_sequence=is_sequence,
-            seed=config.seed,
-            cache=cache,
-            progress=progress,
-            log=log,
-            **density_choice(config),
-        )
-        kept = ~np.isnan(frame).any(axis=1)
-        if not kept.all():
-            # A conv head: the AGP learns from the sums of the images it was early-stopped on only.
-            samples = [sample for sample, keep in zip(samples, kept, strict=True) if keep]
-            train = replace(train, samples=samples)
-            frame = frame[kept]
-        cells = None
-    else:
-        frame, cells = extract_views(
-            [sample.path for sample in samples],
-            backbone,
-            preprocessing,
-            layout,
-            config.grid,
-            cache=cache,
-            batch_size=config.batch_size,
-            progress=progress,
-            extract=extract,
-            descriptor=None if descriptor.spec.kind == "scores" else descriptor,
-        )
-    features = model_features(layout, frame, cells)
-    counts = np.asarray(train.counts, dtype=float)
-    indices = np.array([sample.index for sample in samples])
-    check_multiclass_settings(config, layout, multi_output, dataset.root)
-    targets = forward_transform(counts, config.target_transform)
-    # A conv head's ensemble: the AGP corrects the head's count rather than replacing it (chosen
-    # on `train`'s procedure nested inside the train ranges, scripts/conv_agp_study.py).
-    count_offset = "head_sum" if density_head is not None and config.density_kind == "conv" else "none"
-    correction_weight = 1.0
-    if count_offset == "head_sum":
-        from counting.heads.density.conv_training import CORRECTION_WEIGHT
 
-        targets = targets - frame[:, 0]
-        correction_weight = CORRECTION_WEIGHT
+def _counts(rows: HeadRows) -> np.ndarray:
+    return np.asarray([sample.count for sample in rows.samples], dtype=float)
 
-    def rows(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        X, y = training_rows(
-            layout,
-            None if frame is None else frame[positions],
-            None if cells is None else cells[positions],
-            targets[positions],
-            None if tile_targets is None else tile_targets[positions],
-        )
-        return X, y, training_weights(layout, len(positions), 0 if cells is None else cells.shape[1])
 
-    mode = config.calibration
-    if mode == "auto":
-        mode = "cv"
+def fit_rows(plan: TrainingPlan, rows: HeadRows, log: Callable[[str], None] | None) -> FittedRows:
+    """Split the train images for calibration and fit the AGP on the fitted part's rows."""
+    config = plan.config
+    targets = forward_transform(_counts(rows), config.target_transform)
+    if rows.count_offset == "head_sum":
+        targets = targets - rows.frame[:, 0]
+    indices = np.array([sample.index for sample in rows.samples])
+    mode = "cv" if config.calibration == "auto" else config.calibration
     if mode == "cv":
-        fit = np.arange(len(samples))
-        folds = cv_folds(indices, defaults.CALIBRATION_FOLDS, is_sequence, config.seed, CV_BLOCK)
-        held = fit
+        fit = held = np.arange(len(rows.samples))
+        folds = cv_folds(indices, defaults.CALIBRATION_FOLDS, plan.inputs.is_sequence, config.seed, CV_BLOCK)
     else:
         fit, held = calibration_split(indices, mode, config.calibration_fraction, config.min_calibration, config.seed)
         folds = []
-
-    X, y, weights = rows(fit)
+    X, y, weights = _rows(plan, rows, targets, fit)
     if log is not None:
         grid_text = "" if config.grid is None else f", {config.grid[0]}x{config.grid[1]} grid"
         log(
             f"fitting {config.kernel} AGP with {config.n_centers} centres on {len(X)} rows "
-            f"({len(fit)} images, {layout} layout{grid_text})"
+            f"({len(fit)} images, {plan.inputs.layout} layout{grid_text})"
         )
-    regressor = _fit_regressor(config, X, y, weights, dataset.root, log)
+    regressor = _fit_regressor(config, X, y, weights, plan.inputs.dataset.root, log)
+    return FittedRows(regressor, targets, fit, held, folds, mode, len(X))
 
-    model = CountingModel(
+
+def assemble_model(plan: TrainingPlan, rows: HeadRows, fitted: FittedRows, split: str | None) -> CountingModel:
+    """The model file's contents: the fitted AGP, the head, and how images become its inputs."""
+    config, inputs, regressor = plan.config, plan.inputs, fitted.regressor
+    dataset, backbone = inputs.dataset, inputs.backbone
+    indices = np.array([sample.index for sample in rows.samples])
+    return CountingModel(
         regressor=regressor,
         backbone=backbone.name,
         backbone_weights_sha256=backbone.weights_sha256,
         runtime=backbone.runtime,
         input_size=config.input_size,
-        roi_mask=None if roi_mask is None else np.asarray(roi_mask, dtype=bool),
+        roi_mask=None if plan.roi_mask is None else np.asarray(plan.roi_mask, dtype=bool),
         flip_average=config.flip_average,
         grid=None if config.density_head else config.grid,
-        layout=layout,
-        class_names=list(dataset.class_names) if multi_output else None,
+        layout=inputs.layout,
+        class_names=list(dataset.class_names) if inputs.multi_output else None,
         target_transform=config.target_transform,
-        density_head=density_head,
-        class_density_head=class_density_head,
-        count_offset=count_offset,
-        correction_weight=correction_weight,
+        density_head=rows.density_head,
+        class_density_head=rows.class_density_head,
+        count_offset=rows.count_offset,
+        correction_weight=rows.correction_weight,
         dataset={
             "name": dataset.name,
             "root": str(dataset.root),
             "split": split or dataset.split,
-            "n_train": len(samples),
-            "n_fit": int(len(fit)),
-            "n_calibration": int(len(held)),
-            "calibration": f"cv{len(folds)}" if mode == "cv" else mode,
+            "n_train": len(rows.samples),
+            "n_fit": int(len(fitted.fit)),
+            "n_calibration": int(len(fitted.held)),
+            "calibration": f"cv{len(fitted.folds)}" if fitted.mode == "cv" else fitted.mode,
             "train_indices": [int(indices.min()), int(indices.max())] if len(indices) else None,
         },
         training=config.record()
         | {
-            "n_rows": int(len(X)),
+            "n_rows": fitted.n_rows,
             "n_validation_rows": len(regressor.validation_indices_),
             "best_epoch": _best_epoch(regressor),
-            "count_offset": count_offset,
-            "correction_weight": correction_weight,
+            "count_offset": rows.count_offset,
+            "correction_weight": rows.correction_weight,
         },
         history=_json_history(regressor),
-        descriptor=None if descriptor.spec.kind == "scores" else descriptor,
+        descriptor=None if inputs.descriptor.spec.kind == "scores" else inputs.descriptor,
     )
+
+
+def calibrate(
+    model: CountingModel, plan: TrainingPlan, rows: HeadRows, fitted: FittedRows, log: Callable[[str], None] | None
+) -> None:
+    """Validation figures, the gate (per-class models) and the conformal interval, from
+    predictions on train images the regressor did not see (out of fold, or held out)."""
+    from counting.heads.uncertainty import ConformalInterval, choose_scale
+
+    config, held = plan.config, fitted.held
     if not len(held):
-        return model
-    if mode == "cv":
+        return
+    counts = _counts(rows)
+    features = model_features(plan.inputs.layout, rows.frame, rows.cells)
+    if fitted.mode == "cv":
         if log is not None:
-            log(f"calibrating the interval on out-of-fold predictions ({len(folds)} folds)")
+            log(f"calibrating the interval on out-of-fold predictions ({len(fitted.folds)} folds)")
         predicted = np.zeros_like(counts)
-        for fold in folds:
-            rest = np.setdiff1d(fit, fold)
-            fold_model = CountingModel(
-                regressor=_fit_regressor(config, *rows(rest), dataset.root, None),
-                grid=model.grid,
-                layout=layout,
-                class_names=model.class_names,
-                descriptor=model.descriptor,
-                target_transform=config.target_transform,
-                density_head=density_head,
-                count_offset=count_offset,
-                correction_weight=correction_weight,
+        for fold in fitted.folds:
+            rest = np.setdiff1d(fitted.fit, fold)
+            fold_model = replace(
+                model,
+                regressor=_fit_regressor(
+                    config, *_rows(plan, rows, fitted.targets, rest), plan.inputs.dataset.root, None
+                ),
             )
             predicted[fold] = fold_model.predict_features(features[fold])
-        where = f"out-of-fold predictions of {len(held)} train images ({len(folds)} folds"
-        where += ", runs of consecutive frames)" if is_sequence else ")"
+        where = f"out-of-fold predictions of {len(held)} train images ({len(fitted.folds)} folds"
+        where += ", runs of consecutive frames)" if plan.inputs.is_sequence else ")"
     else:
         predicted = model.predict_features(features[held])
-        where = f"{len(held)} held-out train images ({mode})"
+        where = f"{len(held)} held-out train images ({fitted.mode})"
     truth = counts[held]
     if config.gate:
         # Chosen on these same held-out predictions: the validation figures below include the choice.
         model.gate = [float(value) for value in choose_gate(truth, predicted)]
         predicted = apply_gate(predicted, model.gate)
         where += ", gate thresholds chosen on them"
-    model.validation_metrics = (
-        voc_metrics(truth, predicted, model.class_names) if multi_output else crowd_metrics(truth, predicted)
-    )
-    model.validation_metrics["on"] = where
+    figures = voc_metrics(truth, predicted, model.class_names) if model.class_names else crowd_metrics(truth, predicted)
+    model.validation_metrics = figures | {"on": where}
     scale, widths = choose_scale(truth, predicted, level=config.interval_level, seed=config.seed)
     model.interval = ConformalInterval.fit(truth, predicted, level=config.interval_level, scale=scale)
     model.training["interval_scale_widths"] = widths
-    return model
 
 
 def check_multiclass_settings(config: TrainingConfig, layout: str, multi_output: bool, root: Any) -> None:
