@@ -36,3 +36,25 @@ def test_shipped_model_counts_as_recorded(name: str, shared_data: Path) -> None:
             assert getattr(result, bound) is None
         else:
             np.testing.assert_allclose(getattr(result, bound), recorded[bound], rtol=0, atol=1e-3)
+
+
+def test_density_model_counts_in_chunks_as_in_one_go(
+    mall_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A density-head model reduces each chunk's maps to region sums before the next chunk
+    (memory flat in the number of pictures); chunks of 2 give the counts of one chunk."""
+    from counting.features.cache import FeatureCache
+    from counting.model import counting_model
+
+    frames = [str(path) for path in sorted((mall_root / "frames").glob("seq_0000*.jpg"))[:5]]
+    frames.insert(2, str(tmp_path / "missing.jpg"))
+    model = load_model(ROOT / "models" / "mall-accurate.npz")
+    cache = FeatureCache(tmp_path / "cache")
+    whole = model.count_paths(frames, cache=cache, batch_size=2)
+    monkeypatch.setattr(counting_model, "DENSITY_CHUNK", 2)
+    chunked = model.count_paths(frames, cache=cache, batch_size=2)
+    np.testing.assert_array_equal(chunked.ok, [True, True, False, True, True, True])
+    np.testing.assert_array_equal(chunked.ok, whole.ok)
+    np.testing.assert_allclose(chunked.counts, whole.counts, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(chunked.low, whole.low, rtol=0, atol=1e-9)
+    assert list(chunked.errors) == [frames[2]] and chunked.sources == frames
