@@ -6,11 +6,16 @@ Written here rather than taken from a library because the parameters are plain N
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 Params = dict[str, np.ndarray]
 
 DEFAULT_LEARNING_RATES = {"sgd": 1e-5, "adam": 0.03}
+# Learning-rate schedules after the warm-up: "constant" keeps the rate, "cosine" decays it to 0
+# over the remaining planned steps (Loshchilov & Hutter 2017, without restarts).
+LR_SCHEDULES = ("constant", "cosine")
 
 
 class SGD:
@@ -74,6 +79,24 @@ def warmup_factor(step: int, warmup_steps: int) -> float:
     still one sample), which overshot at 200 centres on large data; the ramp lets them settle.
     """
     return 1.0 if warmup_steps <= 0 else min(1.0, step / warmup_steps)
+
+
+def schedule_factor(step: int, warmup_steps: int, total_steps: int, schedule: str = "constant") -> float:
+    """Fraction of the learning rate at step t (1-based) of ``total_steps`` planned steps.
+
+    The linear warm-up first (:func:`warmup_factor`); after it ``"constant"`` keeps the full rate
+    and ``"cosine"`` follows ½(1 + cos(π p)), p the fraction of the post-warm-up steps taken,
+    so the rate falls smoothly from the full rate to 0 at the last planned step.
+    """
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(f"unknown learning-rate schedule {schedule!r}; choose one of {', '.join(LR_SCHEDULES)}")
+    if schedule == "constant" or step <= warmup_steps:
+        return warmup_factor(step, warmup_steps)
+    span = total_steps - max(warmup_steps, 0)
+    if span <= 0:
+        return 1.0
+    progress = min(1.0, (step - max(warmup_steps, 0)) / span)
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def make_optimizer(name: str, learning_rate: float | None, momentum: float, scales: dict[str, float]) -> SGD | Adam:

@@ -486,7 +486,7 @@ def _hyper_fields() -> dict[str, Rule]:
     from agp.centers import CENTER_METHODS
     from agp.estimator import KERNEL_ALIASES
     from agp.mean import MEAN_FUNCTIONS
-    from agp.optimizers import DEFAULT_LEARNING_RATES
+    from agp.optimizers import DEFAULT_LEARNING_RATES, LR_SCHEDULES
 
     validation = (
         lambda value: value is None or _integers(0)[0](value) or (_is_number(value) and 0 <= value < 1),
@@ -500,6 +500,7 @@ def _hyper_fields() -> dict[str, Rule]:
         "optimizer": _one_of(tuple(DEFAULT_LEARNING_RATES)),
         "learning_rate": _or_null(_ABOVE_0),
         "warmup_steps": _integers(0),
+        "lr_schedule": _one_of(LR_SCHEDULES),  # written only when not "constant"
         "batch_size": _integers(1),
         "momentum": _numbers(lambda value: 0 <= value < 1, "a number from 0 to below 1"),
         "max_epochs": _integers(0),

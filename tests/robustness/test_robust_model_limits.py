@@ -375,9 +375,9 @@ def test_resaved_shipped_models_load_without_warnings(path: Path, tmp_path: Path
 
 
 @pytest.mark.parametrize("kernel", ["center", "univariate", "diagonal", "lowrank", "full", "multivariate"])
-@pytest.mark.parametrize(("optimizer", "validation"), [("adam", 20), ("sgd", 0.5)])
+@pytest.mark.parametrize(("optimizer", "validation", "schedule"), [("adam", 20, "constant"), ("sgd", 0.5, "cosine")])
 def test_every_kernel_kind_written_by_agp_passes_the_member_check(
-    tmp_path: Path, kernel: str, optimizer: str, validation: float
+    tmp_path: Path, kernel: str, optimizer: str, validation: float, schedule: str
 ) -> None:
     from agp import AGPRegressor
 
@@ -391,6 +391,7 @@ def test_every_kernel_kind_written_by_agp_passes_the_member_check(
             rank=2,
             max_epochs=1,
             validation_fraction=validation,
+            lr_schedule=schedule,
             random_state=0,
         ).fit(X, X[:, 0])
     path = CountingModel(regressor=regressor).save(tmp_path / f"{kernel}.npz")
@@ -398,3 +399,4 @@ def test_every_kernel_kind_written_by_agp_passes_the_member_check(
         warnings.simplefilter("error")  # every hyper-parameter agp writes is one the schema knows
         model = load_model(path)
     assert np.array_equal(model.regressor.predict(X), regressor.predict(X))
+    assert model.regressor.lr_schedule == schedule
