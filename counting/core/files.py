@@ -326,6 +326,19 @@ def _inside(path: str, folder: str) -> bool:
 Paths = Iterable[str | os.PathLike[str] | None]
 
 
+def _symlinks_out_of(folder: str) -> list[tuple[str, bool]]:
+    """``(real target, is a folder)`` of every symlink inside ``folder`` (not followed): a
+    dataset's ``counts.csv`` or images may be links to files elsewhere, which an output written
+    by rename there would replace."""
+    links: list[tuple[str, bool]] = []
+    for parent, folders, files in os.walk(folder, onerror=lambda _error: None):
+        for name in folders + files:
+            entry = os.path.join(parent, name)
+            if os.path.islink(entry):
+                links.append((os.path.realpath(entry), os.path.isdir(entry)))
+    return links
+
+
 def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = ()) -> None:
     """The one rule, applied by every command before any work: ``OutputError`` when an output
     would destroy or change what the command reads.
@@ -335,12 +348,14 @@ def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = 
     ``input_folders`` the folders it reads data from (a dataset's root, the feature cache).
     Paths are compared after symlinks and ``..``, and hard links count as the same file. An
     output inside a data folder is refused even when it is a new name: a model, loss curve or
-    report there is read as data by the next run (a folder dataset lists every image in it).
+    report there is read as data by the next run (a folder dataset lists every image in it);
+    so is an output that a symlink inside a data folder points at (a linked ``counts.csv``).
     Character devices and FIFOs are written straight into and cannot change an input.
     """
     sources = [os.fspath(path) for path in inputs if path is not None]
     folders = [os.fspath(path) for path in input_folders if path is not None]
     written: list[str] = []
+    links: dict[str, list[tuple[str, bool]]] = {}
     for output in outputs:
         if output is None:
             continue
@@ -359,6 +374,14 @@ def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = 
                 raise OutputError(
                     f"{output}: is inside {folder}, which this command reads its data from; write outputs outside it"
                 )
+            real_target = os.path.realpath(target)
+            if folder not in links:
+                links[folder] = _symlinks_out_of(folder)
+            for linked, is_folder in links[folder]:
+                if real_target == linked or (is_folder and _inside(real_target, linked)):
+                    raise OutputError(
+                        f"{output}: {folder} reads it through a symlink (its data); write outputs elsewhere"
+                    )
 
 
 def check_not_an_input(output: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> None:

@@ -144,6 +144,8 @@ class FeatureCache:
             return None
         if not is_regular_file(resolved):
             return None  # /dev/zero or a FIFO would never finish hashing; the decoder reports it
+        if stat.st_size > _image_byte_limit():
+            return None  # the decoder refuses it by its size at once; hashing 100 GB took 100 s
         memo = self._load_memo()
         # Inode and ctime as well as size and mtime: see "Staleness" in the module docstring.
         signature = [stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
@@ -346,3 +348,15 @@ def _reason(error: OSError) -> str:
 
 def _warn_on_stderr(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _image_byte_limit() -> int:
+    """The decoder's file-size cap (counting.data.imaging.max_image_bytes); with a bad
+    ``COUNTING_MAX_IMAGE_BYTES`` value no file is hashed and the decoder says what is wrong."""
+    from counting.core.errors import CountingError
+    from counting.data.imaging import max_image_bytes
+
+    try:
+        return max_image_bytes()
+    except CountingError:
+        return -1
