@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import click
 import typer
 import typer.main
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from counting.cli.common import forget_interrupt_notes, interrupt_note, print_error, print_warning
 from counting.core.errors import CountingError, one_line_warnings
@@ -27,10 +27,26 @@ from counting.core.version import __version__
 COMMANDS = ("train", "evaluate", "report", "count", "video", "features", "compare")
 
 
+def _without_flag_placeholders(params: list[click.Parameter]) -> list[click.Parameter]:
+    """A flag (``--quiet``, ``--roi/--no-roi``, ``--help``) takes no value: typer's help would
+    show a ``<bool>`` placeholder beside it that the flag does not accept."""
+    for param in params:
+        if getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    """A command whose help shows no placeholder beside its flags."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return _without_flag_placeholders(super().get_params(ctx))
+
+
 def _load_command(name: str) -> click.Command:
     module = importlib.import_module(f"counting.cli.{name}")
     single = typer.Typer(rich_markup_mode="markdown", add_completion=False, pretty_exceptions_show_locals=False)
-    single.command(name)(getattr(module, name))
+    single.command(name, cls=_Command)(getattr(module, name))
     command = typer.main.get_command(single)
     command.name = name
     return command
@@ -56,6 +72,9 @@ class _OneLineErrors(TyperGroup):
     dataset, click's 2 for a bad option (unknown flag, value out of its choices)."""
 
     _listing = False
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return _without_flag_placeholders(super().get_params(ctx))
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [*COMMANDS, *(name for name in super().list_commands(ctx) if name not in COMMANDS)]

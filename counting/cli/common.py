@@ -80,6 +80,23 @@ def print_warning(line: str) -> None:
     error_console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
 
 
+def print_skipped(message: str) -> None:
+    """A file a command could not use and went on without: a diagnostic, so on stderr, never
+    mixed into the results on stdout (printed under --quiet too)."""
+    from counting.core.files import printable
+
+    error_console.print(f"[yellow]skipped:[/] {escape(printable(str(message)))}", soft_wrap=True)
+
+
+def informational(quiet: bool) -> Callable[..., None]:
+    """How a command prints its informational lines (what it is doing, where it wrote a file):
+    on stdout like its results, or nowhere under --quiet. Results, warnings and errors are
+    printed either way."""
+    if quiet:
+        return lambda *args, **kwargs: None
+    return console.print
+
+
 def dataset_options(dataset: str, csv_path: Path | None, include_difficult: bool) -> dict[str, Any]:
     """Reader-specific options for ``load_dataset`` (only those the dataset understands)."""
     options: dict[str, Any] = {}
@@ -109,10 +126,11 @@ def evaluate_on_test_split(
     csv_path: Path | None,
     include_difficult: bool,
     *,
-    cache_dir: Path | None,
+    cache: Any,
     smooth: int,
     weights: Path | None,
     progress: bool,
+    batch_size: int = defaults.BATCH_SIZE,
     extract: Any = None,
 ) -> Any:
     """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``)."""
@@ -122,7 +140,8 @@ def evaluate_on_test_split(
     return evaluate_model(
         counting_model,
         data.subset("test"),
-        cache=optional_cache(cache_dir),
+        cache=cache,
+        batch_size=batch_size,
         smoothing_window=smooth,
         weights=weights,
         progress=progress,
@@ -140,10 +159,10 @@ def feature_cache(cache_dir: Path | None, use_cache: bool) -> Any:
     return FeatureCache(cache_dir) if cache_dir is not None else FeatureCache()
 
 
-def optional_cache(cache_dir: Path | None) -> Any:
-    """A cache only when asked for (``--cache-dir`` or $COUNTING_CACHE_DIR): counting new images
-    should not fill the user's disk by default."""
-    if cache_dir is None and not os.environ.get("COUNTING_CACHE_DIR"):
+def optional_cache(cache_dir: Path | None, use_cache: bool = True) -> Any:
+    """A cache only when asked for (``--cache-dir`` or $COUNTING_CACHE_DIR) and not refused
+    (``--no-cache``): counting new images should not fill the user's disk by default."""
+    if not use_cache or (cache_dir is None and not os.environ.get("COUNTING_CACHE_DIR")):
         return None
     return feature_cache(cache_dir, True)
 

@@ -11,12 +11,18 @@ from rich.table import Table
 from counting.cli.common import (
     console,
     feature_cache,
+    informational,
     refuse_outputs_on_inputs,
     say_outputs_on_interrupt,
     use_runtime,
 )
 from counting.cli.options import (
+    DATA,
+    GRID_DEFAULT,
     INPUT_SIZE_DEFAULT,
+    PROGRESS_DEFAULT,
+    REGRESSOR,
+    SMOOTH_DEFAULT,
     BackboneOption,
     CacheDirOption,
     CentersOption,
@@ -26,15 +32,17 @@ from counting.cli.options import (
     GridOption,
     InputSizeOption,
     NoCacheOption,
+    ProgressOption,
+    QuietOption,
     RoiOption,
     RootOption,
     RuntimeOption,
     SeedOption,
+    SmoothOption,
     SplitOption,
     TargetTransformOption,
     ThreadsOption,
     out_option,
-    smooth_option,
 )
 from counting.core import defaults
 from counting.evaluate.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
@@ -94,7 +102,7 @@ def compare(
     split: SplitOption = None,
     backbone: BackboneOption = defaults.BACKBONE,
     input_size: InputSizeOption = INPUT_SIZE_DEFAULT,
-    grid: GridOption = "3x3",
+    grid: GridOption = GRID_DEFAULT,
     roi: RoiOption = True,
     descriptor: DescriptorsOption = None,
     methods: Annotated[
@@ -102,37 +110,50 @@ def compare(
         typer.Option(
             help=f"Comma-separated methods on whole frames ({', '.join([*FEATURE_PEERS, *IMAGE_PEERS])}); "
             "per-class counts (voc): train-mean, always-0, the feature methods and NAME-per-class. "
-            "Default: every one that applies."
+            "Default: every one that applies.",
+            rich_help_panel=REGRESSOR,
         ),
     ] = "",
     tiled_methods: Annotated[
-        str, typer.Option(help="Comma-separated feature methods also run on tiles (exact GP: concatenated cells only).")
+        str,
+        typer.Option(
+            help="Comma-separated feature methods also run on the tiles of --grid (exact GP: concatenated cells only).",
+            rich_help_panel=REGRESSOR,
+        ),
     ] = ",".join(DEFAULT_TILED_METHODS),
     centers: CentersOption = defaults.N_CENTERS,
     target_transform: TargetTransformOption = "none",
     gate: GateOption = False,
-    smooth: Annotated[int, smooth_option("Window of the temporal smoothing in the sequence figures")] = (
-        defaults.SMOOTHING_WINDOW
-    ),
+    smooth: SmoothOption = SMOOTH_DEFAULT,
     hog_train_images: Annotated[
-        int, typer.Option(help="Training images the HOG calibration line is fitted on (spread evenly).", min=2)
+        int,
+        typer.Option(
+            help="Training images the HOG calibration line is fitted on (spread evenly).",
+            min=2,
+            metavar="N",
+            rich_help_panel=REGRESSOR,
+        ),
     ] = 150,
     model: Annotated[
         list[Path] | None,
         typer.Option(
             "--model",
             "-m",
+            metavar="FILE",
             help="A trained model file (from `counting train`, e.g. a conv density head) to count the same "
             "test images with, as one more row; repeat for several. A model trained on any of them is refused.",
             exists=True,
             dir_okay=False,
             readable=True,
+            rich_help_panel=DATA,
         ),
     ] = None,
     seed: SeedOption = defaults.SEED,
     out: Annotated[Path, out_option("Folder for compare-DATASET.csv / .json / .md.", folder=True)] = Path("."),
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
+    progress: ProgressOption = PROGRESS_DEFAULT,
+    quiet: QuietOption = False,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
 ) -> None:
@@ -141,12 +162,15 @@ def compare(
     published figures, and write it as CSV, JSON and Markdown.
 
     Default split: mall 'train=1-600,test=601-800', shanghaitech and voc 'random:0.25:0', else 'standard'.
+    `--grid ROWSxCOLS` (e.g. 3x3) adds the tiled rows: --tiled-methods on per-cell descriptors.
     `--model FILE` adds rows for trained models (density heads take minutes per head to train, so
     `counting train` makes them): each counts the test images and is scored like the methods.
     Per-class counts (voc): baselines and every regressor on whole-frame descriptors, scored with
     mRMSE / m-relRMSE (and their non-zero variants), beside the published VOC-2007 rows.
     """
     use_runtime(runtime, threads)
+    say = informational(quiet)
+    progress = progress and not quiet
     from counting.evaluate.comparison import (
         check_methods,
         load_comparison_data,
@@ -198,12 +222,26 @@ def compare(
     if data.train_counts.ndim != 1:
         from counting.cli.multiclass_output import compare_per_class
 
-        compare_per_class(data, dataset, root, methods, centers, seed, target_transform, gate, out, models, cache)
+        compare_per_class(
+            data,
+            dataset,
+            root,
+            methods,
+            centers,
+            seed,
+            target_transform,
+            gate,
+            out,
+            models,
+            cache,
+            progress=progress,
+            say=say,
+        )
         return
 
     def announce(result) -> None:
         shown = _fmt(result.metrics.get("mae")) if result.status == "ok" else result.status
-        console.print(f"  {result.label} · {result.features}: MAE {shown}")
+        say(f"  {result.label} · {result.features}: MAE {shown}")
 
     results = run_comparison(
         data,
@@ -220,8 +258,8 @@ def compare(
 
         window = smooth if data.is_sequence else 0
         for path, loaded in models:
-            console.print(f"counting the {len(data.test_paths)} test images with {path}")
-            result = run_model(data, path, cache=cache, window=window, root=Path(root), progress=True, model=loaded)
+            say(f"counting the {len(data.test_paths)} test images with {path}")
+            result = run_model(data, path, cache=cache, window=window, root=Path(root), progress=progress, model=loaded)
             # Rows are keyed by label, predictions by method and features: two files alike get their paths.
             if any(other.label == result.label for other in results):
                 result.label = f"model {path}"
@@ -231,4 +269,4 @@ def compare(
             results.append(result)
     paths = write_comparison(data, results, out)
     console.print(results_table(data, results, published_rows(data.dataset), data.is_sequence))
-    console.print("wrote " + ", ".join(str(path) for path in paths.values()))
+    say("wrote " + ", ".join(str(path) for path in paths.values()))

@@ -16,24 +16,31 @@ from counting.apply.chunks import count_in_chunks
 from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
     console,
+    informational,
     load_model_option,
     optional_cache,
+    print_skipped,
     refuse_outputs_on_inputs,
     say_outputs_on_interrupt,
     use_runtime,
 )
 from counting.cli.multiclass_output import SHOW_THRESHOLD, class_counts_table
 from counting.cli.options import (
+    DESCRIPTORS,
+    PROGRESS_DEFAULT,
     BatchSizeOption,
     CacheDirOption,
     ClassThresholdOption,
     ClusterOption,
-    JsonOption,
     ModelOption,
+    NoCacheOption,
     ProgressOption,
+    QuietOption,
     RuntimeOption,
     ThreadsOption,
     WeightsOption,
+    csv_option,
+    json_option,
 )
 from counting.core import defaults
 from counting.core.errors import CountingError, ImageError
@@ -132,38 +139,43 @@ def count(
         typer.Argument(help="Images, folders of images or glob patterns ('frames/*.jpg').", show_default=False),
     ] = None,
     model: ModelOption = None,
-    csv: Annotated[
-        Optional[Path], typer.Option("--csv", help="Write one row per image to this CSV.", show_default=False)
+    csv: Annotated[Optional[Path], csv_option("Write one row per image (count, interval) to this CSV file.")] = None,
+    json_path: Annotated[
+        Optional[Path], json_option("Write the rows and the skipped images as JSON to this file.")
     ] = None,
-    json_path: JsonOption = None,
     features: Annotated[
         Optional[Path],
         typer.Option(
             "--features",
             help="Count precomputed descriptors (.npy or .csv from `counting features`) instead of images.",
             show_default=False,
+            rich_help_panel=DESCRIPTORS,
         ),
     ] = None,
     weights: WeightsOption = None,
+    show_above: ClassThresholdOption = None,
     cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = False,
     batch_size: BatchSizeOption = defaults.BATCH_SIZE,
-    progress: ProgressOption = False,
+    progress: ProgressOption = PROGRESS_DEFAULT,
+    quiet: QuietOption = False,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
     cluster: ClusterOption = None,
-    show_above: ClassThresholdOption = None,
 ) -> None:
-    """Count objects in images: a table on screen, optionally CSV / JSON (one row per image).
+    """Count objects in images: a table on stdout, optionally CSV / JSON (one row per image).
 
-    Unreadable images are reported and skipped; the rest are counted.
+    Unreadable images are skipped with a line on stderr; the rest are counted.
     """
     use_runtime(runtime, threads)
+    say = informational(quiet)
+    cache = optional_cache(cache_dir, not no_cache)
     outputs = [output for output in (csv, json_path) if output is not None]
     for output in outputs:
         check_writable(output)  # before any work: a bad output path must not waste it
     # the images are checked once expanded (below): globs and folders name them only then
-    refuse_outputs_on_inputs(outputs, inputs=[features, weights], model=model, cache=optional_cache(cache_dir))
-    say_outputs_on_interrupt(outputs, optional_cache(cache_dir))
+    refuse_outputs_on_inputs(outputs, inputs=[features, weights], model=model, cache=cache)
+    say_outputs_on_interrupt(outputs, cache)
     counting_model = load_model_option(model)
     if show_above is not None and not counting_model.class_names:
         # Was silently ignored: the user believed the table was filtered.
@@ -194,10 +206,10 @@ def count(
             result = count_in_chunks(  # memory flat in the number of images
                 counting_model,
                 files,
-                cache=optional_cache(cache_dir),
+                cache=cache,
                 weights=weights,
                 batch_size=batch_size,
-                progress=progress,
+                progress=progress and not quiet,
                 extract=extract,
             )
         sources, counts, low, high, ok, errors = (
@@ -212,17 +224,15 @@ def count(
     messages = problems + list(errors.values())
     if not rows and len(messages) == 1:
         raise ImageError(messages[0])  # one image, one problem: the error line says which
-    for problem in problems:
-        console.print(f"[yellow]skipped:[/] {escape(printable(problem))}", soft_wrap=True)
-    for message in errors.values():
-        console.print(f"[yellow]skipped:[/] {escape(printable(message))}", soft_wrap=True)
+    for message in messages:  # diagnostics: on stderr, the table alone on stdout
+        print_skipped(message)
     if not rows:
         raise ImageError(f"{printable(sources[0]) if len(sources) == 1 else 'all images'}: nothing could be counted")
     console.print(counts_table(counting_model, rows, SHOW_THRESHOLD if show_above is None else show_above))
     if csv is not None:
         write_rows_csv(csv, rows)
-        console.print(f"counts written to {escape(printable(str(csv)))}")
+        say(f"counts written to {escape(printable(str(csv)))}")
     if json_path is not None:
         document = {"model": counting_model.name, "images": rows, "skipped": problems + list(errors.values())}
         atomic_write_text(json_path, dumps_json(document) + "\n")
-        console.print(f"counts written to {escape(printable(str(json_path)))}")
+        say(f"counts written to {escape(printable(str(json_path)))}")

@@ -5,38 +5,45 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
 from rich.table import Table
 
 from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
     console,
     evaluate_on_test_split,
+    informational,
     load_model_option,
     optional_cache,
+    print_skipped,
     refuse_outputs_on_inputs,
     say_outputs_on_interrupt,
     use_runtime,
 )
 from counting.cli.options import (
+    PROGRESS_DEFAULT,
+    SMOOTH_DEFAULT,
+    BatchSizeOption,
     CacheDirOption,
     ClusterOption,
     CountsCsvOption,
     DatasetOption,
     DifficultOption,
-    JsonOption,
     ModelOption,
+    NoCacheOption,
     ProgressOption,
+    QuietOption,
     RootOption,
     RuntimeOption,
+    SmoothOption,
     SplitOption,
     ThreadsOption,
     WeightsOption,
-    smooth_option,
+    alias_or_option,
+    csv_option,
+    deprecated_alias,
+    json_option,
 )
 from counting.core import defaults
-
-SMOOTH_HELP = "Centred (offline) temporal smoothing window of the sequence figures (ucsd, mall)"
 
 
 def figures_table(result) -> Table:
@@ -71,17 +78,20 @@ def evaluate(
     root: RootOption,
     model: ModelOption = None,
     split: SplitOption = "standard",
-    smooth: Annotated[int, smooth_option(SMOOTH_HELP)] = defaults.SMOOTHING_WINDOW,
-    json_path: JsonOption = None,
-    predictions: Annotated[
-        Optional[Path],
-        typer.Option("--predictions", help="Write per-image true and predicted counts as CSV.", show_default=False),
-    ] = None,
-    weights: WeightsOption = None,
-    cache_dir: CacheDirOption = None,
     counts_csv: CountsCsvOption = None,
     include_difficult: DifficultOption = False,
-    progress: ProgressOption = True,
+    smooth: SmoothOption = SMOOTH_DEFAULT,
+    csv: Annotated[
+        Optional[Path], csv_option("Write each test image's true and predicted counts (and interval) as CSV.")
+    ] = None,
+    json_path: Annotated[Optional[Path], json_option("Write the figures as JSON to this file.")] = None,
+    predictions: Annotated[Optional[Path], deprecated_alias("--predictions", instead="--csv")] = None,
+    weights: WeightsOption = None,
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = False,
+    batch_size: BatchSizeOption = defaults.BATCH_SIZE,
+    progress: ProgressOption = PROGRESS_DEFAULT,
+    quiet: QuietOption = False,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
     cluster: ClusterOption = None,
@@ -94,6 +104,9 @@ def evaluate(
     use_runtime(runtime, threads)
     from counting.core.files import check_writable
 
+    predictions = alias_or_option(csv, predictions, "--csv", "--predictions")
+    say = informational(quiet)
+    cache = optional_cache(cache_dir, not no_cache)
     for output in (json_path, predictions):
         if output is not None:
             check_writable(output)  # before evaluating: a bad output path must not waste the run
@@ -102,9 +115,9 @@ def evaluate(
         inputs=[counts_csv, weights],
         model=model,
         data_root=root,
-        cache=optional_cache(cache_dir),
+        cache=cache,
     )
-    say_outputs_on_interrupt([json_path, predictions], optional_cache(cache_dir))
+    say_outputs_on_interrupt([json_path, predictions], cache)
     counting_model = load_model_option(model)
     with cluster_extraction(cluster) as extract:
         result = evaluate_on_test_split(
@@ -114,10 +127,11 @@ def evaluate(
             split,
             counts_csv,
             include_difficult,
-            cache_dir=cache_dir,
+            cache=cache,
             smooth=smooth,
             weights=weights,
-            progress=progress,
+            progress=progress and not quiet,
+            batch_size=batch_size,
             extract=extract,
         )
     console.print(figures_table(result))
@@ -132,10 +146,10 @@ def evaluate(
             f"{interval['coverage']:.1%}, mean width {interval['mean_width']:.2f}"
         )
     for message in result.errors.values():
-        console.print(f"[yellow]skipped[/] {message}", soft_wrap=True)
+        print_skipped(message)
     if json_path is not None:
         result.write_json(json_path)
-        console.print(f"figures written to {json_path}")
+        say(f"figures written to {json_path}")
     if predictions is not None:
         result.write_predictions_csv(predictions)
-        console.print(f"predictions written to {predictions}")
+        say(f"predictions written to {predictions}")

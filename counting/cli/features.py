@@ -8,13 +8,21 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.text import Text
 
 from counting.apply.distributed.session import extraction_on
-from counting.cli.common import console, error_console, feature_cache, refuse_outputs_on_inputs, use_runtime
+from counting.cli.common import (
+    console,
+    error_console,
+    feature_cache,
+    print_skipped,
+    refuse_outputs_on_inputs,
+    use_runtime,
+)
 from counting.cli.options import (
+    DESCRIPTORS,
     GRID_DEFAULT,
     INPUT_SIZE_DEFAULT,
+    PROGRESS_DEFAULT,
     BackboneOption,
     BatchSizeOption,
     CacheDirOption,
@@ -24,6 +32,7 @@ from counting.cli.options import (
     InputSizeOption,
     NoCacheOption,
     ProgressOption,
+    QuietOption,
     RuntimeOption,
     ThreadsOption,
     WeightsOption,
@@ -47,7 +56,12 @@ def features(
     input_size: InputSizeOption = INPUT_SIZE_DEFAULT,
     grid: GridOption = GRID_DEFAULT,
     pooled: Annotated[
-        bool, typer.Option("--pooled", help="Pooled trunk features instead of class scores (= --descriptor pooled).")
+        bool,
+        typer.Option(
+            "--pooled",
+            help="Pooled trunk features instead of class scores (= --descriptor pooled).",
+            rich_help_panel=DESCRIPTORS,
+        ),
     ] = False,
     descriptor: DescriptorOption = "scores",
     batch_size: BatchSizeOption = defaults.BATCH_SIZE,
@@ -56,7 +70,8 @@ def features(
     skip_bad: Annotated[
         bool, typer.Option("--skip-bad", help="Report unreadable images and go on (default: stop at the first).")
     ] = False,
-    progress: ProgressOption = True,
+    progress: ProgressOption = PROGRESS_DEFAULT,
+    quiet: QuietOption = False,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
     cluster: ClusterOption = None,
@@ -87,7 +102,7 @@ def features(
             grid=grid,
             cache=cache,
             batch_size=batch_size,
-            progress=progress,
+            progress=progress and not quiet,
             on_error="skip" if skip_bad else "raise",
             pooled=pooled,
             descriptor=None
@@ -101,7 +116,7 @@ def features(
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"no descriptors file written{_kept(cache)}") from None
     for message in result.errors.values():
-        error_console.print(Text.assemble(("skipped ", "yellow"), printable(message)), soft_wrap=True)
+        print_skipped(message)
     if out is not None:
         write_features(out, result)
     n_good = int(result.ok.sum())

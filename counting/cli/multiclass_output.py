@@ -133,10 +133,15 @@ def compare_per_class(
     out: Any,
     models: Any = (),
     cache: Any = None,
+    progress: bool = True,
+    say: Any = None,
 ) -> None:
     """`counting compare` on per-class counts: run, print and write every row (``models``:
-    ``(path, model)`` pairs of ``--model`` files, counting the same test images)."""
+    ``(path, model)`` pairs of ``--model`` files, counting the same test images; ``say``: how
+    informational lines are printed, nowhere under --quiet)."""
     from counting.cli.common import console
+
+    say = console.print if say is None else say
     from counting.evaluate.comparison.voc import run_voc_comparison, voc_published_rows, write_voc_comparison
 
     def announce(result: Any) -> None:
@@ -145,7 +150,7 @@ def compare_per_class(
             if result.status == "ok"
             else f"{result.status} ({result.note})"
         )
-        console.print(f"  {result.label}: {shown}")
+        say(f"  {result.label}: {shown}")
 
     names = [name.strip() for name in methods.split(",") if name.strip()]
     results = run_voc_comparison(
@@ -164,7 +169,7 @@ def compare_per_class(
         from counting.evaluate.comparison.models import add_model_rows
 
         def starting(path: Any) -> None:
-            console.print(f"counting the {len(data.test_paths)} test images with {path}")
+            say(f"counting the {len(data.test_paths)} test images with {path}")
 
         add_model_rows(
             data,
@@ -172,11 +177,11 @@ def compare_per_class(
             results,
             cache=cache,
             root=Path(root),
-            progress=True,
+            progress=progress,
             on_start=starting,
             on_result=announce,
         )
     settings = {"target_transform": target_transform, "gate": gate, "n_centers": centers, "seed": seed}
     paths = write_voc_comparison(data, results, out, settings)
     console.print(compare_table(data, results, voc_published_rows(dataset)))
-    console.print("wrote " + ", ".join(str(path) for path in paths.values()))
+    say("wrote " + ", ".join(str(path) for path in paths.values()))

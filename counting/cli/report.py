@@ -5,30 +5,38 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
     console,
     evaluate_on_test_split,
+    informational,
     load_model_option,
     optional_cache,
     refuse_outputs_on_inputs,
     say_outputs_on_interrupt,
     use_runtime,
 )
-from counting.cli.evaluate import SMOOTH_HELP, figures_table
+from counting.cli.evaluate import figures_table
 from counting.cli.options import (
+    PROGRESS_DEFAULT,
+    SMOOTH_DEFAULT,
+    BatchSizeOption,
     CacheDirOption,
+    ClusterOption,
     CountsCsvOption,
     DifficultOption,
     ModelOption,
+    NoCacheOption,
     OptionalDatasetOption,
     OptionalRootOption,
     ProgressOption,
+    QuietOption,
     RuntimeOption,
+    SmoothOption,
     SplitOption,
     ThreadsOption,
     WeightsOption,
     out_option,
-    smooth_option,
 )
 from counting.core import defaults
 
@@ -39,14 +47,18 @@ def report(
     dataset: OptionalDatasetOption = None,
     root: OptionalRootOption = None,
     split: SplitOption = "standard",
-    smooth: Annotated[int, smooth_option(SMOOTH_HELP)] = defaults.SMOOTHING_WINDOW,
-    weights: WeightsOption = None,
-    cache_dir: CacheDirOption = None,
     counts_csv: CountsCsvOption = None,
     include_difficult: DifficultOption = False,
-    progress: ProgressOption = True,
+    smooth: SmoothOption = SMOOTH_DEFAULT,
+    weights: WeightsOption = None,
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = False,
+    batch_size: BatchSizeOption = defaults.BATCH_SIZE,
+    progress: ProgressOption = PROGRESS_DEFAULT,
+    quiet: QuietOption = False,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
+    cluster: ClusterOption = None,
 ) -> None:
     """Write a Markdown and an HTML report that sets a model's figures beside the published ones.
 
@@ -58,33 +70,43 @@ def report(
     from counting.core.files import check_writable_folder
     from counting.evaluate.report import write_report
 
+    say = informational(quiet)
+    cache = optional_cache(cache_dir, not no_cache)
     check_writable_folder(out)  # before evaluating: the report must have somewhere to go
     refuse_outputs_on_inputs(
         [out, *(out / f"report.{suffix}" for suffix in ("md", "html", "json"))],
         inputs=[counts_csv, weights],
         model=model,
         data_root=root,
-        cache=optional_cache(cache_dir),
+        cache=cache,
     )
-    say_outputs_on_interrupt([out / "report.md"], optional_cache(cache_dir))
+    say_outputs_on_interrupt([out / "report.md"], cache)
 
+    if (dataset is None) != (root is None):
+        raise DatasetError(f"{root or dataset}: --dataset and --root go together")
+    if dataset is None and cluster is not None:
+        raise DatasetError(
+            f"--cluster {cluster}: without --dataset/--root the report reads the model's stored figures "
+            "and computes no descriptors"
+        )
     counting_model = load_model_option(model)
     result = None
-    if dataset is not None or root is not None:
-        if dataset is None or root is None:
-            raise DatasetError(f"{root or dataset}: --dataset and --root go together")
-        result = evaluate_on_test_split(
-            counting_model,
-            dataset,
-            root,
-            split,
-            counts_csv,
-            include_difficult,
-            cache_dir=cache_dir,
-            smooth=smooth,
-            weights=weights,
-            progress=progress,
-        )
+    if dataset is not None and root is not None:
+        with cluster_extraction(cluster) as extract:
+            result = evaluate_on_test_split(
+                counting_model,
+                dataset,
+                root,
+                split,
+                counts_csv,
+                include_difficult,
+                cache=cache,
+                smooth=smooth,
+                weights=weights,
+                progress=progress and not quiet,
+                batch_size=batch_size,
+                extract=extract,
+            )
         console.print(figures_table(result))
     files = write_report(counting_model, result, out)
-    console.print(f"[green]report:[/] {files.markdown} and {files.html} ({len(files.images)} plots)", soft_wrap=True)
+    say(f"[green]report:[/] {files.markdown} and {files.html} ({len(files.images)} plots)", soft_wrap=True)

@@ -12,15 +12,17 @@ from counting.apply.distributed.session import ClusterExtraction
 from counting.cli.common import (
     console,
     feature_cache,
+    informational,
     on_interrupt,
     open_dataset,
     refuse_outputs_on_inputs,
     use_runtime,
 )
 from counting.cli.options import (
-    DESCRIPTORS,
     GRID_DEFAULT,
     INPUT_SIZE_DEFAULT,
+    LOCALISED,
+    PROGRESS_DEFAULT,
     REGRESSOR,
     RUN,
     BackboneOption,
@@ -34,6 +36,7 @@ from counting.cli.options import (
     DensityHeadOption,
     DescriptorOption,
     DifficultOption,
+    EpochsOption,
     FlipAverageOption,
     GateOption,
     GridOption,
@@ -44,6 +47,7 @@ from counting.cli.options import (
     LayoutOption,
     NoCacheOption,
     ProgressOption,
+    QuietOption,
     RoiOption,
     RootOption,
     RuntimeOption,
@@ -90,7 +94,7 @@ def train(
     flip_average: FlipAverageOption = False,
     whole_frame_rows: Annotated[
         bool,
-        typer.Option(help="With --grid: the same as --layout tiles+frame.", rich_help_panel=DESCRIPTORS),
+        typer.Option(help="With --grid: the same as --layout tiles+frame.", rich_help_panel=LOCALISED),
     ] = defaults.WHOLE_FRAME_ROWS,
     roi: RoiOption = True,
     density_head: DensityHeadOption = False,
@@ -98,27 +102,23 @@ def train(
     head_layers: HeadLayersOption = None,
     kernel: KernelOption = defaults.KERNEL,
     centers: CentersOption = defaults.N_CENTERS,
-    epochs: Annotated[
-        Optional[int],
-        typer.Option(
-            min=1,
-            help="Maximum training epochs (default: the regressor's).",
-            show_default=False,
-            rich_help_panel=REGRESSOR,
-        ),
-    ] = None,
+    epochs: EpochsOption = None,
     validation: Annotated[
         Optional[int],
         typer.Option(
             min=1,
-            help="Rows the regressor holds out to pick its best epoch (default 100, fewer on small sets).",
+            metavar="N",
+            help=f"Rows the regressor holds out to pick its best epoch (default {defaults.N_VALIDATION}, fewer "
+            "on small sets).",
             show_default=False,
             rich_help_panel=REGRESSOR,
         ),
     ] = None,
     interval_level: Annotated[
         float,
-        typer.Option(min=0.5, max=0.999, help="Nominal coverage of count intervals.", rich_help_panel=REGRESSOR),
+        typer.Option(
+            min=0.5, max=0.999, metavar="P", help="Nominal coverage of count intervals.", rich_help_panel=REGRESSOR
+        ),
     ] = defaults.INTERVAL_LEVEL,
     calibration: CalibrationOption = "auto",
     seed: SeedOption = defaults.SEED,
@@ -134,7 +134,8 @@ def train(
     batch_size: BatchSizeOption = defaults.BATCH_SIZE,
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
-    progress: ProgressOption = True,
+    progress: ProgressOption = PROGRESS_DEFAULT,
+    quiet: QuietOption = False,
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
     cluster: ClusterOption = None,
@@ -144,6 +145,8 @@ def train(
     Prints the loss per epoch, saves the model and its loss curve (MODEL_STEM.loss.png) beside it.
     """
     use_runtime(runtime, threads)
+    say = informational(quiet)
+    progress = progress and not quiet
     from counting.core.files import check_writable, special_kind
     from counting.evaluate.evaluation import evaluate_model
     from counting.evaluate.plots import plot_loss
@@ -182,7 +185,7 @@ def train(
     )
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]
-    console.print(
+    say(
         f"[bold]{data.name}[/] at {data.root} (split {split}): "
         + ", ".join(f"{part} {info.get('n')} images" for part, info in parts.items()),
         soft_wrap=True,
@@ -190,9 +193,9 @@ def train(
     existed, saved = out.exists(), []
     on_interrupt(lambda: _kept_after_interrupt(out, existed, bool(saved), cache))
     extract = ClusterExtraction(cluster) if cluster is not None else None
-    model = train_model(data, config, cache=cache, progress=progress, log=console.print, split=split, extract=extract)
+    model = train_model(data, config, cache=cache, progress=progress, log=say, split=split, extract=extract)
     if model.training.get("best_epoch") is not None:
-        console.print(f"best epoch on the regressor's validation rows: {model.training['best_epoch']}")
+        say(f"best epoch on the regressor's validation rows: {model.training['best_epoch']}")
     figure_rows = [
         (
             f"{model.dataset.get('n_calibration')} train, "
@@ -236,9 +239,9 @@ def train(
     saved.append(path)
     if loss_png is not None and model.history.get("train_loss"):  # a device (/dev/null) has no "beside"
         plot_loss(model.history, loss_png, model.training.get("best_epoch"))
-        console.print(f"loss curve: {loss_png}")
+        say(f"loss curve: {loss_png}")
     size = f" ({path.stat().st_size / 1024:.0f} KB)" if loss_png is not None else ""
-    console.print(f"[green]model saved:[/] {path}{size}")
+    say(f"[green]model saved:[/] {path}{size}")
 
 
 def _kept_after_interrupt(out: Path, existed: bool, saved: bool, cache: Any) -> str:

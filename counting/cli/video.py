@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -11,72 +12,87 @@ from rich.markup import escape
 from counting.cli.common import (
     console,
     error_console,
+    informational,
     load_model_option,
     print_error,
     refuse_outputs_on_inputs,
     use_runtime,
 )
 from counting.cli.options import (
-    ClusterOption,
+    CLUSTER_STREAMS,
+    OUTPUT,
+    PROGRESS_DEFAULT,
+    SMOOTH_DEFAULT,
+    CacheDirOption,
     CountsDirOption,
     ModelOption,
+    NoCacheOption,
+    ProgressOption,
+    QuietOption,
     RuntimeOption,
+    SmoothOption,
     SourcesOption,
     ThreadsOption,
+    VideoBatchSizeOption,
     WeightsOption,
-    smooth_option,
+    cluster_option,
+    csv_option,
+    deprecated_alias,
+    jsonl_option,
 )
 from counting.core import defaults
+from counting.core.errors import CountingError
 from counting.core.signals import EXIT_TERMINATED, was_terminated
+
+
+def records_file(csv: Path | None, jsonl: Path | None, counts: Path | None) -> Path | None:
+    """The one per-frame counts file of ``--csv``, ``--jsonl`` or the old ``--counts`` (CSV for a
+    .csv name, JSON lines otherwise: the format follows the name, as the writer reads it)."""
+    given = [(name, path) for name, path in (("--csv", csv), ("--jsonl", jsonl), ("--counts", counts)) if path]
+    if len(given) > 1:
+        raise CountingError(f"{given[1][1]}: give one counts file ({' or '.join(name for name, _ in given)}), not two")
+    if csv is not None and csv.suffix.lower() != ".csv":
+        raise CountingError(f"{csv}: --csv writes a file named .csv (JSON lines, or a device: --jsonl)")
+    if jsonl is not None and jsonl.suffix.lower() == ".csv":
+        raise CountingError(f"{jsonl}: --jsonl writes JSON lines; a .csv name would get CSV (use --csv)")
+    return given[0][1] if given else None
 
 
 def video(
     source: Annotated[
         Optional[str],
         typer.Argument(
-            help="Video file, webcam index (0, 1, …) or stream URL (rtsp://…, http://…).", show_default=False
+            help="Video file, webcam index (0, 1, ...) or stream URL (rtsp://..., http://...).", show_default=False
         ),
     ] = None,
     model: ModelOption = None,
+    csv: Annotated[Optional[Path], csv_option("Write the per-frame counts as CSV (FILE.csv), row by row.")] = None,
+    jsonl: Annotated[Optional[Path], jsonl_option("Write the per-frame counts as JSON lines, row by row.")] = None,
     counts: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--counts",
-            "-c",
-            help="Per-frame counts file: .csv, or JSON lines (.jsonl), written as they are computed.",
-            show_default=False,
-        ),
+        Optional[Path], deprecated_alias("--counts", "-c", instead="--csv FILE.csv or --jsonl FILE")
     ] = None,
     output_video: Annotated[
         Optional[Path],
         typer.Option(
             "--annotated",
+            metavar="FILE",
             help="Write an annotated video (.avi or .mp4) with the count drawn on each frame.",
             show_default=False,
+            rich_help_panel=OUTPUT,
         ),
     ] = None,
-    stride: Annotated[int, typer.Option(min=1, help="Count every N-th frame.")] = 1,
-    smooth: Annotated[
-        int,
-        smooth_option(
-            "Live smoothing: causal linear-exponential filter of span N counted frames, adds the smoothed "
-            "count with its own interval (9 chosen on Mall, scripts/smoothing_study.py)"
-        ),
-    ] = 1,
+    stride: Annotated[int, typer.Option(min=1, metavar="N", help="Count every N-th frame.")] = 1,
+    smooth: SmoothOption = SMOOTH_DEFAULT,
     max_frames: Annotated[
-        Optional[int], typer.Option(min=1, help="Stop after this many counted frames.", show_default=False)
+        Optional[int],
+        typer.Option(min=1, metavar="N", help="Stop after this many counted frames.", show_default=False),
     ] = None,
     retries: Annotated[
         int,
-        typer.Option(min=0, help="Reconnection attempts when a live stream drops (back-off 0.5 s, 1 s, 2 s, …)."),
+        typer.Option(
+            min=0, metavar="N", help="Reconnection attempts when a live stream drops (back-off 0.5 s, 1 s, 2 s, ...)."
+        ),
     ] = 5,
-    batch_size: Annotated[
-        int, typer.Option("--batch-size", min=1, help="Frames per forward pass (more: faster, more latency).")
-    ] = defaults.VIDEO_BATCH_SIZE,
-    weights: WeightsOption = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print a line per frame.")] = False,
-    runtime: RuntimeOption = defaults.RUNTIME,
-    threads: ThreadsOption = None,
     ignore_errors: Annotated[
         bool,
         typer.Option(
@@ -84,19 +100,31 @@ def video(
             help="Skip frames of a damaged file that cannot be decoded and exit 0 (default: stop, exit 1).",
         ),
     ] = False,
+    weights: WeightsOption = None,
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = False,
+    batch_size: VideoBatchSizeOption = defaults.VIDEO_BATCH_SIZE,
+    progress: ProgressOption = PROGRESS_DEFAULT,
+    quiet: QuietOption = False,
+    runtime: RuntimeOption = defaults.RUNTIME,
+    threads: ThreadsOption = None,
     sources: SourcesOption = None,
     counts_dir: CountsDirOption = None,
-    cluster: ClusterOption = None,
+    cluster: Annotated[Optional[str], cluster_option(CLUSTER_STREAMS)] = None,
 ) -> None:
     """Count people in each frame of a video file, webcam or RTSP/HTTP stream.
 
-    End of file ends cleanly; a dropped live stream is retried with back-off; Ctrl-C or SIGTERM
-    stops and keeps everything written so far.
+    A line per frame on stdout; with --csv/--jsonl the file holds the counts, and on a terminal a
+    progress bar replaces the lines (--no-progress shows them, --quiet neither). End of file ends
+    cleanly; a dropped live stream is retried with back-off; Ctrl-C or SIGTERM stops and keeps
+    everything written so far. Frames are never cached (--cache-dir, --no-cache: no effect here).
     """
     use_runtime(runtime, threads)
     from counting.apply.video import VideoSource, count_video
     from counting.core.files import check_writable
 
+    say = informational(quiet)
+    records = records_file(csv, jsonl, counts)
     if sources is not None or source is None or cluster is not None:
         count_sources(
             source,
@@ -104,9 +132,10 @@ def video(
             counts_dir,
             cluster,
             model,
-            counts,
+            records,
             output_video,
             weights,
+            quiet=quiet,
             stride=stride,
             smooth_window=smooth,
             max_frames=max_frames,
@@ -115,20 +144,29 @@ def video(
         )
         return
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads
-    if counts is not None:
-        check_writable(counts, in_place=True)  # rows are streamed into the file itself
+    if records is not None:
+        check_writable(records, in_place=True)  # rows are streamed into the file itself
     if output_video is not None:
         check_writable(output_video)
     refuse_outputs_on_inputs(
-        [counts, output_video],
+        [records, output_video],
         inputs=[video_source.spec if video_source.kind == "file" else None, weights],
         model=model,
     )
     counting_model = load_model_option(model)
     counting_model.get_backbone(weights)
 
+    # The per-frame lines are the results unless a file takes the counts; then, on a terminal,
+    # a progress bar (stderr) replaces them. A bar never shares a terminal with the lines.
+    lines_are_results = records is None
+    bar = progress and not quiet and error_console.is_terminal and not (lines_are_results and console.is_terminal)
+    print_lines = lines_are_results or not (quiet or bar)
+    frames_bar = _FramesBar(video_source, stride, max_frames) if bar else None
+
     def show(record: dict) -> None:
-        if quiet:
+        if frames_bar is not None:
+            frames_bar.advance()
+        if not print_lines:
             return
         value = record.get("count")
         if value is None:  # multi-class models: one column per class
@@ -153,31 +191,32 @@ def video(
     def damaged(problem: Any) -> None:
         error_console.print(f"[yellow]warning:[/] {escape(problem.message)}", soft_wrap=True)
 
-    run = count_video(
-        counting_model,
-        video_source,
-        stride=stride,
-        smooth_window=smooth,
-        records_path=counts,
-        output_video=output_video,
-        batch_size=batch_size,
-        max_frames=max_frames,
-        max_retries=retries,
-        on_record=show,
-        on_retry=retrying,
-        skip_bad_frames=ignore_errors,
-        on_problem=damaged,
-    )
+    with frames_bar if frames_bar is not None else nullcontext():
+        run = count_video(
+            counting_model,
+            video_source,
+            stride=stride,
+            smooth_window=smooth,
+            records_path=records,
+            output_video=output_video,
+            batch_size=batch_size,
+            max_frames=max_frames,
+            max_retries=retries,
+            on_record=show,
+            on_retry=retrying,
+            skip_bad_frames=ignore_errors,
+            on_problem=damaged,
+        )
     status = ("terminated" if was_terminated() else "interrupted") if run.interrupted else "done"
     mean = f", mean count {run.mean_count:.1f}" if run.mean_count is not None else ""
     console.print(
         f"[green]{status}:[/] {run.frames} frames in {run.seconds:.1f} s "
         f"({run.frames_per_second:.1f} frames/s, {run.realtime_ratio:.2f}× real time){mean}"
     )
-    if counts is not None:
-        console.print(f"counts written to {counts}")
+    if records is not None:
+        say(f"counts written to {records}")
     if output_video is not None:
-        console.print(f"annotated video written to {output_video}")
+        say(f"annotated video written to {output_video}")
     if run.interrupted:
         raise typer.Exit(EXIT_TERMINATED if was_terminated() else 130)
     if run.problems and not ignore_errors:
@@ -186,6 +225,59 @@ def video(
             f"{run.problems[0].frame} (--ignore-errors skips them)"
         )
         raise typer.Exit(1)
+
+
+class _FramesBar:
+    """The video's progress bar on stderr: frames counted, of the file's frames when known."""
+
+    def __init__(self, video_source: Any, stride: int, max_frames: int | None) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        total = _frames_to_count(video_source, stride, max_frames)
+        self.progress = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=error_console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("counting frames", total=total)
+
+    def __enter__(self) -> _FramesBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def advance(self) -> None:
+        self.progress.advance(self.task)
+
+
+def _frames_to_count(video_source: Any, stride: int, max_frames: int | None) -> int | None:
+    """How many frames a file gives at ``stride`` (its header's count; None for a live source)."""
+    total = None
+    if video_source.kind == "file":
+        import cv2
+
+        capture = cv2.VideoCapture(video_source.spec)
+        try:
+            stated = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        finally:
+            capture.release()
+        total = -(-stated // stride) if stated > 0 else None
+    if max_frames is not None:
+        total = max_frames if total is None else min(total, max_frames)
+    return total
 
 
 def count_sources(
@@ -197,6 +289,7 @@ def count_sources(
     counts: Path | None,
     output_video: Path | None,
     weights: Path | None,
+    quiet: bool = False,
     **video_options: Any,
 ) -> None:
     """``counting video --sources FILE``: every listed stream as its own task on the cluster."""
@@ -212,12 +305,12 @@ def count_sources(
     if counts is not None or output_video is not None or weights is not None:
         raise StreamError(
             "--sources writes one counts file per stream into --counts-dir; "
-            "--counts, --annotated and --weights apply to a single SOURCE"
+            "--csv, --jsonl, --annotated and --weights apply to a single SOURCE"
         )
     listed = read_sources(sources)
     folder = counts_dir if counts_dir is not None else sources.with_name(f"{sources.stem}-counts")
     target = cluster if cluster is not None else f"local:{max(1, min(len(listed), _cores()))}"
-    console.print(f"{len(listed)} streams on {target}; counts in {folder}/")
+    informational(quiet)(f"{len(listed)} streams on {target}; counts in {folder}/")
 
     def done(outcome: Any) -> None:
         if outcome.error:

@@ -93,7 +93,7 @@ def test_count_and_video_use_the_conv_head(
             str(short_video),
             "-m",
             str(conv_model),
-            "--counts",
+            "--csv",
             str(table),
             "--annotated",
             str(tmp_path / "a.avi"),

@@ -33,7 +33,7 @@ def evaluated(
             mall_split,
             "--json",
             str(figures_file),
-            "--predictions",
+            "--csv",
             str(predictions),
             "--cache-dir",
             str(session_cache_dir),

@@ -69,7 +69,7 @@ def test_count_and_video_name_per_class_columns_alike(cli, tmp_path: Path) -> No
     clip = make_video(tmp_path / "clip.avi", n_frames=2, size=(160, 120))
     result = cli("count", image, "-m", model, "--csv", tmp_path / "count.csv")
     assert result.exit_code == 0, result.output
-    result = cli("video", clip, "-m", model, "--counts", tmp_path / "video.csv", "--quiet")
+    result = cli("video", clip, "-m", model, "--csv", tmp_path / "video.csv", "--quiet")
     assert result.exit_code == 0, result.output
     count_header = _header(tmp_path / "count.csv")
     video_header = _header(tmp_path / "video.csv")

@@ -141,7 +141,7 @@ def test_ctrl_c_in_video_with_two_batches_in_flight_keeps_every_reported_row(tmp
     counts = tmp_path / "counts.csv"
     code = "import sys\nfrom counting.cli.app import main\nsys.argv[0] = 'counting'\nmain()\n"
     process = subprocess.Popen(
-        [sys.executable, "-c", code, "video", str(clip), "--counts", str(counts), "--batch-size", "4"],
+        [sys.executable, "-c", code, "video", str(clip), "--csv", str(counts), "--batch-size", "4"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

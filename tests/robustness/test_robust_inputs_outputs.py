@@ -72,9 +72,9 @@ def test_evaluate_refuses_the_model_and_the_labels(cli, tmp_path: Path, folder_d
     link.symlink_to(model_copy)
     assert_one_error(cli("evaluate", *data, "--json", link), "is also an input")
     counts = folder_dataset / "counts.csv"
-    assert_one_error(cli("evaluate", *data, "--predictions", counts), str(counts), "reads its data from")
+    assert_one_error(cli("evaluate", *data, "--csv", counts), str(counts), "reads its data from")
     same = tmp_path / "same.csv"
-    assert_one_error(cli("evaluate", *data, "--json", same, "--predictions", same), "two outputs")
+    assert_one_error(cli("evaluate", *data, "--json", same, "--csv", same), "two outputs")
     assert_unchanged(before)
     assert not same.exists()
 
@@ -149,7 +149,7 @@ def test_count_and_evaluate_write_into_a_null_device(cli, tmp_path: Path, device
     result = cli("count", image, "--csv", devices["null"], "--json", devices["null"])
     assert result.exit_code == 0, result.output
     data = ("-d", "folder", "-r", folder_dataset, "--split", "random:0.25:0", "--no-progress")
-    result = cli("evaluate", *data, "--json", devices["null"], "--predictions", devices["null"])
+    result = cli("evaluate", *data, "--json", devices["null"], "--csv", devices["null"])
     assert result.exit_code == 0, result.output
     _still_devices(devices)
 
@@ -157,7 +157,7 @@ def test_count_and_evaluate_write_into_a_null_device(cli, tmp_path: Path, device
 @needs_root
 def test_video_writes_counts_and_annotated_video_into_a_null_device(cli, tmp_path: Path, devices) -> None:
     clip = make_video(tmp_path / "clip.avi", n_frames=6)
-    result = cli("video", clip, "--counts", devices["null"], "--annotated", devices["null"], "-q")
+    result = cli("video", clip, "--jsonl", devices["null"], "--annotated", devices["null"], "-q")
     assert result.exit_code == 0, result.output
     _still_devices(devices)
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []

@@ -119,7 +119,7 @@ def test_evaluate_json_checked_before_evaluating(cli, tmp_path: Path, folder_dat
 
 
 def test_evaluate_predictions_into_a_folder(cli, tmp_path: Path, folder_dataset: Path) -> None:
-    result = cli("evaluate", "--dataset", "folder", "--root", folder_dataset, "--predictions", tmp_path,
+    result = cli("evaluate", "--dataset", "folder", "--root", folder_dataset, "--csv", tmp_path,
                  "--no-progress")  # fmt: skip
     assert_one_error(result, str(tmp_path), "is a folder")
 

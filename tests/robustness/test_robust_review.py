@@ -53,7 +53,7 @@ def test_video_that_gives_no_frame_is_an_error_and_keeps_the_counts_file(cli, tm
     counts = tmp_path / "counts.csv"
     counts.write_text("precious\n")
     before = snapshot(counts)
-    result = cli("video", fake, "--counts", counts, "--quiet")
+    result = cli("video", fake, "--csv", counts, "--quiet")
     assert result.exit_code == 1, result.output
     assert "clip.avi" in result.stderr and "Traceback" not in result.output
     assert_unchanged(before)

@@ -60,7 +60,7 @@ def test_features_file_with_one_nan_row_reports_it_skipped(cli, tmp_path: Path) 
     out = tmp_path / "counts.csv"
     result = cli("count", "--features", path, "--csv", out)
     assert result.exit_code == 0, result.output
-    assert "skipped: partly.npy[1]: NaN or infinite features" in result.stdout
+    assert "skipped: partly.npy[1]: NaN or infinite features" in result.stderr
     lines = out.read_text().splitlines()
     assert [line.split(",")[0] for line in lines[1:]] == ["partly.npy[0]", "partly.npy[2]"]
 

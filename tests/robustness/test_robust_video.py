@@ -39,11 +39,11 @@ def csv_rows(path: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
-# -- point 3: --counts is not emptied before the source opened --------------------------------
+# -- point 3: --csv is not emptied before the source opened --------------------------------
 def test_missing_video_keeps_the_counts_file(cli, tmp_path: Path, old_counts: Path) -> None:
     before = snapshot(old_counts)
     assert_one_error(
-        cli("video", tmp_path / "none.avi", "--counts", old_counts),
+        cli("video", tmp_path / "none.avi", "--csv", old_counts),
         "none.avi",
         "not found",
     )
@@ -55,7 +55,7 @@ def test_corrupt_video_keeps_the_counts_file(cli, tmp_path: Path, old_counts: Pa
     corrupt.write_bytes(b"RIFF" + bytes(range(256)) * 8)
     before = snapshot(old_counts)
     assert_one_error(
-        cli("video", corrupt, "--counts", old_counts),
+        cli("video", corrupt, "--csv", old_counts),
         "corrupt.avi",
         "cannot be decoded",
     )
@@ -64,7 +64,7 @@ def test_corrupt_video_keeps_the_counts_file(cli, tmp_path: Path, old_counts: Pa
 
 def test_missing_webcam_keeps_the_counts_file(cli, old_counts: Path) -> None:
     before = snapshot(old_counts)
-    assert_one_error(cli("video", "97", "--counts", old_counts), "97", "no such camera")
+    assert_one_error(cli("video", "97", "--csv", old_counts), "97", "no such camera")
     assert_unchanged(before)
 
 
@@ -80,7 +80,7 @@ def test_http_url_of_a_file_ends_at_its_end(cli, tmp_path: Path, http_folder) ->
     folder, base = http_folder
     make_video(folder / "clip.avi", n_frames=12)
     out = tmp_path / "c.csv"
-    result = cli("video", f"{base}/clip.avi", "--counts", out, "--quiet", "--retries", "3")
+    result = cli("video", f"{base}/clip.avi", "--csv", out, "--quiet", "--retries", "3")
     assert result.exit_code == 0, result.output
     assert "reconnecting" not in result.stderr
     assert [int(row["frame"]) for row in csv_rows(out)] == list(range(12))
@@ -126,7 +126,7 @@ def test_full_disk_during_counts_leaves_whole_rows(tmp_path: Path) -> None:
     process = run_cli_process(
         "video",
         clip,
-        "--counts",
+        "--csv",
         out,
         "--quiet",
         "--batch-size",
@@ -146,7 +146,7 @@ def test_counts_to_dev_full_is_one_line(cli, tmp_path: Path) -> None:
         pytest.skip("no /dev/full here")
     clip = make_video(tmp_path / "clip.avi", n_frames=4)
     assert_one_error(
-        cli("video", clip, "--counts", "/dev/full", "--quiet"),
+        cli("video", clip, "--jsonl", "/dev/full", "--quiet"),
         "/dev/full",
         "no space left",
     )
@@ -166,7 +166,7 @@ def truncated_video(tmp_path: Path) -> Path:
 
 def test_truncated_video_is_a_warning_with_the_frame_and_exit_1(cli, tmp_path: Path, truncated_video: Path) -> None:
     out = tmp_path / "c.csv"
-    result = cli("video", truncated_video, "--counts", out, "--quiet", "--stride", "10")
+    result = cli("video", truncated_video, "--csv", out, "--quiet", "--stride", "10")
     line = assert_one_error(result, "long.avi", "could not be decoded")
     assert "--ignore-errors" in line
     warnings = [w for w in result.stderr.splitlines() if w.startswith("warning:")]
@@ -179,7 +179,7 @@ def test_truncated_video_with_ignore_errors_exits_0(cli, tmp_path: Path, truncat
     result = cli(
         "video",
         truncated_video,
-        "--counts",
+        "--csv",
         tmp_path / "c.csv",
         "--quiet",
         "--ignore-errors",
