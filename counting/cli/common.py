@@ -12,8 +12,9 @@ from rich.markup import escape
 
 from counting.core import defaults
 
-console = Console(highlight=False, soft_wrap=True)  # paths stay whole (copy-pasteable)
-error_console = Console(stderr=True, highlight=False)
+# Paths stay whole (copy-pasteable); no :emoji: codes, so a file named "a:smile:.jpg" shows as named.
+console = Console(highlight=False, soft_wrap=True, emoji=False)
+error_console = Console(stderr=True, highlight=False, emoji=False)
 
 
 def print_error(message: str) -> None:

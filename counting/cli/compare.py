@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from counting.cli.common import (
@@ -45,6 +46,7 @@ from counting.cli.options import (
     out_option,
 )
 from counting.core import defaults
+from counting.core.files import printable
 from counting.evaluate.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
 from counting.evaluate.peers import FEATURE_PEERS, IMAGE_PEERS
 
@@ -258,7 +260,7 @@ def compare(
 
         window = smooth if data.is_sequence else 0
         for path, loaded in models:
-            say(f"counting the {len(data.test_paths)} test images with {path}")
+            say(f"counting the {len(data.test_paths)} test images with {escape(printable(str(path)))}")
             result = run_model(data, path, cache=cache, window=window, root=Path(root), progress=progress, model=loaded)
             # Rows are keyed by label, predictions by method and features: two files alike get their paths.
             if any(other.label == result.label for other in results):
@@ -269,4 +271,4 @@ def compare(
             results.append(result)
     paths = write_comparison(data, results, out)
     console.print(results_table(data, results, published_rows(data.dataset), data.is_sequence))
-    say("wrote " + ", ".join(str(path) for path in paths.values()))
+    say("wrote " + ", ".join(escape(printable(str(path))) for path in paths.values()))

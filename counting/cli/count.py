@@ -66,12 +66,14 @@ def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
         raise CountingError(f"{path}: not a regular file (a folder, device or pipe), not a features file")
     try:
         if path.suffix.lower() == ".npy":
+            # Mapped, not read: rows are read FEATURE_CHUNK at a time when counted (predict_rows),
+            # so a huge (or sparse) file never sits in memory whole.
             array = np.load(path, allow_pickle=False, mmap_mode="r")
             if array.ndim not in (2, 3) or array.dtype.kind not in "fiu":
                 raise ValueError(
                     f"expected an (n, D) or (n, cells, D) array of numbers, found {array.dtype} {array.shape}"
                 )
-            return [f"{path.name}[{k}]" for k in range(len(array))], np.asarray(array, dtype=float)
+            return [f"{path.name}[{k}]" for k in range(len(array))], array
         with open(path, newline="", encoding="utf-8") as handle:
             rows = list(csv_module.reader(handle))
         header, body = rows[0], rows[1:]
@@ -85,6 +87,58 @@ def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
         raise CountingError(f"{path}: not a features file ({str(error).splitlines()[0]})") from None
 
 
+# More rows than this are printed as plain tab-separated lines, one at a time: a rich table holds
+# and lays out every row before printing (300 000 rows took 0.7 GB).
+TABLE_ROWS = 2000
+
+
+def print_plain_rows(rows: list[dict]) -> None:
+    """The records as tab-separated lines under a header line (names as in the CSV)."""
+    import sys
+
+    columns = list(rows[0])
+    out = sys.stdout
+    out.write("\t".join(columns) + "\n")
+    for row in rows:
+        out.write("\t".join(printable(row[c]) if c == "image" else f"{row[c]:.2f}" for c in columns) + "\n")
+    out.flush()
+
+
+# Rows of a features file counted at once: memory stays flat in the file's length.
+FEATURE_CHUNK = 4096
+
+
+def predict_rows(model: Any, array: np.ndarray, source: str) -> np.ndarray:
+    """``model.predict_features`` of ``array`` (possibly a memory map) FEATURE_CHUNK rows at a
+    time; each chunk is read, predicted and dropped, and its mapped pages are released."""
+    parts = []
+    for start in range(0, len(array), FEATURE_CHUNK):
+        rows = np.array(array[start : start + FEATURE_CHUNK], dtype=float)
+        parts.append(model.predict_features(rows, source=source))
+        if isinstance(array, np.memmap):
+            _release(array, start, len(rows))
+    return np.concatenate(parts)
+
+
+def _release(array: np.memmap, start: int, count: int) -> None:
+    """Tell the kernel the mapped pages of rows ``start:start+count`` are not needed again (their
+    resident size would otherwise grow to the whole file's on a sparse or huge file)."""
+    import mmap
+
+    base = array.base
+    if not isinstance(base, mmap.mmap) or not hasattr(base, "madvise"):
+        return
+    row_bytes = array.itemsize * int(np.prod(array.shape[1:]))
+    # np.memmap maps from the allocation boundary below the file offset of the data.
+    offset = array.offset % mmap.ALLOCATIONGRANULARITY + start * row_bytes
+    page = mmap.PAGESIZE
+    begin = offset // page * page
+    try:
+        base.madvise(mmap.MADV_DONTNEED, begin, offset + count * row_bytes - begin)
+    except (OSError, ValueError):
+        pass
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -96,9 +150,10 @@ def _is_number(text: str) -> bool:
 def display_path(source: str) -> str:
     """Relative to the working folder when inside it (shorter table rows), else as given."""
     try:
-        return printable(str(Path(source).resolve().relative_to(Path.cwd())))
+        shown = str(Path(source).resolve().relative_to(Path.cwd()))
     except (ValueError, OSError):
-        return printable(source)
+        shown = source
+    return escape(printable(shown))  # a table cell is markup: a name like "[/b]x.jpg" stays text
 
 
 def result_rows(model: Any, sources: list[str], counts: np.ndarray, low: Any, high: Any, ok: np.ndarray) -> list[dict]:
@@ -110,7 +165,7 @@ def counts_table(model: Any, rows: list[dict], class_threshold: float = SHOW_THR
     if model.class_names:
         return class_counts_table(model, rows, display_path, class_threshold)
     level = f" ({model.interval.level:.0%} interval)" if model.interval is not None else ""
-    table = Table(title=f"Counts by {model.name}{level}", title_justify="left")
+    table = Table(title=f"Counts by {escape(printable(model.name))}{level}", title_justify="left")
     table.add_column("image", overflow="fold")
     table.add_column("count", justify="right")
     if rows and "low" in rows[0]:
@@ -187,7 +242,7 @@ def count(
         sources, array = read_feature_file(features)
         if len(array) == 0:
             raise CountingError(f"{features}: the features file holds no rows")
-        counts = counting_model.predict_features(array, source=str(features))
+        counts = predict_rows(counting_model, array, str(features))
         low, high = counting_model.intervals(counts)
         ok = np.isfinite(counts if counts.ndim == 1 else counts.sum(axis=1))
         if not ok.any():
@@ -228,7 +283,10 @@ def count(
         print_skipped(message)
     if not rows:
         raise ImageError(f"{printable(sources[0]) if len(sources) == 1 else 'all images'}: nothing could be counted")
-    console.print(counts_table(counting_model, rows, SHOW_THRESHOLD if show_above is None else show_above))
+    if len(rows) > TABLE_ROWS:
+        print_plain_rows(rows)
+    else:
+        console.print(counts_table(counting_model, rows, SHOW_THRESHOLD if show_above is None else show_above))
     if csv is not None:
         write_rows_csv(csv, rows)
         say(f"counts written to {escape(printable(str(csv)))}")

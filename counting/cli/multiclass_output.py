@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from counting.core.columns import class_column
+from counting.core.files import printable
 
 # Figure keys of counting.evaluate.evaluation.voc_metrics and their column titles.
 VOC_FIGURES: dict[str, str] = {
@@ -75,7 +77,7 @@ def class_count_rows(
 def class_counts_table(model: Any, rows: list[dict], display: Any, threshold: float = SHOW_THRESHOLD) -> Table:
     """A row per image, listing only the classes predicted at ``threshold`` or more."""
     level = f" ({model.interval.level:.0%} intervals)" if model.interval is not None else ""
-    table = Table(title=f"Counts by {model.name}{level}", title_justify="left")
+    table = Table(title=f"Counts by {escape(printable(model.name))}{level}", title_justify="left")
     table.add_column("image", overflow="fold")
     table.add_column("total", justify="right")
     table.add_column(f"classes (count ≥ {threshold:g})")
@@ -169,7 +171,7 @@ def compare_per_class(
         from counting.evaluate.comparison.models import add_model_rows
 
         def starting(path: Any) -> None:
-            say(f"counting the {len(data.test_paths)} test images with {path}")
+            say(f"counting the {len(data.test_paths)} test images with {escape(printable(str(path)))}")
 
         add_model_rows(
             data,

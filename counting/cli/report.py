@@ -68,13 +68,13 @@ def report(
     use_runtime(runtime, threads)
     from counting.core.errors import DatasetError
     from counting.core.files import check_writable_folder
-    from counting.evaluate.report import write_report
+    from counting.evaluate.report import REPORT_FILES, write_report
 
     say = informational(quiet)
     cache = optional_cache(cache_dir, not no_cache)
     check_writable_folder(out)  # before evaluating: the report must have somewhere to go
     refuse_outputs_on_inputs(
-        [out, *(out / f"report.{suffix}" for suffix in ("md", "html", "json"))],
+        [out, *(out / name for name in REPORT_FILES)],
         inputs=[counts_csv, weights],
         model=model,
         data_root=root,

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from counting.apply.distributed.session import ClusterExtraction
@@ -59,6 +60,7 @@ from counting.cli.options import (
     out_option,
 )
 from counting.core import defaults
+from counting.core.files import printable
 
 
 def print_figures(rows: list[tuple[str, dict]]) -> None:
@@ -186,7 +188,7 @@ def train(
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]
     say(
-        f"[bold]{data.name}[/] at {data.root} (split {split}): "
+        f"[bold]{data.name}[/] at {escape(printable(str(data.root)))} (split {escape(str(split))}): "
         + ", ".join(f"{part} {info.get('n')} images" for part, info in parts.items()),
         soft_wrap=True,
     )
@@ -239,9 +241,9 @@ def train(
     saved.append(path)
     if loss_png is not None and model.history.get("train_loss"):  # a device (/dev/null) has no "beside"
         plot_loss(model.history, loss_png, model.training.get("best_epoch"))
-        say(f"loss curve: {loss_png}")
+        say(f"loss curve: {escape(printable(str(loss_png)))}")
     size = f" ({path.stat().st_size / 1024:.0f} KB)" if loss_png is not None else ""
-    say(f"[green]model saved:[/] {path}{size}")
+    say(f"[green]model saved:[/] {escape(printable(str(path)))}{size}")
 
 
 def _kept_after_interrupt(out: Path, existed: bool, saved: bool, cache: Any) -> str:

@@ -309,6 +309,13 @@ def count_sources(
         )
     listed = read_sources(sources)
     folder = counts_dir if counts_dir is not None else sources.with_name(f"{sources.stem}-counts")
+    # The list, the model and every listed file are inputs: no stream's counts file may replace one.
+    from counting.apply.distributed.streams import counts_file_names
+
+    files = [Path(source) for source in listed if "://" not in source and not source.isdigit()]
+    refuse_outputs_on_inputs(
+        [folder / name for name in counts_file_names(listed)], inputs=[sources, *files], model=model
+    )
     target = cluster if cluster is not None else f"local:{max(1, min(len(listed), _cores()))}"
     informational(quiet)(f"{len(listed)} streams on {target}; counts in {folder}/")
 

@@ -65,6 +65,19 @@ class ReportFiles:
     images: list[Path]
 
 
+# Every file a report may write into its folder (the CLI refuses any that is an input).
+REPORT_FILES = (
+    "report.md",
+    "report.html",
+    "report.json",
+    "loss.png",
+    "scatter.png",
+    "sequence.png",
+    "classes.png",
+    "density.png",
+)
+
+
 def _fmt(value: Any) -> str:
     """Two decimals, as the published tables give them."""
     if value is None:
