@@ -67,6 +67,10 @@ class VideoSource:
         if text.lower().startswith(URL_PREFIXES):
             return cls(text, "url")
         if not Path(text).is_file():
+            if Path(text).is_dir():
+                raise StreamError(f"{text}: is a folder, not a video file")
+            if Path(text).exists():
+                raise StreamError(f"{text}: not a regular file (a device or pipe), not a video file")
             raise StreamError(f"{text}: video file not found")
         return cls(text, "file")
 

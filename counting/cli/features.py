@@ -145,6 +145,8 @@ def write_features(output: Path, result: FeatureSet) -> None:
     if output.suffix.lower() == ".npy":
         with atomic_path(output) as temporary:
             np.save(temporary, result.features, allow_pickle=False)
+        if special_kind(output):
+            return  # a device or FIFO: no regular listing file is written beside it
         # Valid UTF-8, undecodable name bytes as \xNN (see counting.core.files on non-UTF-8 names).
         with atomic_write(output.with_suffix(".files.txt")) as handle:
             handle.write("".join(f"{path}\n" for path in result.paths))

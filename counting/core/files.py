@@ -149,7 +149,8 @@ def check_writable_folder(path: str | os.PathLike[str]) -> Path:
     """Like :func:`check_writable` for an output folder (created later if missing)."""
     folder = Path(path).expanduser()
     if os.path.lexists(folder) and not folder.is_dir():
-        raise OutputError(f"{folder}: is a file, not a folder")
+        kind = f"a {special_kind(folder)}" if special_kind(folder) else "a file"
+        raise OutputError(f"{folder}: is {kind}, not a folder")
     _check_folder_accepts(folder, folder)
     return folder
 

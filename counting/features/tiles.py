@@ -44,12 +44,14 @@ def parse_grid(grid: int | Sequence[int] | str | None) -> Grid | None:
         except ValueError:
             raise DatasetError(f"grid {grid!r}: expected ROWSxCOLS, e.g. 3x3") from None
         grid = numbers[0] if len(numbers) == 1 else tuple(numbers)
+    given_text = given if isinstance(given, str) else None
     if isinstance(grid, (int, np.integer)):
         rows = cols = int(grid)
     else:
         values = tuple(int(value) for value in grid)
         if len(values) != 2:
-            raise DatasetError(f"grid {grid!r}: expected two numbers (rows, cols)")
+            shown = repr(given_text) if given_text is not None else repr(grid)
+            raise DatasetError(f"grid {shown}: expected ROWSxCOLS (two numbers), e.g. 3x3")
         rows, cols = values
     if not (1 <= rows <= MAX_GRID_SIDE and 1 <= cols <= MAX_GRID_SIDE):
         raise DatasetError(f"grid {given!r}: rows and cols must be from 1 to {MAX_GRID_SIDE}")

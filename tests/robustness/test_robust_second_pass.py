@@ -151,3 +151,59 @@ def test_a_huge_features_file_is_counted_in_bounded_memory(tmp_path: Path) -> No
     peak = int(done.stderr.split("peak-mb")[-1])
     # The model and libraries take ~0.35 GB; reading the file whole took 1 GB more.
     assert peak < 700, done.stderr
+
+
+@pytest.fixture
+def null_device(tmp_path: Path):
+    """A private character device equal to /dev/null (never the machine's own), removed after."""
+    import stat
+
+    path = tmp_path / "null"
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    yield path
+    path.unlink()
+
+
+def test_features_into_a_device_writes_no_listing_beside_it(cli, tmp_path: Path, null_device: Path) -> None:
+    from robust_helpers import make_image
+
+    image = make_image(tmp_path / "a.png")
+    out = null_device.with_suffix(".npy")
+    os.rename(null_device, out)
+    try:
+        result = cli("features", image, "-o", out, "--no-cache", "--no-progress")
+        assert result.exit_code == 0, result.output
+        assert not out.with_suffix(".files.txt").exists()
+    finally:
+        os.rename(out, null_device)
+
+
+def test_report_into_a_device_says_what_it_is(cli, null_device: Path) -> None:
+    from robust_helpers import assert_one_error
+
+    assert_one_error(cli("report", "-o", null_device), "is a character device, not a folder")
+
+
+def test_a_video_source_that_is_a_folder_or_a_pipe_says_so(cli, tmp_path: Path) -> None:
+    from robust_helpers import assert_one_error
+
+    folder = tmp_path / "clip.avi"
+    folder.mkdir()
+    assert_one_error(cli("video", folder, "--no-progress"), "is a folder, not a video file")
+    pipe = tmp_path / "pipe.avi"
+    os.mkfifo(pipe)
+    assert_one_error(cli("video", pipe, "--no-progress"), "not a regular file")
+
+
+def test_usage_errors_echo_the_value_as_typed(cli, tmp_path: Path) -> None:
+    from robust_helpers import make_image
+
+    image = make_image(tmp_path / "a.png")
+    grid = cli("features", image, "-o", tmp_path / "f.npy", "--grid", "3x3x3")
+    assert grid.exit_code == 2 and "grid '3x3x3': expected ROWSxCOLS" in grid.stderr
+    cluster = cli("count", image, "--cluster", "inproc://x")
+    assert cluster.exit_code == 2 and "not enough values" not in cluster.stderr
+    assert "inproc://x: expected local:N" in cluster.stderr

@@ -29,7 +29,8 @@ _ADDRESS = re.compile(
     r"^(?:(?P<protocol>[a-z][a-z0-9+.-]*)://)?(?P<host>\[[0-9a-f:.]+\]|[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?)(?::(?P<port>\d{1,5}))?$",
     re.IGNORECASE,
 )
-PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+# inproc:// is left out: such an address lives inside one Python process, never a command line.
+PROTOCOLS = ("tcp", "tls", "ws", "wss", "ucx")
 ACCEPTED = "local:N (N worker processes here) or a scheduler address PROTOCOL://HOST:PORT such as tcp://host:8786"
 
 
@@ -50,7 +51,7 @@ def parse_cluster(text: str) -> int | str:
     if match is None or protocol not in PROTOCOLS or (port is not None and not 0 < int(port) < 65536):
         shown = f" {text}" if value else ""
         raise ClusterError(f"--cluster{shown}: expected {ACCEPTED}")
-    if protocol != "inproc" and port is None:
+    if port is None:
         raise ClusterError(
             f"--cluster {text}: the scheduler address needs a port, e.g. {protocol}://{match.group('host')}:8786"
         )
