@@ -16,6 +16,8 @@ from counting.heads.density.conv_fitting import ConvSettings
 from counting.heads.density.conv_head import ConvDensityHead
 from counting.model.counting_model import load_model
 
+pytestmark = pytest.mark.slow  # end-to-end: run by CI (.ci/run), not the default suite
+
 
 @pytest.fixture(scope="module")
 def conv_model(runner, mall_root: Path, session_cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:

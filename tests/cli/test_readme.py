@@ -80,6 +80,7 @@ def _shell_words(command: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_every_readme_command_runs(runner, workdir: Path) -> None:
     ran = []
     for command in readme_commands():

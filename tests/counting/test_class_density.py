@@ -84,6 +84,7 @@ def test_head_fitted_on_real_photos_counts_their_boxes(coco_voc20_root: Path, se
         class_head_from_document(document, "model.npz")
 
 
+@pytest.mark.slow
 def test_voc_model_with_a_class_density_head_saves_loads_and_counts(
     coco_voc20_root: Path, session_cache_dir: Path, tmp_path: Path
 ) -> None:

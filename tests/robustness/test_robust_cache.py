@@ -98,6 +98,7 @@ def test_cache_library_turns_itself_off(tmp_path: Path) -> None:
 
 
 # -- point 12: /dev/zero and FIFOs never hang ------------------------------------------------------
+@pytest.mark.slow
 def test_features_of_dev_zero_with_the_cache_is_one_line(tmp_path: Path) -> None:
     process = run_cli_process(
         "features",
@@ -112,6 +113,7 @@ def test_features_of_dev_zero_with_the_cache_is_one_line(tmp_path: Path) -> None
     assert len(lines) == 1 and "/dev/zero" in lines[0] and "not a regular file" in lines[0]
 
 
+@pytest.mark.slow
 def test_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
     fifo = tmp_path / "frame.png"
     os.mkfifo(fifo)

@@ -310,6 +310,7 @@ def test_too_few_train_frames_for_the_folds_is_one_line_and_keeps_the_old_model(
     assert no_temporary_files(tmp_path)
 
 
+@pytest.mark.slow
 def test_ctrl_c_between_ensemble_members_exits_130_and_keeps_the_model(
     ensemble_file: Path, mall_root: Path, session_cache_dir: Path, tmp_path: Path
 ) -> None:

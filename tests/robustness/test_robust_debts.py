@@ -98,6 +98,7 @@ def _train(root: Path, out: Path) -> list:
             "--epochs", "2", "--no-progress"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_fitting_keeps_the_old_model_and_says_so(tmp_path: Path, folder_dataset: Path) -> None:
     # A real SIGINT in the middle of the fit. Was: exit 130 with a bare "interrupted".
     out = tmp_path / "model.npz"
@@ -175,6 +176,7 @@ def test_every_command_still_runs_and_shows_its_help(cli) -> None:
 
 
 # -- full disk and Ctrl-C during `counting features` ---------------------------------------------
+@pytest.mark.slow
 def test_full_disk_for_a_new_features_file_does_not_mention_a_previous_file(tmp_path: Path) -> None:
     # Was: "...; the previous file is unchanged" when there never was one.
     image = make_image(tmp_path / "a.png", size=(64, 48))
@@ -185,6 +187,7 @@ def test_full_disk_for_a_new_features_file_does_not_mention_a_previous_file(tmp_
     assert list(out.parent.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_features_keeps_what_was_extracted_and_the_next_run_resumes(
     tmp_path: Path, _private_cache
 ) -> None:

@@ -349,6 +349,7 @@ def _peak_mb(n_images: int) -> float:
     return int(process.stdout.split()[-1]) / 1024
 
 
+@pytest.mark.slow
 def test_counting_twenty_thousand_images_needs_no_more_memory_than_five_hundred() -> None:
     # Was: +513 MB at 20 000 images (every descriptor, float64 copies and the regressor's working
     # arrays at once: about 26 KB an image). Now one chunk's worth: a few MB.

@@ -134,6 +134,7 @@ def test_a_huge_file_of_another_kind_named_jpg_is_not_read_whole(tmp_path: Path)
     assert peak < 256, peak
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_video_with_two_batches_in_flight_keeps_every_reported_row(tmp_path: Path) -> None:
     # The onnxruntime loop computes the next batch while this one's rows are written: a Ctrl-C
     # must leave exactly the rows it reported, each whole.

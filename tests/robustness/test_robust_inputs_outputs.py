@@ -262,6 +262,7 @@ def many_images(tmp_path: Path, mall_root: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_sigterm_stops_count_keeping_the_previous_csv(tmp_path: Path, many_images: Path) -> None:
     out = tmp_path / "counts.csv"
     out.write_text("earlier,results\n")
@@ -276,6 +277,7 @@ def test_sigterm_stops_count_keeping_the_previous_csv(tmp_path: Path, many_image
     assert not [path for path in tmp_path.iterdir() if path.name.startswith(".")]
 
 
+@pytest.mark.slow
 @pytest.mark.slow
 def test_sigterm_stops_train_writing_no_model(tmp_path: Path, mall_root: Path) -> None:
     out = tmp_path / "model.npz"

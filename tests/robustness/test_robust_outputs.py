@@ -32,6 +32,7 @@ def train_args(root: Path, out: Path) -> list:
 
 
 # -- point 2: a failed `train -o` never destroys the model already there -----------------------
+@pytest.mark.slow
 def test_full_disk_during_train_keeps_the_old_model(tmp_path: Path, folder_dataset: Path) -> None:
     out = tmp_path / "models" / "good.npz"
     out.parent.mkdir()

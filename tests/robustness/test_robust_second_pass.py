@@ -123,6 +123,7 @@ def test_markup_and_emoji_codes_in_names_are_shown_as_named(cli, tmp_path: Path,
     assert out_csv.exists() and out_json.exists()
 
 
+@pytest.mark.slow
 def test_a_huge_features_file_is_counted_in_bounded_memory(tmp_path: Path) -> None:
     """``count --features`` read a whole (sparse) 8 GB .npy into memory; it is now mapped and
     counted FEATURE_CHUNK rows at a time, and a long run is printed as plain lines."""

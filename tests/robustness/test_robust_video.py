@@ -120,6 +120,7 @@ def test_url_finiteness_is_decided_by_the_frame_count(tmp_path: Path, http_folde
 
 
 # -- point 9: a full disk during --counts: one line, no half row -----------------------------------
+@pytest.mark.slow
 def test_full_disk_during_counts_leaves_whole_rows(tmp_path: Path) -> None:
     clip = make_video(tmp_path / "clip.avi", n_frames=16)
     out = tmp_path / "c.csv"
@@ -217,6 +218,7 @@ def test_truncated_file_read_directly(truncated_video: Path) -> None:
 
 
 # -- point 14: SIGTERM closes the annotated video like Ctrl-C ----------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".mp4", ".avi"])
 def test_sigterm_leaves_a_playable_video(tmp_path: Path, suffix: str) -> None:
     clip = make_video(tmp_path / "long.avi", n_frames=600)
