@@ -132,23 +132,26 @@ def evaluate_on_test_split(
     weights: Path | None,
     progress: bool,
     batch_size: int = defaults.BATCH_SIZE,
-    extract: Any = None,
+    cluster: str | None = None,
 ) -> Any:
-    """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``)."""
+    """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``);
+    ``cluster``: extract the descriptors on that Dask cluster (``--cluster``)."""
+    from counting.apply.distributed.session import cluster_extraction
     from counting.evaluate.evaluation import evaluate_model
 
     data = open_dataset(dataset, root, split, csv_path, include_difficult)
-    return evaluate_model(
-        counting_model,
-        data.subset("test"),
-        cache=cache,
-        batch_size=batch_size,
-        smoothing_window=smooth,
-        weights=weights,
-        progress=progress,
-        split=split,
-        extract=extract,
-    )
+    with cluster_extraction(cluster) as extract:
+        return evaluate_model(
+            counting_model,
+            data.subset("test"),
+            cache=cache,
+            batch_size=batch_size,
+            smoothing_window=smooth,
+            weights=weights,
+            progress=progress,
+            split=split,
+            extract=extract,
+        )
 
 
 def feature_cache(cache_dir: Path | None, use_cache: bool) -> Any:

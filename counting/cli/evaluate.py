@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 
 from rich.table import Table
 
-from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
     console,
     evaluate_on_test_split,
@@ -119,21 +118,20 @@ def evaluate(
     )
     say_outputs_on_interrupt([json_path, predictions], cache)
     counting_model = load_model_option(model)
-    with cluster_extraction(cluster) as extract:
-        result = evaluate_on_test_split(
-            counting_model,
-            dataset,
-            root,
-            split,
-            counts_csv,
-            include_difficult,
-            cache=cache,
-            smooth=smooth,
-            weights=weights,
-            progress=progress and not quiet,
-            batch_size=batch_size,
-            extract=extract,
-        )
+    result = evaluate_on_test_split(
+        counting_model,
+        dataset,
+        root,
+        split,
+        counts_csv,
+        include_difficult,
+        cache=cache,
+        smooth=smooth,
+        weights=weights,
+        progress=progress and not quiet,
+        batch_size=batch_size,
+        cluster=cluster,
+    )
     console.print(figures_table(result))
     if result.is_voc_like:
         from counting.cli.multiclass_output import per_class_table

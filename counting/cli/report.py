@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
     console,
     evaluate_on_test_split,
@@ -92,21 +91,20 @@ def report(
     counting_model = load_model_option(model)
     result = None
     if dataset is not None and root is not None:
-        with cluster_extraction(cluster) as extract:
-            result = evaluate_on_test_split(
-                counting_model,
-                dataset,
-                root,
-                split,
-                counts_csv,
-                include_difficult,
-                cache=cache,
-                smooth=smooth,
-                weights=weights,
-                progress=progress and not quiet,
-                batch_size=batch_size,
-                extract=extract,
-            )
+        result = evaluate_on_test_split(
+            counting_model,
+            dataset,
+            root,
+            split,
+            counts_csv,
+            include_difficult,
+            cache=cache,
+            smooth=smooth,
+            weights=weights,
+            progress=progress and not quiet,
+            batch_size=batch_size,
+            cluster=cluster,
+        )
         console.print(figures_table(result))
     files = write_report(counting_model, result, out)
     say(f"[green]report:[/] {files.markdown} and {files.html} ({len(files.images)} plots)", soft_wrap=True)

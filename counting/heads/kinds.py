@@ -41,6 +41,10 @@ class TrainingInputs:
     preprocessing: Any
     is_sequence: bool
     multi_output: bool
+    cache: Any = None  # counting.features.cache.FeatureCache
+    progress: bool = False
+    log: Callable[[str], None] | None = None
+    extract: Callable[..., Any] | None = None  # replaces extract_features (e.g. on a Dask cluster)
 
 
 @dataclass
@@ -64,16 +68,8 @@ class HeadKind(Protocol):
         """Raise TrainingError for settings this kind cannot honour (before any work); ``root``
         is the dataset folder the messages name."""
 
-    def rows(
-        self,
-        inputs: TrainingInputs,
-        *,
-        cache: Any,
-        progress: bool,
-        log: Callable[[str], None] | None,
-        extract: Callable[..., Any] | None,
-    ) -> HeadRows:
-        """The AGP's rows for ``inputs.samples``."""
+    def rows(self, inputs: TrainingInputs) -> HeadRows:
+        """The AGP's rows for ``inputs.samples`` (read with ``inputs.cache``, ``inputs.extract``)."""
 
 
 class DescriptorRows:
@@ -90,16 +86,8 @@ class DescriptorRows:
                     f"descriptor {descriptor.text!r}: --flip-average works on class scores or pooled features"
                 )
 
-    def rows(
-        self,
-        inputs: TrainingInputs,
-        *,
-        cache: Any,
-        progress: bool,
-        log: Callable[[str], None] | None,
-        extract: Callable[..., Any] | None,
-    ) -> HeadRows:
-        config, descriptor = inputs.config, inputs.descriptor
+    def rows(self, inputs: TrainingInputs) -> HeadRows:
+        config, descriptor, extract = inputs.config, inputs.descriptor, inputs.extract
         if config.flip_average:
             from counting.features.flip import flip_averaging
 
@@ -110,9 +98,9 @@ class DescriptorRows:
             inputs.preprocessing,
             inputs.layout,
             config.grid,
-            cache=cache,
+            cache=inputs.cache,
             batch_size=config.batch_size,
-            progress=progress,
+            progress=inputs.progress,
             extract=extract,
             descriptor=None if descriptor.spec.kind == "scores" else descriptor,
         )
@@ -143,15 +131,7 @@ class DensityRows:
                 "--target-transform does not apply to the conv density head: its AGP corrects the head's count"
             )
 
-    def rows(
-        self,
-        inputs: TrainingInputs,
-        *,
-        cache: Any,
-        progress: bool,
-        log: Callable[[str], None] | None,
-        extract: Callable[..., Any] | None,
-    ) -> HeadRows:
+    def rows(self, inputs: TrainingInputs) -> HeadRows:
         from counting.heads.density.training import density_choice, fit_head_descriptors
 
         config = inputs.config
@@ -163,9 +143,9 @@ class DensityRows:
             config.grid,
             is_sequence=inputs.is_sequence,
             seed=config.seed,
-            cache=cache,
-            progress=progress,
-            log=log,
+            cache=inputs.cache,
+            progress=inputs.progress,
+            log=inputs.log,
             **density_choice(config),
         )
         # A conv head: the AGP learns from the sums of the images it was early-stopped on only.
@@ -192,15 +172,7 @@ class ClassDensityRows:
                 "has its own (final+block14, ridge)"
             )
 
-    def rows(
-        self,
-        inputs: TrainingInputs,
-        *,
-        cache: Any,
-        progress: bool,
-        log: Callable[[str], None] | None,
-        extract: Callable[..., Any] | None,
-    ) -> HeadRows:
+    def rows(self, inputs: TrainingInputs) -> HeadRows:
         from counting.heads.density.class_training import fit_class_head_descriptors
 
         config = inputs.config
@@ -211,9 +183,9 @@ class ClassDensityRows:
             inputs.preprocessing,
             config.grid,
             seed=config.seed,
-            cache=cache,
+            cache=inputs.cache,
             batch_size=config.batch_size,
-            log=log,
+            log=inputs.log,
         )
         return HeadRows(samples=inputs.samples, frame=frame, class_density_head=head)
 

@@ -205,9 +205,8 @@ def train_model(
     ``split`` is the split string the dataset was loaded with, recorded in the model file.
     ``extract`` replaces ``extract_features`` (same signature), e.g. on a Dask cluster.
     """
-    plan = plan_training(dataset, config or TrainingConfig())
-    head = head_kind_for(plan.config, plan.inputs.multi_output)
-    rows = head.rows(plan.inputs, cache=cache, progress=progress, log=log, extract=extract)
+    plan = plan_training(dataset, config or TrainingConfig(), cache=cache, progress=progress, log=log, extract=extract)
+    rows = head_kind_for(plan.config, plan.inputs.multi_output).rows(plan.inputs)
     fitted = fit_rows(plan, rows, log)
     model = assemble_model(plan, rows, fitted, split)
     calibrate(model, plan, rows, fitted, log)
@@ -237,7 +236,15 @@ class FittedRows:
     n_rows: int
 
 
-def plan_training(dataset: Any, config: TrainingConfig) -> TrainingPlan:
+def plan_training(
+    dataset: Any,
+    config: TrainingConfig,
+    *,
+    cache: Any = None,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+    extract: Callable[..., Any] | None = None,
+) -> TrainingPlan:
     """Check every setting against the dataset, then load the backbone: no image is read yet."""
     from counting.features.backbones import Preprocessing, get_backbone
     from counting.features.descriptors import Descriptor
@@ -275,6 +282,10 @@ def plan_training(dataset: Any, config: TrainingConfig) -> TrainingPlan:
         preprocessing=Preprocessing(input_size=config.input_size, roi_mask=roi_mask),
         is_sequence=dataset.name in defaults.SEQUENCE_DATASETS,
         multi_output=multi_output,
+        cache=cache,
+        progress=progress,
+        log=log,
+        extract=extract,
     )
     return TrainingPlan(config=config, inputs=inputs, roi_mask=roi_mask, tile_targets=tile_targets)
 
