@@ -48,7 +48,13 @@ from counting.data.datasets import load_dataset  # noqa: E402
 from counting.features import FeatureCache  # noqa: E402
 from counting.features.backbones import Preprocessing, get_backbone  # noqa: E402
 from counting.heads.density.conv_fitting import fit_conv_heads, stride8_maps  # noqa: E402
-from counting.heads.density.conv_training import CONV_LAYERS, DEFAULT_SETTINGS, validation_parts  # noqa: E402
+from counting.heads.density.conv_training import (  # noqa: E402
+    CONV_LAYERS,
+    DEFAULT_SETTINGS,
+    corrected_counts,
+    correction_targets,
+    validation_parts,
+)
 from counting.heads.density.data import TargetSettings, density_targets  # noqa: E402
 from counting.train.pipeline import TrainingConfig, make_regressor  # noqa: E402
 
@@ -69,16 +75,18 @@ def combine(oof: np.ndarray, counts: np.ndarray, members: np.ndarray, seed: int)
     mean = members.mean(axis=1)
     flat = members.reshape(-1, dim)
     direct = fitted_agp(oof, counts, seed)
-    residual = fitted_agp(oof, counts - oof[:, 0], seed)
+    residual = fitted_agp(oof, correction_targets(oof, counts), seed)
     correction = np.asarray(residual.predict(mean), float)
     out = {
         "head": mean[:, 0],
         "ratio": mean[:, 0] * counts.sum() / oof[:, 0].sum(),
         "agp-mean": direct.predict(mean),
         "agp-members": direct.predict(flat).reshape(n_held, n_members).mean(axis=1),
-        "agp-residual": mean[:, 0] + correction,
-        "agp-members-residual": (flat[:, 0] + residual.predict(flat)).reshape(n_held, n_members).mean(axis=1),
-    } | {f"weight {weight:.2f}": mean[:, 0] + weight * correction for weight in WEIGHTS}
+        "agp-residual": corrected_counts(mean, correction, 1.0),
+        "agp-members-residual": corrected_counts(flat, residual.predict(flat), 1.0)
+        .reshape(n_held, n_members)
+        .mean(axis=1),
+    } | {f"weight {weight:.2f}": corrected_counts(mean, correction, weight) for weight in WEIGHTS}
     return {name: np.clip(np.asarray(value, float), 0.0, None) for name, value in out.items()}
 
 

@@ -37,7 +37,12 @@ from counting.features import FeatureCache
 from counting.features.backbones import Preprocessing, get_backbone
 from counting.heads.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
 from counting.heads.density.conv_head import ensemble
-from counting.heads.density.conv_training import CORRECTION_WEIGHT, validation_parts
+from counting.heads.density.conv_training import (
+    CORRECTION_WEIGHT,
+    corrected_counts,
+    correction_targets,
+    validation_parts,
+)
 from counting.heads.density.data import TargetSettings, density_targets
 from counting.heads.density.maps import extract_maps
 from counting.train.pipeline import TrainingConfig, make_regressor
@@ -66,9 +71,8 @@ def agp_fit_predict(rows: np.ndarray, counts: np.ndarray, new_rows: np.ndarray, 
     """The head's whole-ROI sum plus CORRECTION_WEIGHT times an AGP fitted to the count minus that
     sum, as `counting train` counts with a conv head (chosen by scripts/conv_agp_study.py)."""
     regressor = make_regressor(TrainingConfig(seed=seed), len(rows))
-    regressor.fit(rows, counts - rows[:, 0])
-    correction = CORRECTION_WEIGHT * np.asarray(regressor.predict(new_rows), float)
-    return np.clip(new_rows[:, 0] + correction, 0.0, None)
+    regressor.fit(rows, correction_targets(rows, counts))
+    return np.clip(corrected_counts(new_rows, regressor.predict(new_rows), CORRECTION_WEIGHT), 0.0, None)
 
 
 def agp_cross_validated(rows: np.ndarray, counts: np.ndarray, indices: np.ndarray, sequence: bool, seed: int):

@@ -399,7 +399,9 @@ class CountingModel:
         summed = frame_counts(predicted, n_images)
         if self.count_offset == "head_sum":
             # The regressor predicted the count minus the head's sum.
-            summed = array[:, :1] + self.correction_weight * summed
+            from counting.heads.density.conv_training import corrected_counts
+
+            summed = corrected_counts(array, summed[:, 0], self.correction_weight)[:, None]
         counts = inverse_transform(summed, self.target_transform)
         if not self.is_multi_output:
             return counts[:, 0]

@@ -312,7 +312,9 @@ def fit_rows(plan: TrainingPlan, rows: HeadRows, log: Callable[[str], None] | No
     config = plan.config
     targets = forward_transform(_counts(rows), config.target_transform)
     if rows.count_offset == "head_sum":
-        targets = targets - rows.frame[:, 0]
+        from counting.heads.density.conv_training import correction_targets
+
+        targets = correction_targets(rows.frame, targets)
     indices = np.array([sample.index for sample in rows.samples])
     mode = "cv" if config.calibration == "auto" else config.calibration
     if mode == "cv":

@@ -28,6 +28,8 @@ from counting.heads.density.data import TargetSettings, density_targets
 __all__ = [
     "CONV_LAYERS",
     "CORRECTION_WEIGHT",
+    "corrected_counts",
+    "correction_targets",
     "DEFAULT_SETTINGS",
     "fit_conv_descriptors",
     "validation_part",
@@ -52,6 +54,18 @@ DEFAULT_SETTINGS = ConvSettings(ema=0.995, keep="last", folds=4, eval_every=500)
 # Mall (720) 2.16 / 2.15 / 2.24 and ShanghaiTech B 16.13 / 14.11 / 14.44; the AGP given the
 # ensemble's sums directly (up to now) 2.24 and 14.79.
 CORRECTION_WEIGHT = 0.5
+
+
+def correction_targets(rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """What the AGP learns from a conv ensemble's rows: each count minus the heads' whole-ROI sum
+    (column 0 of the rows). The one definition `train`, the model file and the studies use."""
+    return np.asarray(counts, dtype=float) - np.asarray(rows, dtype=float)[:, 0]
+
+
+def corrected_counts(rows: np.ndarray, correction: np.ndarray, weight: float = CORRECTION_WEIGHT) -> np.ndarray:
+    """A conv-ensemble model's count: the heads' whole-ROI sum plus ``weight`` times the AGP's
+    prediction of :func:`correction_targets` (not clipped: the caller clips after its transform)."""
+    return np.asarray(rows, dtype=float)[:, 0] + weight * np.asarray(correction, dtype=float)
 
 
 def validation_part(indices: np.ndarray, is_sequence: bool, seed: int) -> np.ndarray:
