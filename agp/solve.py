@@ -38,7 +38,7 @@ class SVDSolver:
         try:
             u, s, vt = np.linalg.svd(A)
         except np.linalg.LinAlgError:
-            u, s, vt = _gesvd(A)
+            u, s, vt = gesvd_batched(A)
         cutoff = rcond * s[..., :1]
         inv_s = np.where(s > cutoff, 1.0 / np.where(s > cutoff, s, 1.0), 0.0)
         return cls(u, inv_s, vt)
@@ -52,7 +52,7 @@ class SVDSolver:
         return self.u @ (self.inv_s[..., :, None] * (self.vt @ B))
 
 
-def _gesvd(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gesvd_batched(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The SVD by LAPACK ``gesvd`` (NumPy only offers ``gesdd``), one matrix of a batch at a time."""
     flat = A.reshape(-1, *A.shape[-2:])
     parts = [scipy.linalg.svd(matrix, lapack_driver="gesvd", check_finite=False) for matrix in flat]

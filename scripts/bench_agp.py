@@ -101,7 +101,7 @@ def time_solves(repeats: int = 200) -> None:
     condition estimate (getrf + gecon), the SVD only when that estimate says singular."""
     from threadpoolctl import threadpool_limits
 
-    from agp.solve import SVDSolver, _gesvd, factor_system
+    from agp.solve import SVDSolver, factor_system, gesvd_batched
 
     def median_ms(work) -> float:
         times = []
@@ -126,7 +126,7 @@ def time_solves(repeats: int = 200) -> None:
                 solver.solve(b), solver.solve_transposed(b)
 
             svd, lu = median_ms(svd_step), median_ms(lu_step)
-            gesvd = median_ms(lambda A=A: _gesvd(A[None]))
+            gesvd = median_ms(lambda A=A: gesvd_batched(A[None]))
             print(f"{n_centers:5d} | {svd:12.3f} {lu:12.3f} {svd / lu:7.1f}x | {gesvd:12.3f}")
 
 

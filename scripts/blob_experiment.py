@@ -28,6 +28,17 @@ BLOBS = (
 )
 
 
+def reported_lengthscales(model: AGPRegressor) -> np.ndarray:
+    """Per-centre lengthscales; for full precisions the geometric mean, det(P)^(-1/2D)."""
+    lengthscales = getattr(model, "lengthscales_", None)
+    if lengthscales is not None:
+        return np.asarray(lengthscales)
+    precisions = getattr(model, "precisions_", None)
+    if precisions is not None and np.ndim(precisions) == 3:
+        return np.linalg.det(precisions) ** (-1.0 / (2 * precisions.shape[-1]))
+    return np.atleast_1d(model.lengthscale_)  # the center-GP: one shared lengthscale
+
+
 def blob_intensity(points: np.ndarray) -> np.ndarray:
     """Pixel intensity at (n, 2) normalised coordinates: the sum of the oriented Gaussian blobs."""
     intensity = np.zeros(len(points))
@@ -124,7 +135,7 @@ def main() -> None:
     for index, mean in enumerate(args.mean):
         results = run(args.size, args.epochs, args.seed, mean, args.pixels)
         for label, (model, score, seconds) in results.items():
-            lengths = np.array2string(model._make_kernel().lengthscales(model._kernel_params), precision=3)
+            lengths = np.array2string(reported_lengthscales(model), precision=3)
             print(f"{mean:9s} {label:18s} {100 * score:7.2f}% {seconds:7.2f}  {model.best_epoch_:10d}  {lengths}")
         if args.plot and index == 0:
             plot(results, args.size, args.plot)
