@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from counting.core.metrics import crowd_metrics
 from counting.data.datasets import load_dataset
 from counting.data.datasets.splits import cv_folds
 from counting.features import FeatureCache
@@ -55,8 +56,9 @@ ALL_LAYERS = ["block4", "block7", "block10", "block14"]
 
 
 def metrics(truth: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
-    error = np.asarray(predicted, float) - np.asarray(truth, float)
-    return float(np.mean(np.abs(error))), float(np.mean(error**2))
+    """(MAE, MSE) of counts, as every figure of the package is scored (core.metrics)."""
+    figures = crowd_metrics(truth, predicted)
+    return figures["mae"], figures["mse"]
 
 
 def folds_of(indices: np.ndarray, sequence: bool, seed: int) -> np.ndarray:
