@@ -3,6 +3,7 @@
     PYTHONPATH=. python scripts/bench_memory_inputs.py                 # N = 300 and 10 000
     PYTHONPATH=. python scripts/bench_memory_inputs.py --sizes 200 3000 --side 8
     PYTHONPATH=. python scripts/bench_memory_inputs.py --chunk 1000000   # one call: as before
+    PYTHONPATH=. python scripts/bench_memory_inputs.py --sizes 16 80 --shape 640x480 -- -m models/mall-accurate.npz
 
 Writes N tiny JPEGs (``--side`` pixels square, different pixels each) into a temporary folder,
 runs ``counting count FOLDER --no-progress --csv OUT`` in a fresh interpreter per N (no feature
@@ -44,11 +45,13 @@ main()
 """
 
 
-def write_images(folder: Path, n: int, side: int) -> None:
+def write_images(folder: Path, n: int, side: int, shape: tuple[int, int] | None = None) -> None:
+    """``n`` JPEGs of ``side`` x ``side`` pixels, or ``shape`` = (width, height)."""
     rng = np.random.default_rng(0)
     folder.mkdir(parents=True, exist_ok=True)
+    width, height = shape if shape is not None else (side, side)
     for k in range(n):
-        pixels = rng.integers(0, 255, (side, side, 3), dtype=np.uint8)
+        pixels = rng.integers(0, 255, (height, width, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(folder / f"img-{k:06d}.jpg", quality=90)
 
 
@@ -88,6 +91,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[300, 10_000], help="numbers of images")
     parser.add_argument("--side", type=int, default=32, help="side of each square JPEG in pixels")
+    parser.add_argument(
+        "--shape",
+        help="WIDTHxHEIGHT of each JPEG instead of --side (640x480 for the Mall models, whose ROI has that size)",
+    )
     parser.add_argument("--limit-mb", type=float, default=50.0, help="largest growth accepted, MB")
     parser.add_argument(
         "--chunk", type=int, help="images per count_paths call (counting.apply.chunks.COUNT_CHUNK); huge: one call"
@@ -107,7 +114,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as temporary:
         for n in sorted(args.sizes):
             folder = Path(temporary) / f"n{n}" / "images"
-            write_images(folder, n, args.side)
+            shape = tuple(int(v) for v in args.shape.lower().split("x")) if args.shape else None
+            write_images(folder, n, args.side, shape)  # type: ignore[arg-type]
             peak, seconds, _ = peak_rss(folder, args.extra, args.chunk)
             rows.append((n, peak, seconds))
             print(f"N={n:>6}  peak RSS {peak:7.1f} MB  wall {seconds:6.1f} s  ({n / seconds:.0f} images/s)", flush=True)

@@ -20,7 +20,8 @@ per-class model gives ``total`` and ``count_CLASS``/``low_CLASS``/``high_CLASS``
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ import numpy as np
 from counting.core import defaults
 from counting.core.columns import class_column
 from counting.core.errors import CountingError, ImageError
+from counting.core.files import unique_files
 from counting.model.counting_model import CountingModel, CountResult, load_model
 
 __all__ = ["Counts", "count", "count_rows", "load_model"]
@@ -102,35 +104,46 @@ def count(
     position in the list). Pictures that cannot be counted are left out of the records and
     listed in :attr:`Counts.skipped` with a one-line reason; when nothing at all can be counted
     a :class:`~counting.core.errors.CountingError` says why. ``cache``: a
-    :class:`~counting.features.cache.FeatureCache` to reuse descriptors across calls.
+    :class:`~counting.features.cache.FeatureCache` (or a folder for one) to reuse descriptors
+    across calls. Arguments of a wrong type raise TypeError; ``batch_size`` < 1 ValueError.
     """
     from counting.apply.chunks import count_in_chunks
     from counting.data.paths import expand_image_paths
 
-    counting_model = model if isinstance(model, CountingModel) else load_model(model)
-    items = list(images) if isinstance(images, (list, tuple)) else [images]
+    items = _listed(images)
     if not items:
         raise ImageError("no images given: pass image files, folders, glob patterns or arrays")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number from 1, got {batch_size!r}")
+    cache = _feature_cache(cache)
+    counting_model = model if isinstance(model, CountingModel) else load_model(model)
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     run: list[str] = []  # consecutive paths, counted together (batches, chunks, cache)
 
     def count_run() -> None:
-        if not run:
-            return
-        try:
-            files, problems = expand_image_paths(run)
-        except ImageError as error:  # nothing found under any of them
-            files, problems = [], [str(error)]
-        skipped.update({problem: problem for problem in problems})
+        files = []
+        for path in run:  # one at a time, so each problem is keyed by the path that has it
+            try:
+                found, problems = expand_image_paths([path])
+            except ImageError as error:  # nothing found under it
+                found, problems = [], [str(error)]
+            files += found
+            if problems:
+                skipped[path] = problems[0]
         if files:
-            result = count_in_chunks(counting_model, files, cache=cache, batch_size=batch_size, progress=progress)
+            result = count_in_chunks(
+                counting_model, unique_files(files), cache=cache, batch_size=batch_size, progress=progress
+            )
             rows.extend(count_rows(counting_model, result))
             skipped.update(result.errors)
         run.clear()
 
     for position, item in enumerate(items):
         if isinstance(item, (str, os.PathLike)):
+            if not os.fspath(item).strip():
+                skipped[repr(os.fspath(item))] = "an empty path names no image (it would mean the current folder)"
+                continue
             run.append(os.fspath(item))
             continue
         count_run()  # records stay in the order of the inputs
@@ -140,12 +153,59 @@ def count(
         except CountingError as error:
             skipped[source] = f"{source}: {str(error).splitlines()[0]}"
             continue
+        except (OSError, ValueError) as error:  # a PIL image that is truncated, closed, ...
+            skipped[source] = (
+                f"{source}: cannot decode the image ({str(error).splitlines()[0] or type(error).__name__})"
+            )
+            continue
         rows.extend(count_rows(counting_model, _one_result(counting_model, source, counts)))
     count_run()
     if not rows:
         reasons = list(skipped.values())
-        raise ImageError(reasons[0] if len(reasons) == 1 else f"nothing could be counted ({len(reasons)} inputs)")
+        if len(reasons) == 1:
+            raise ImageError(reasons[0])
+        raise ImageError(f"nothing could be counted ({len(reasons)} inputs; first: {reasons[0]})")
     return Counts(model=counting_model.name, rows=rows, skipped=skipped)
+
+
+def _listed(images: Any) -> list[Any]:
+    """The inputs as a list: one path, array or PIL image, or any iterable of them (a list, a
+    tuple, a generator); anything else is a TypeError naming what was given."""
+    if _is_image_input(images):
+        return [images]
+    if isinstance(images, (bytes, bytearray, Mapping, AbstractSet)) or not isinstance(images, Iterable):
+        raise TypeError(_wrong_type(images))
+    items = list(images)
+    for item in items:
+        if not _is_image_input(item):
+            raise TypeError(_wrong_type(item))
+    return items
+
+
+def _is_image_input(value: Any) -> bool:
+    if isinstance(value, (str, os.PathLike, np.ndarray)):
+        return True
+    from PIL import Image
+
+    return isinstance(value, Image.Image)
+
+
+def _wrong_type(value: Any) -> str:
+    return (
+        f"counting.count takes image paths (str or Path), folders, glob patterns, RGB arrays or PIL images, "
+        f"or a list of them; got {type(value).__name__}"
+    )
+
+
+def _feature_cache(cache: Any) -> Any:
+    """``None``, a FeatureCache, or a folder for one (str or Path)."""
+    if cache is None or hasattr(cache, "content_hash"):
+        return cache
+    if isinstance(cache, (str, os.PathLike)):
+        from counting.features.cache import FeatureCache
+
+        return FeatureCache(cache)
+    raise TypeError(f"cache must be a FeatureCache or a folder for one, got {type(cache).__name__}")
 
 
 def _one_result(model: CountingModel, source: str, counts: np.ndarray) -> CountResult:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 
@@ -89,13 +90,13 @@ def print_skipped(message: str) -> None:
     error_console.print(f"[yellow]skipped:[/] {escape(printable(str(message)))}", soft_wrap=True)
 
 
-def informational(quiet: bool) -> Callable[..., None]:
+def informational(quiet: bool, *, on_stderr: bool = False) -> Callable[..., None]:
     """How a command prints its informational lines (what it is doing, where it wrote a file):
-    on stdout like its results, or nowhere under --quiet. Results, warnings and errors are
-    printed either way."""
+    on stdout beside its results (a table), on stderr when stdout holds lines a pipe reads
+    (``on_stderr``), or nowhere under --quiet. Results, warnings and errors are printed either way."""
     if quiet:
         return lambda *args, **kwargs: None
-    return console.print
+    return error_console.print if on_stderr else console.print
 
 
 def dataset_options(dataset: str, csv_path: Path | None, include_difficult: bool) -> dict[str, Any]:
@@ -156,6 +157,8 @@ def evaluate_on_test_split(
 
 def feature_cache(cache_dir: Path | None, use_cache: bool) -> Any:
     """The feature cache: ``--cache-dir``, else $COUNTING_CACHE_DIR, else the user cache folder."""
+    if not use_cache and cache_dir is not None:
+        raise typer.BadParameter(f"--no-cache and --cache-dir {cache_dir} ask for opposite things; give one of them")
     if not use_cache:
         return None
     from counting.features import FeatureCache
@@ -166,9 +169,9 @@ def feature_cache(cache_dir: Path | None, use_cache: bool) -> Any:
 def optional_cache(cache_dir: Path | None, use_cache: bool = True) -> Any:
     """A cache only when asked for (``--cache-dir`` or $COUNTING_CACHE_DIR) and not refused
     (``--no-cache``): counting new images should not fill the user's disk by default."""
-    if not use_cache or (cache_dir is None and not os.environ.get("COUNTING_CACHE_DIR")):
+    if use_cache and cache_dir is None and not os.environ.get("COUNTING_CACHE_DIR"):
         return None
-    return feature_cache(cache_dir, True)
+    return feature_cache(cache_dir, use_cache)
 
 
 def refuse_outputs_on_inputs(

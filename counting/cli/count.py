@@ -238,6 +238,8 @@ def count(
             f"{counting_model.name}: --show-above applies to per-class models; this model gives one count per image"
         )
     problems: list[str] = []
+    if features is not None and paths:
+        raise typer.BadParameter(f"--features {features} counts the descriptors of a file; leave out the images")
     if features is not None:
         sources, array = read_feature_file(features)
         if len(array) == 0:
@@ -285,6 +287,7 @@ def count(
         raise ImageError(f"{printable(sources[0]) if len(sources) == 1 else 'all images'}: nothing could be counted")
     if len(rows) > TABLE_ROWS:
         print_plain_rows(rows)
+        say = informational(quiet, on_stderr=True)  # stdout holds only the plain lines a pipe reads
     else:
         console.print(counts_table(counting_model, rows, SHOW_THRESHOLD if show_above is None else show_above))
     if csv is not None:

@@ -8,12 +8,14 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
+from rich.markup import escape
 
 from counting.apply.distributed.session import extraction_on
 from counting.cli.common import (
     console,
     error_console,
     feature_cache,
+    informational,
     print_skipped,
     refuse_outputs_on_inputs,
     use_runtime,
@@ -120,8 +122,9 @@ def features(
     if out is not None:
         write_features(out, result)
     n_good = int(result.ok.sum())
-    destination = f" -> {printable(str(out))}" if out is not None else ""
-    console.print(
+    destination = f" -> {escape(printable(str(out)))}" if out is not None else ""
+    # With -o the descriptors are the result and this line is a diagnostic; without, it is the result.
+    (informational(quiet) if out is not None else console.print)(
         f"{n_good} of {len(paths)} images: {result.n_cached} from cache, {result.n_computed} computed, "
         f"{len(result.errors)} skipped; descriptors {tuple(result.features.shape[1:])}{destination}"
     )

@@ -209,7 +209,8 @@ def video(
         )
     status = ("terminated" if was_terminated() else "interrupted") if run.interrupted else "done"
     mean = f", mean count {run.mean_count:.1f}" if run.mean_count is not None else ""
-    console.print(
+    # A diagnostic (stderr): an interruption is always said, the end of a run unless --quiet.
+    (error_console.print if run.interrupted else say)(
         f"[green]{status}:[/] {run.frames} frames in {run.seconds:.1f} s "
         f"({run.frames_per_second:.1f} frames/s, {run.realtime_ratio:.2f}× real time){mean}"
     )

@@ -47,7 +47,8 @@ def test_arrays_paths_and_failures_keep_the_input_order(frames: list[Path]) -> N
     # A decoded frame counts as its file does (the same pixels, prepared in memory).
     assert counts[1]["count"] == pytest.approx(float(by_path.counts[0]), abs=1e-4)
     assert counts[1]["low"] < counts[1]["count"] < counts[1]["high"]
-    assert set(counts.skipped) == {"/no/such/picture.jpg: no such file or folder", "array:3"}
+    assert set(counts.skipped) == {"/no/such/picture.jpg", "array:3"}  # keyed by the input
+    assert counts.skipped["/no/such/picture.jpg"] == "/no/such/picture.jpg: no such file or folder"
     assert "uint8" in counts.skipped["array:3"]
     np.testing.assert_allclose(counts.counts, [row["count"] for row in counts])
 
@@ -69,3 +70,46 @@ def test_per_class_model_gives_a_total_and_a_column_per_class(shared_data: Path)
     assert len(classes) == 20
     assert row["total"] == pytest.approx(sum(row[key] for key in classes))
     np.testing.assert_allclose(counts.counts, [r["total"] for r in counts])
+
+
+def test_pictures_that_cannot_be_decoded_are_skipped_not_raised(frames: list[Path], tmp_path: Path) -> None:
+    """A truncated or closed PIL image raised OSError / ValueError out of the call."""
+    truncated = tmp_path / "broken.jpg"
+    truncated.write_bytes(frames[0].read_bytes()[:1000])
+    lazy = Image.open(truncated)  # opens: PIL reads the pixels only when asked
+    closed = Image.open(frames[1])
+    closed.close()
+    counts = counting.count([lazy, closed, str(frames[2])])
+    assert [row["image"] for row in counts] == [str(frames[2])]
+    assert "array:0: cannot decode the image" in counts.skipped["array:0"]
+    assert "array:1: cannot decode the image" in counts.skipped["array:1"]
+
+
+@pytest.mark.parametrize("wrong", [None, 5, b"photos", {"a": 1}, {"a.jpg"}, [None], ["a.jpg", 3.5]])
+def test_arguments_of_a_wrong_type_are_a_type_error_naming_it(wrong: object) -> None:
+    with pytest.raises(TypeError, match="counting.count takes image paths"):
+        counting.count(wrong)  # type: ignore[arg-type]
+
+
+def test_a_generator_is_consumed_and_an_empty_path_names_no_folder(frames: list[Path]) -> None:
+    counts = counting.count(str(frame) for frame in frames[:2])
+    assert len(counts) == 2
+    counts = counting.count(["", str(frames[0])])
+    assert len(counts) == 1 and "an empty path" in counts.skipped["''"]
+    with pytest.raises(CountingError, match="an empty path"):
+        counting.count("")
+
+
+def test_batch_size_and_cache_are_checked_and_a_folder_is_a_cache(frames: list[Path], tmp_path: Path) -> None:
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="batch_size must be a whole number from 1"):
+            counting.count(str(frames[0]), batch_size=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="cache must be a FeatureCache"):
+        counting.count(str(frames[0]), cache=3)
+    counting.count(str(frames[0]), cache=str(tmp_path / "cache"))
+    assert any((tmp_path / "cache").rglob("*.npy"))
+
+
+def test_when_nothing_is_counted_the_error_gives_the_first_reason(tmp_path: Path) -> None:
+    with pytest.raises(CountingError, match=r"nothing could be counted \(2 inputs; first: /no/a.jpg: no such"):
+        counting.count(["/no/a.jpg", "/no/b.jpg"])

@@ -158,7 +158,7 @@ def test_ctrl_c_in_video_with_two_batches_in_flight_keeps_every_reported_row(tmp
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
-    reported = int(stdout.split("interrupted: ")[1].split(" frames")[0])
+    reported = int(stderr.split("interrupted: ")[1].split(" frames")[0])  # the interruption line is on stderr
     with open(counts, newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0][:3] == ["frame", "time_s", "count"]

@@ -208,3 +208,37 @@ def test_usage_errors_echo_the_value_as_typed(cli, tmp_path: Path) -> None:
     cluster = cli("count", image, "--cluster", "inproc://x")
     assert cluster.exit_code == 2 and "not enough values" not in cluster.stderr
     assert "inproc://x: expected local:N" in cluster.stderr
+
+
+def test_contradicting_and_ignored_inputs_are_usage_errors(cli, tmp_path: Path, features_file: Path) -> None:
+    """`--no-cache --cache-dir X` and `count IMAGES --features F` were accepted, one of the
+    two silently ignored."""
+    from robust_helpers import make_image
+
+    image = make_image(tmp_path / "a.png")
+    for command in (["count", image], ["features", image, "-o", tmp_path / "f.npy"]):
+        result = cli(*command, "--no-cache", "--cache-dir", tmp_path / "c")
+        assert result.exit_code == 2 and "ask for opposite things" in result.stderr
+        assert not (tmp_path / "c").exists()
+    result = cli("count", image, "--features", features_file)
+    assert result.exit_code == 2 and "leave out the images" in result.stderr
+
+
+def test_stdout_holds_only_results_when_a_pipe_reads_them(cli, tmp_path: Path, monkeypatch) -> None:
+    """Past 2000 rows `count --features` prints plain lines; "counts written to" went to stdout
+    after them. `features -o -q` printed its summary although -q drops informational lines."""
+    import numpy as np
+    from robust_helpers import make_image
+
+    from counting.cli import count as count_command
+
+    monkeypatch.setattr(count_command, "TABLE_ROWS", 2)
+    features = tmp_path / "f.npy"
+    np.save(features, np.random.default_rng(0).normal(size=(3, 1000)))
+    result = cli("count", "--features", features, "--csv", tmp_path / "c.csv")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "image\tcount\tlow\thigh" and len(result.stdout.splitlines()) == 4
+    assert "counts written to" in result.stderr
+    image = make_image(tmp_path / "a.png")
+    quiet = cli("features", image, "-o", tmp_path / "d.npy", "--no-cache", "--no-progress", "-q")
+    assert quiet.exit_code == 0 and quiet.stdout == ""
