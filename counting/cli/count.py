@@ -191,7 +191,9 @@ def write_rows_csv(path: Path, rows: list[dict]) -> None:
 def count(
     paths: Annotated[
         Optional[list[str]],
-        typer.Argument(help="Images, folders of images or glob patterns ('frames/*.jpg').", show_default=False),
+        typer.Argument(
+            help="Images, folders of images or glob patterns ('frames/*.jpg').", show_default=False, metavar="IMAGES"
+        ),
     ] = None,
     model: ModelOption = None,
     csv: Annotated[Optional[Path], csv_option("Write one row per image (count, interval) to this CSV file.")] = None,

@@ -51,7 +51,9 @@ __all__ = ["features", "write_features"]
 
 
 def features(
-    inputs: Annotated[list[str], typer.Argument(help="Image files, folders (their images) or glob patterns.")],
+    inputs: Annotated[
+        list[str], typer.Argument(help="Image files, folders (their images) or glob patterns.", metavar="IMAGES")
+    ],
     out: Annotated[Path | None, out_option("Write the descriptors to this .npy or .csv file.")] = None,
     backbone: BackboneOption = defaults.BACKBONE,
     weights: WeightsOption = None,

@@ -160,6 +160,20 @@ def test_help_fits_100_columns_with_nothing_cut_off(runner, commands, name: str)
     assert len(lines) < 160, (name, len(lines))
 
 
+@pytest.mark.parametrize("columns", ["40", "60", "80"])
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_on_a_narrow_terminal_cuts_no_option_name(runner, commands, name: str, columns: str) -> None:
+    """Below 100 columns rich squeezed the option column ("--no-prog…"); help is now laid out at
+    100 columns at least (a narrow terminal wraps the lines)."""
+    result = runner.invoke(app, [name, "--help"], env={"COLUMNS": columns})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    for param in options_of(commands[name]).values():
+        if not param.hidden:
+            for spelling in (*param.opts, *param.secondary_opts):
+                assert re.search(rf"(?<![\w-]){re.escape(spelling)}(?![\w-])", result.output), (name, spelling)
+
+
 def test_deprecated_spelling_warns_once_on_stderr(runner, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-dataset"
     result = runner.invoke(
