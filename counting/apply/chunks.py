@@ -33,26 +33,16 @@ def count_in_chunks(
     images as one call would make it. With ``progress`` and several chunks, one bar counts the
     images chunk by chunk (a chunk's own bars would restart at zero).
     """
-    from counting.features.extract import progress_bar
+    from counting.features.extract import chunk_slices, whole_batches
     from counting.model.counting_model import CountResult
 
-    batch = int(options.get("batch_size") or 1)
-    chunk = COUNT_CHUNK if chunk is None else chunk
-    size = max(batch, chunk // batch * batch)
+    size = whole_batches(COUNT_CHUNK if chunk is None else chunk, int(options.get("batch_size") or 1))
     if len(paths) <= size:
         return model.count_paths(list(paths), progress=progress, **options)
-    if console is None:
-        from rich.console import Console
-
-        console = Console(stderr=True)
-    parts = []
-    with progress_bar(console, progress and console.is_terminal) as bar:
-        task = bar.add_task("counting", total=len(paths)) if bar else None
-        for start in range(0, len(paths), size):
-            piece = list(paths[start : start + size])
-            parts.append(model.count_paths(piece, progress=False, **options))
-            if bar is not None and task is not None:
-                bar.advance(task, len(piece))
+    parts = [
+        model.count_paths(list(paths[piece]), progress=False, **options)
+        for piece in chunk_slices(len(paths), size, progress, console)
+    ]
 
     def joined(name: str) -> np.ndarray | None:
         values = [getattr(part, name) for part in parts]

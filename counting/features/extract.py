@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -48,7 +48,8 @@ __all__ = [
     "extract_features",
     "extraction_settings",
     "prepare_path",
-    "progress_bar",
+    "chunk_slices",
+    "whole_batches",
 ]
 
 OnError = Literal["raise", "skip"]
@@ -438,4 +439,23 @@ def _progress_bar(console: Console, show: bool) -> Progress | _NoProgress:
     )
 
 
-progress_bar = _progress_bar  # for chunked runs (counting.apply.chunks.count_in_chunks)
+def whole_batches(chunk: int, batch: int) -> int:
+    """``chunk`` rounded down to a multiple of ``batch`` (at least one batch): a run of same-size
+    images then forms the batches one call would make."""
+    batch = max(1, batch)
+    return max(batch, chunk // batch * batch)
+
+
+def chunk_slices(n: int, size: int, progress: bool, console: Console | None = None) -> Iterator[slice]:
+    """Slices of ``n`` items, ``size`` at a time, under one progress bar on stderr (when
+    ``progress`` and it is a terminal) that advances as each chunk is done: a chunk's own bars
+    would restart at zero. Used by the chunked counting runs (counting.apply.chunks and the
+    density-head models' counting)."""
+    console = console if console is not None else Console(stderr=True)
+    with _progress_bar(console, progress and console.is_terminal) as bar:
+        task = bar.add_task("counting", total=n) if bar else None
+        for start in range(0, n, size):
+            stop = min(n, start + size)
+            yield slice(start, stop)
+            if bar is not None and task is not None:
+                bar.advance(task, stop - start)

@@ -572,7 +572,7 @@ class CountingModel:
         most :data:`DENSITY_BATCH` per forward pass: memory stays flat in the number of pictures
         (2000 frames held every map at once, 11.7 GB).
         """
-        from counting.features.extract import progress_bar
+        from counting.features.extract import chunk_slices, whole_batches
         from counting.heads.density.maps import HEAD_STRIDE, extract_maps
 
         head = self.density_head
@@ -581,34 +581,23 @@ class CountingModel:
         features = np.full((len(sources), self.feature_dim), np.nan)
         ok = np.zeros(len(sources), dtype=bool)
         errors: dict[str, str] = {}
-        size = max(batch_size, DENSITY_CHUNK // max(batch_size, 1) * max(batch_size, 1))
-        console = None
-        if progress:
-            from rich.console import Console
-
-            console = Console(stderr=True)
-        with progress_bar(console, progress and console is not None and console.is_terminal) as bar:
-            task = bar.add_task("counting", total=len(sources)) if bar else None
-            for start in range(0, len(sources), size):
-                piece = sources[start : start + size]
-                map_set = extract_maps(
-                    piece,
-                    backbone,
-                    self.preprocessing(),
-                    head.layers,
-                    cache,
-                    batch_size,
-                    False,
-                    on_error="skip",
-                    stride=getattr(head, "stride", HEAD_STRIDE),
-                )
-                for offset, item in enumerate(map_set.maps):
-                    if item is not None:
-                        features[start + offset] = head.region_counts(item, self.roi_mask, head.grid)[0]
-                ok[start : start + len(piece)] = map_set.ok
-                errors.update(map_set.errors)
-                if bar is not None and task is not None:
-                    bar.advance(task, len(piece))
+        for piece in chunk_slices(len(sources), whole_batches(DENSITY_CHUNK, batch_size), progress):
+            map_set = extract_maps(
+                sources[piece],
+                backbone,
+                self.preprocessing(),
+                head.layers,
+                cache,
+                batch_size,
+                False,
+                on_error="skip",
+                stride=getattr(head, "stride", HEAD_STRIDE),
+            )
+            for offset, item in enumerate(map_set.maps):
+                if item is not None:
+                    features[piece.start + offset] = head.region_counts(item, self.roi_mask, head.grid)[0]
+            ok[piece] = map_set.ok
+            errors.update(map_set.errors)
         counts = self.predict_features(features)
         low, high = self.intervals(counts)
         return CountResult(sources=sources, counts=counts, low=low, high=high, ok=ok, errors=errors)
