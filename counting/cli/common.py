@@ -194,10 +194,8 @@ def refuse_outputs_on_inputs(
         from counting.model.counting_model import default_model_path
 
         sources.append(default_model_path() if model is None else model)
-    folders = [data_root]
-    if cache is not None:
-        folders.append(cache.directory)
-    check_outputs(outputs, inputs=sources, input_folders=folders)
+    caches = [] if cache is None else [cache.directory]
+    check_outputs(outputs, inputs=sources, input_folders=[data_root], cache_folders=caches)
 
 
 def load_model_option(path: Path | None) -> Any:

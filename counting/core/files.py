@@ -149,8 +149,8 @@ def check_writable_folder(path: str | os.PathLike[str]) -> Path:
     """Like :func:`check_writable` for an output folder (created later if missing)."""
     folder = Path(path).expanduser()
     if os.path.lexists(folder) and not folder.is_dir():
-        kind = f"a {special_kind(folder)}" if special_kind(folder) else "a file"
-        raise OutputError(f"{folder}: is {kind}, not a folder")
+        kind = special_kind(folder)
+        raise OutputError(f"{folder}: is {f'a {kind}' if kind else 'a file'}, not a folder")
     _check_folder_accepts(folder, folder)
     return folder
 
@@ -340,13 +340,15 @@ def _symlinks_out_of(folder: str) -> list[tuple[str, bool]]:
     return links
 
 
-def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = ()) -> None:
+def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = (), cache_folders: Paths = ()) -> None:
     """The one rule, applied by every command before any work: ``OutputError`` when an output
     would destroy or change what the command reads.
 
     ``outputs`` are the files (or folders) the command will write, side files included;
     ``inputs`` the files it reads (model, images, labels CSV, weights, features, video);
-    ``input_folders`` the folders it reads data from (a dataset's root, the feature cache).
+    ``input_folders`` the folders it reads data from (a dataset's root); ``cache_folders`` the
+    feature cache, refused for outputs like a data folder but not searched for symlinks (it
+    holds none of its own, and may hold 100 000 files that every start would walk).
     Paths are compared after symlinks and ``..``, and hard links count as the same file. An
     output inside a data folder is refused even when it is a new name: a model, loss curve or
     report there is read as data by the next run (a folder dataset lists every image in it);
@@ -355,8 +357,9 @@ def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = 
     """
     sources = [os.fspath(path) for path in inputs if path is not None]
     folders = [os.fspath(path) for path in input_folders if path is not None]
+    caches = [os.fspath(path) for path in cache_folders if path is not None]
     written: list[str] = []
-    links: dict[str, list[tuple[str, bool]]] = {}
+    links: dict[str, list[tuple[str, bool]]] = {}  # walked once, on the first output
     for output in outputs:
         if output is None:
             continue
@@ -370,12 +373,13 @@ def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = 
             if _same_file(target, source):
                 named = "" if os.path.realpath(source) == os.path.realpath(target) else f" ({source})"
                 raise OutputError(f"{output}: is also an input of this command{named}; choose another name")
-        for folder in folders:
+        real_target = os.path.realpath(target)
+        for folder in folders + caches:
             if _inside(target, folder):
                 raise OutputError(
                     f"{output}: is inside {folder}, which this command reads its data from; write outputs outside it"
                 )
-            real_target = os.path.realpath(target)
+        for folder in folders:
             if folder not in links:
                 links[folder] = _symlinks_out_of(folder)
             for linked, is_folder in links[folder]:
