@@ -156,11 +156,6 @@ def display_path(source: str) -> str:
     return escape(printable(shown))  # a table cell is markup: a name like "[/b]x.jpg" stays text
 
 
-def result_rows(model: Any, sources: list[str], counts: np.ndarray, low: Any, high: Any, ok: np.ndarray) -> list[dict]:
-    """The records of :func:`counting.apply.api.count_rows` (what ``counting.count`` returns)."""
-    return count_rows(model, CountResult(list(sources), np.asarray(counts), low, high, np.asarray(ok, bool)))
-
-
 def counts_table(model: Any, rows: list[dict], class_threshold: float = SHOW_THRESHOLD) -> Table:
     if model.class_names:
         return class_counts_table(model, rows, display_path, class_threshold)
@@ -255,6 +250,7 @@ def count(
             sources[k]: f"{sources[k]}: NaN or infinite features (an image that failed to load)"
             for k in np.flatnonzero(~ok)
         }
+        result = CountResult(sources, counts, low, high, ok, errors)
     else:
         if not paths:
             raise ImageError("no images given: pass image files, folders or glob patterns")
@@ -271,22 +267,15 @@ def count(
                 progress=progress and not quiet,
                 extract=extract,
             )
-        sources, counts, low, high, ok, errors = (
-            result.sources,
-            result.counts,
-            result.low,
-            result.high,
-            result.ok,
-            result.errors,
-        )
-    rows = result_rows(counting_model, sources, counts, low, high, ok)
-    messages = problems + list(errors.values())
+    rows = count_rows(counting_model, result)
+    messages = problems + list(result.errors.values())
     if not rows and len(messages) == 1:
         raise ImageError(messages[0])  # one image, one problem: the error line says which
     for message in messages:  # diagnostics: on stderr, the table alone on stdout
         print_skipped(message)
     if not rows:
-        raise ImageError(f"{printable(sources[0]) if len(sources) == 1 else 'all images'}: nothing could be counted")
+        only = result.sources[0] if len(result.sources) == 1 else None
+        raise ImageError(f"{printable(only) if only else 'all images'}: nothing could be counted")
     if len(rows) > TABLE_ROWS:
         print_plain_rows(rows)
         say = informational(quiet, on_stderr=True)  # stdout holds only the plain lines a pipe reads
@@ -296,6 +285,6 @@ def count(
         write_rows_csv(csv, rows)
         say(f"counts written to {escape(printable(str(csv)))}")
     if json_path is not None:
-        document = {"model": counting_model.name, "images": rows, "skipped": problems + list(errors.values())}
+        document = {"model": counting_model.name, "images": rows, "skipped": messages}
         atomic_write_text(json_path, dumps_json(document) + "\n")
         say(f"counts written to {escape(printable(str(json_path)))}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
@@ -52,26 +51,6 @@ def per_class_table(metrics: dict, title: str = "Per class") -> Table:
             fmt(metrics.get("per_class_rel_rmse_nz", {}).get(name)),
         )
     return table
-
-
-def class_count_rows(
-    class_names: list[str],
-    sources: list[str],
-    counts: np.ndarray,
-    low: np.ndarray | None,
-    high: np.ndarray | None,
-    ok: np.ndarray,
-) -> list[dict]:
-    """One record per counted image: total, then ``count_CLASS``, ``low_CLASS``, ``high_CLASS``
-    columns (:mod:`counting.core.columns`, the names ``counting video`` writes too); the records
-    of :func:`counting.apply.api.count_rows`."""
-    from types import SimpleNamespace
-
-    from counting.apply.api import count_rows
-    from counting.model.counting_model import CountResult
-
-    result = CountResult(list(sources), np.asarray(counts), low, high, np.asarray(ok, bool))
-    return count_rows(SimpleNamespace(class_names=class_names), result)  # type: ignore[arg-type]
 
 
 def class_counts_table(model: Any, rows: list[dict], display: Any, threshold: float = SHOW_THRESHOLD) -> Table:

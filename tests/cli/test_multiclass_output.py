@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from counting.cli.multiclass_output import class_count_rows, class_counts_table, per_class_table
+from counting.apply.api import count_rows
+from counting.cli.multiclass_output import class_counts_table, per_class_table
 from counting.core.metrics import voc_metrics
+from counting.model.counting_model import CountResult
+
+
+def class_count_rows(class_names, sources, counts, low, high, ok) -> list[dict]:
+    """The per-class records `count` prints and writes (counting.apply.api.count_rows)."""
+    result = CountResult(list(sources), np.asarray(counts), low, high, np.asarray(ok, bool))
+    return count_rows(SimpleNamespace(class_names=class_names), result)
 
 
 def _render(table) -> str:
