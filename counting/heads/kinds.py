@@ -60,6 +60,16 @@ class HeadRows:
     count_offset: str = "none"
     correction_weight: float = 1.0
 
+    @property
+    def counts(self) -> np.ndarray:
+        """(n,) true counts of the kept samples, or (n, K) per class."""
+        return np.asarray([sample.count for sample in self.samples], dtype=float)
+
+    @property
+    def indices(self) -> np.ndarray:
+        """1-based frame / image numbers of the kept samples (what splits and folds use)."""
+        return np.array([sample.index for sample in self.samples])
+
 
 class HeadKind(Protocol):
     name: str

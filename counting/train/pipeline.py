@@ -303,19 +303,15 @@ def _rows(plan: TrainingPlan, rows: HeadRows, targets: np.ndarray, positions: np
     return X, y, training_weights(layout, len(positions), 0 if cells is None else cells.shape[1])
 
 
-def _counts(rows: HeadRows) -> np.ndarray:
-    return np.asarray([sample.count for sample in rows.samples], dtype=float)
-
-
 def fit_rows(plan: TrainingPlan, rows: HeadRows, log: Callable[[str], None] | None) -> FittedRows:
     """Split the train images for calibration and fit the AGP on the fitted part's rows."""
     config = plan.config
-    targets = forward_transform(_counts(rows), config.target_transform)
+    targets = forward_transform(rows.counts, config.target_transform)
     if rows.count_offset == "head_sum":
         from counting.heads.density.conv_training import correction_targets
 
         targets = correction_targets(rows.frame, targets)
-    indices = np.array([sample.index for sample in rows.samples])
+    indices = rows.indices
     mode = "cv" if config.calibration == "auto" else config.calibration
     if mode == "cv":
         fit = held = np.arange(len(rows.samples))
@@ -338,7 +334,7 @@ def assemble_model(plan: TrainingPlan, rows: HeadRows, fitted: FittedRows, split
     """The model file's contents: the fitted AGP, the head, and how images become its inputs."""
     config, inputs, regressor = plan.config, plan.inputs, fitted.regressor
     dataset, backbone = inputs.dataset, inputs.backbone
-    indices = np.array([sample.index for sample in rows.samples])
+    indices = rows.indices
     return CountingModel(
         regressor=regressor,
         backbone=backbone.name,
@@ -388,7 +384,7 @@ def calibrate(
     config, held = plan.config, fitted.held
     if not len(held):
         return
-    counts = _counts(rows)
+    counts = rows.counts
     features = model_features(plan.inputs.layout, rows.frame, rows.cells)
     if fitted.mode == "cv":
         if log is not None:
