@@ -65,17 +65,10 @@ class ReportFiles:
     images: list[Path]
 
 
-# Every file a report may write into its folder (the CLI refuses any that is an input).
-REPORT_FILES = (
-    "report.md",
-    "report.html",
-    "report.json",
-    "loss.png",
-    "scatter.png",
-    "sequence.png",
-    "classes.png",
-    "density.png",
-)
+# The plots a report may write beside its pages, by kind; the writers below take their names from
+# here, so REPORT_FILES (what the CLI refuses to let an input be) cannot miss one.
+PLOT_FILES = {kind: f"{kind}.png" for kind in ("loss", "scatter", "sequence", "classes", "density")}
+REPORT_FILES = ("report.md", "report.html", "report.json", *PLOT_FILES.values())
 
 
 def _fmt(value: Any) -> str:
@@ -309,29 +302,31 @@ def make_plots(model: Any, evaluation: Any | None, out_dir: Path) -> dict[str, P
                 evaluation.y_true,
                 evaluation.y_pred,
                 evaluation.metrics["per_class_rmse"],
-                out_dir / "classes.png",
+                out_dir / PLOT_FILES["classes"],
                 evaluation.metrics.get("per_class_rel_rmse"),
             )
             images["scatter"] = plots.plot_scatter(
-                evaluation.y_true, np.round(np.clip(evaluation.y_pred, 0, None)), out_dir / "scatter.png"
+                evaluation.y_true, np.round(np.clip(evaluation.y_pred, 0, None)), out_dir / PLOT_FILES["scatter"]
             )
         else:
             images["sequence"] = plots.plot_sequence(
                 evaluation.indices,
                 evaluation.y_true,
                 evaluation.y_pred,
-                out_dir / "sequence.png",
+                out_dir / PLOT_FILES["sequence"],
                 evaluation.low,
                 evaluation.high,
                 evaluation.y_smoothed,
             )
-            images["scatter"] = plots.plot_scatter(evaluation.y_true, evaluation.y_pred, out_dir / "scatter.png")
+            images["scatter"] = plots.plot_scatter(
+                evaluation.y_true, evaluation.y_pred, out_dir / PLOT_FILES["scatter"]
+            )
     if getattr(model, "density_head", None) is not None and evaluation is not None and evaluation.sources:
         from counting.heads.density.heatmap import density_heatmap_png
 
-        images["density"] = density_heatmap_png(model, evaluation.sources[0], out_dir / "density.png")
+        images["density"] = density_heatmap_png(model, evaluation.sources[0], out_dir / PLOT_FILES["density"])
     if model.history.get("train_loss"):
-        images["loss"] = plots.plot_loss(model.history, out_dir / "loss.png", model.training.get("best_epoch"))
+        images["loss"] = plots.plot_loss(model.history, out_dir / PLOT_FILES["loss"], model.training.get("best_epoch"))
     return images
 
 
