@@ -343,7 +343,10 @@ class FrameReader:
 
 
 class RecordSink:
-    """Per-frame records to CSV or JSON lines (by suffix), one whole row per write.
+    """Per-frame records to CSV or JSON lines, one whole row per write.
+
+    The format is the one asked for (``--csv`` / ``--jsonl``); without one it follows the name
+    (``.csv``: CSV, anything else JSON lines), as for the per-stream files of ``--counts-dir``.
 
     Opened only once the source is open (a missing video must not empty an existing file).
     Each row is formatted first and written with one unbuffered write; if the disk fills up in
@@ -351,10 +354,10 @@ class RecordSink:
     sees half a row.
     """
 
-    def __init__(self, path: str | Path, fields: list[str]) -> None:
+    def __init__(self, path: str | Path, fields: list[str], format: str | None = None) -> None:
         self.path = Path(path)
         self.fields = fields
-        self.format = "csv" if self.path.suffix.lower() == ".csv" else "jsonl"
+        self.format = format or ("csv" if self.path.suffix.lower() == ".csv" else "jsonl")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handle = open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed in close()
@@ -498,6 +501,7 @@ def count_video(
     stride: int = 1,
     smooth_window: int = 1,
     records_path: str | Path | None = None,
+    records_format: str | None = None,
     output_video: str | Path | None = None,
     batch_size: int = defaults.VIDEO_BATCH_SIZE,
     max_frames: int | None = None,
@@ -512,7 +516,7 @@ def count_video(
     """Count people in every ``stride``-th frame of ``source``.
 
     Records (frame, time_s, count[, low, high][, smoothed[, smoothed_low, smoothed_high]]) go to
-    ``records_path`` as they are computed. ``smooth_window`` N > 1 adds the causal filter's count
+    ``records_path`` as they are computed (``records_format`` "csv" or "jsonl"; None: by its name). ``smooth_window`` N > 1 adds the causal filter's count
     (``counting.apply.smoothing.CausalSmoother``, span N counted frames: frames <= t only) with its own
     interval, the model's calibrated interval around the smoothed count; the annotated video then
     draws that pair (``overlay_label``), never a smoothed count beside the frame's raw interval.
@@ -589,7 +593,7 @@ def count_video(
                             record.update(_smoothed_fields(model, names, smoother.update(count)))
                         if records_path is not None:
                             if sink is None:  # opened at the first row: a source that gives
-                                sink = RecordSink(records_path, fields)  # no frame keeps the file
+                                sink = RecordSink(records_path, fields, records_format)  # no frame keeps the file
                             sink.write(record)
                         if writer is not None:
                             image = frame.image

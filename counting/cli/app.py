@@ -48,11 +48,20 @@ COMMANDS = ("train", "evaluate", "report", "count", "video", "features", "compar
 
 def _without_flag_placeholders(params: list[click.Parameter]) -> list[click.Parameter]:
     """A flag (``--quiet``, ``--roi/--no-roi``, ``--help``) takes no value: typer's help would
-    show a ``<bool>`` placeholder beside it that the flag does not accept."""
+    show a ``<bool>`` placeholder beside it that the flag does not accept; an argument shows its
+    name, not its Python type."""
     for param in params:
         if getattr(param, "is_flag", False) and not getattr(param, "count", False):
             param.metavar = ""
+        elif getattr(param, "param_type_name", "") == "argument":
+            # An argument's column already shows its name (IMAGES); typer would add the Python
+            # annotation as a type (``<list[str]>``), which says nothing to a user.
+            param.display_type_rich = _no_type  # type: ignore[method-assign]
     return params
+
+
+def _no_type(ctx: click.Context) -> None:
+    return None
 
 
 class _Command(TyperCommand):

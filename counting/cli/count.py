@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import csv as csv_module
+import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, TextIO
 
 import numpy as np
 import typer
@@ -51,6 +52,7 @@ from counting.core.files import (
     check_writable,
     dumps_json,
     is_regular_file,
+    is_stdout,
     printable,
 )
 from counting.data.paths import expand_image_paths
@@ -175,12 +177,17 @@ def counts_table(model: Any, rows: list[dict], class_threshold: float = SHOW_THR
 
 
 def write_rows_csv(path: Path, rows: list[dict]) -> None:
-    fields = list(rows[0]) if rows else ["image", "count"]
     with atomic_write(path, newline="") as handle:
-        writer = csv_module.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in row.items()})
+        write_rows_csv_to(handle, rows)
+
+
+def write_rows_csv_to(handle: TextIO, rows: list[dict]) -> None:
+    """The rows as CSV (3 decimals) to an open text stream: a file, or stdout for ``--csv -``."""
+    fields = list(rows[0]) if rows else ["image", "count"]
+    writer = csv_module.DictWriter(handle, fieldnames=fields)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
 def count(
@@ -222,7 +229,10 @@ def count(
     use_runtime(runtime, threads)
     say = informational(quiet)
     cache = optional_cache(cache_dir, not no_cache)
-    outputs = [output for output in (csv, json_path) if output is not None]
+    if is_stdout(csv) and is_stdout(json_path):
+        raise typer.BadParameter("--csv - and --json - both ask for stdout; send one of them to a file")
+    # "-": that output is the results on stdout (no table); the others are files, checked now.
+    outputs = [output for output in (csv, json_path) if output is not None and not is_stdout(output)]
     for output in outputs:
         check_writable(output)  # before any work: a bad output path must not waste it
     # the images are checked once expanded (below): globs and folders name them only then
@@ -276,15 +286,22 @@ def count(
     if not rows:
         only = result.sources[0] if len(result.sources) == 1 else None
         raise ImageError(f"{printable(only) if only else 'all images'}: nothing could be counted")
-    if len(rows) > TABLE_ROWS:
+    if is_stdout(csv) or is_stdout(json_path):
+        say = informational(quiet, on_stderr=True)  # stdout holds only the CSV or JSON document
+    elif len(rows) > TABLE_ROWS:
         print_plain_rows(rows)
         say = informational(quiet, on_stderr=True)  # stdout holds only the plain lines a pipe reads
     else:
         console.print(counts_table(counting_model, rows, SHOW_THRESHOLD if show_above is None else show_above))
-    if csv is not None:
+    if is_stdout(csv):
+        write_rows_csv_to(sys.stdout, rows)
+    elif csv is not None:
         write_rows_csv(csv, rows)
         say(f"counts written to {escape(printable(str(csv)))}")
     if json_path is not None:
         document = {"model": counting_model.name, "images": rows, "skipped": messages}
-        atomic_write_text(json_path, dumps_json(document) + "\n")
-        say(f"counts written to {escape(printable(str(json_path)))}")
+        if is_stdout(json_path):
+            sys.stdout.write(dumps_json(document) + "\n")
+        else:
+            atomic_write_text(json_path, dumps_json(document) + "\n")
+            say(f"counts written to {escape(printable(str(json_path)))}")

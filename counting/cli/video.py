@@ -41,32 +41,36 @@ from counting.cli.options import (
     jsonl_option,
 )
 from counting.core import defaults
-from counting.core.errors import CountingError
 from counting.core.signals import EXIT_TERMINATED, was_terminated
 
 
-def records_file(csv: Path | None, jsonl: Path | None, counts: Path | None) -> Path | None:
-    """The one per-frame counts file of ``--csv``, ``--jsonl`` or the old ``--counts`` (CSV for a
-    .csv name, JSON lines otherwise: the format follows the name, as the writer reads it)."""
+def records_file(csv: Path | None, jsonl: Path | None, counts: Path | None) -> tuple[Path | None, str | None]:
+    """The one per-frame counts file of ``--csv``, ``--jsonl`` or the old ``--counts``, and its
+    format: the option's (``--csv counts.txt`` is CSV, as in ``count``), or for ``--counts`` the
+    name's (.csv: CSV, JSON lines otherwise)."""
     given = [(name, path) for name, path in (("--csv", csv), ("--jsonl", jsonl), ("--counts", counts)) if path]
     if len(given) > 1:
-        raise CountingError(f"{given[1][1]}: give one counts file ({' or '.join(name for name, _ in given)}), not two")
-    if csv is not None and csv.suffix.lower() != ".csv":
-        raise CountingError(f"{csv}: --csv writes a file named .csv (JSON lines, or a device: --jsonl)")
-    if jsonl is not None and jsonl.suffix.lower() == ".csv":
-        raise CountingError(f"{jsonl}: --jsonl writes JSON lines; a .csv name would get CSV (use --csv)")
-    return given[0][1] if given else None
+        # A usage error (exit 2), as an old spelling given beside its new one is in every command.
+        names = " or ".join(name for name, _ in given)
+        raise typer.BadParameter(f"{given[1][1]}: give one counts file ({names}), not two", param_hint=given[1][0])
+    if csv is not None:
+        return csv, "csv"
+    if jsonl is not None:
+        return jsonl, "jsonl"
+    return counts, None
 
 
 def video(
     source: Annotated[
         Optional[str],
         typer.Argument(
-            help="Video file, webcam index (0, 1, ...) or stream URL (rtsp://..., http://...).", show_default=False
+            help="Video file, webcam index (0, 1, ...) or stream URL (rtsp://..., http://...).",
+            show_default=False,
+            metavar="SOURCE",
         ),
     ] = None,
     model: ModelOption = None,
-    csv: Annotated[Optional[Path], csv_option("Write the per-frame counts as CSV (FILE.csv), row by row.")] = None,
+    csv: Annotated[Optional[Path], csv_option("Write the per-frame counts as CSV, row by row.")] = None,
     jsonl: Annotated[Optional[Path], jsonl_option("Write the per-frame counts as JSON lines, row by row.")] = None,
     counts: Annotated[
         Optional[Path], deprecated_alias("--counts", "-c", instead="--csv FILE.csv or --jsonl FILE")
@@ -124,7 +128,7 @@ def video(
     from counting.core.files import check_writable
 
     say = informational(quiet)
-    records = records_file(csv, jsonl, counts)
+    records, records_format = records_file(csv, jsonl, counts)
     if sources is not None or source is None or cluster is not None:
         count_sources(
             source,
@@ -198,6 +202,7 @@ def video(
             stride=stride,
             smooth_window=smooth,
             records_path=records,
+            records_format=records_format,
             output_video=output_video,
             batch_size=batch_size,
             max_frames=max_frames,

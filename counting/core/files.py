@@ -120,6 +120,15 @@ def special_kind(path: str | os.PathLike[str]) -> str | None:
 _WRITABLE_SPECIAL = ("character device", "FIFO")
 
 
+# An output named "-" is standard output, as for most command-line tools (count --csv - | ...).
+STDOUT_NAME = "-"
+
+
+def is_stdout(path: str | os.PathLike[str] | None) -> bool:
+    """True for the output name ``-``: the command writes that output to standard output."""
+    return path is not None and os.fspath(path) == STDOUT_NAME
+
+
 def check_writable(path: str | os.PathLike[str], *, in_place: bool = False) -> Path:
     """Fail now, before any computing, if ``path`` could not be written later.
 
@@ -129,6 +138,12 @@ def check_writable(path: str | os.PathLike[str], *, in_place: bool = False) -> P
     A character device or FIFO is written straight into, so only its own permission counts.
     Raises :class:`OutputError` naming the path and the problem.
     """
+    if is_stdout(path):
+        # Commands that can write to stdout handle "-" before this check; elsewhere it would
+        # become a file named "-" in the current folder.
+        raise OutputError(
+            f"{STDOUT_NAME}: this output cannot go to stdout here; give a file name (./- for a file so named)"
+        )
     target = Path(path).expanduser()
     if target.is_dir():
         raise OutputError(f"{target}: is a folder; give a file name")

@@ -10,6 +10,7 @@ every --help fits 100 columns with nothing cut off; diagnostics go to stderr.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import shutil
 from pathlib import Path
@@ -204,11 +205,16 @@ def test_deprecated_counts_still_writes_the_video_counts(trained, runner, short_
     assert "counts written" not in result.output
 
 
-def test_video_output_names_match_their_format(runner, short_video: Path, tmp_path: Path, one_error_line) -> None:
-    line = one_error_line(runner.invoke(app, ["video", str(short_video), "--csv", str(tmp_path / "c.txt")]))
-    assert "c.txt" in line and "--jsonl" in line
-    line = one_error_line(runner.invoke(app, ["video", str(short_video), "--jsonl", str(tmp_path / "c.csv")]))
-    assert "c.csv" in line and "--csv" in line
+def test_video_output_format_follows_the_option_not_the_name(runner, short_video: Path, tmp_path: Path) -> None:
+    # As in `count`: --csv writes CSV and --jsonl JSON lines whatever the file is called.
+    as_csv, as_jsonl = tmp_path / "c.txt", tmp_path / "c.csv"
+    common = ["video", str(short_video), "--max-frames", "3", "-q"]
+    assert runner.invoke(app, [*common, "--csv", str(as_csv)]).exit_code == 0
+    assert runner.invoke(app, [*common, "--jsonl", str(as_jsonl)]).exit_code == 0
+    header, *rows = as_csv.read_text().splitlines()
+    assert header.startswith("frame,") and len(rows) == 3
+    records = [json.loads(line) for line in as_jsonl.read_text().splitlines()]
+    assert [record["frame"] for record in records] == [int(row.split(",")[0]) for row in rows]
 
 
 def test_skipped_files_are_diagnostics_on_stderr(runner, mall_root: Path, tmp_path: Path) -> None:
@@ -225,3 +231,28 @@ def test_skipped_files_are_diagnostics_on_stderr(runner, mall_root: Path, tmp_pa
     quiet = runner.invoke(app, ["count", str(folder), "--csv", str(out), "-q"])
     assert quiet.exit_code == 0 and "a.jpg" in quiet.stdout  # results still printed
     assert "counts written" not in quiet.stdout and "b.jpg" in quiet.stderr  # diagnostics still printed
+
+
+def test_dash_sends_count_results_to_stdout(runner, mall_root: Path, tmp_path: Path) -> None:
+    frames = [str(mall_root / "frames" / f"seq_00000{k}.jpg") for k in (1, 2)]
+    as_csv = runner.invoke(app, ["count", *frames, "--csv", "-"])
+    assert as_csv.exit_code == 0, as_csv.output
+    header, *rows = as_csv.stdout.splitlines()  # the CSV alone: no table, no "written" line
+    assert header == "image,count,low,high" and [row.split(",")[0] for row in rows] == frames
+    as_json = runner.invoke(app, ["count", *frames, "--json", "-", "--csv", str(tmp_path / "c.csv")])
+    document = json.loads(as_json.stdout)
+    assert [row["image"] for row in document["images"]] == frames
+    assert [f"{row['count']:.3f}" for row in document["images"]] == [row.split(",")[1] for row in rows]
+    assert not (Path.cwd() / "-").exists()
+    both = runner.invoke(app, ["count", *frames, "--csv", "-", "--json", "-"])
+    assert both.exit_code == 2 and "stdout" in both.stderr
+
+
+def test_dash_is_refused_where_an_output_cannot_be_stdout(runner, one_error_line, tmp_path: Path) -> None:
+    line = one_error_line(runner.invoke(app, ["train", "-d", "mall", "-r", str(tmp_path), "-o", "-"]))
+    assert line.startswith("error: -:") and "give a file name" in line
+
+
+def test_two_spellings_of_one_output_are_a_usage_error_everywhere(runner, short_video: Path, tmp_path: Path) -> None:
+    video = runner.invoke(app, ["video", str(short_video), "--csv", "a.csv", "--counts", str(tmp_path / "b.csv")])
+    assert video.exit_code == 2 and "give one counts file" in " ".join(video.stderr.split())
