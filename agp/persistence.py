@@ -29,6 +29,7 @@ import json
 import os
 import zipfile
 from pathlib import Path
+from tokenize import TokenError
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,20 @@ FORMAT_NAME = "agp-model"
 FORMAT_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 PARAM_PREFIX = "param__"
+
+
+# What reading a damaged .npy/.npz raises: NumPy parses each member's header with ast and tokenize,
+# so a tampered header raises their SyntaxError or TokenError, not a ValueError.
+NPY_READ_ERRORS = (ValueError, OSError, zipfile.BadZipFile, EOFError, SyntaxError, TokenError)
+
+
+def npy_problem(error: BaseException) -> str:
+    """One line for an error of :data:`NPY_READ_ERRORS` (never Python internals such as ``<ast.Call ...>``)."""
+    text = str(error).splitlines()[0] if str(error) else ""
+    unreadable = "<ast." in text or text.startswith("Cannot parse header")  # NumPy quotes the raw bytes
+    if isinstance(error, (SyntaxError, TokenError)) or unreadable or not text:
+        return "an array header is damaged"
+    return text
 
 
 def _json_default(value: Any) -> Any:
@@ -131,8 +146,10 @@ def read_model_file(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, 
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
-        raise _fail(path, f"not an {FORMAT_NAME} file (cannot read it as .npz without pickle: {error})") from None
+    except NPY_READ_ERRORS as error:
+        raise _fail(
+            path, f"not an {FORMAT_NAME} file (cannot read it as .npz without pickle: {npy_problem(error)})"
+        ) from None
     if "metadata" not in arrays:
         raise _fail(path, f"not an {FORMAT_NAME} file (no metadata entry)")
     try:

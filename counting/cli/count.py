@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv as csv_module
 import sys
 from pathlib import Path
-from tokenize import TokenError
 from typing import Annotated, Any, Optional, TextIO
 
 import numpy as np
@@ -13,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from agp.persistence import NPY_READ_ERRORS, npy_problem
 from counting.apply.api import count_rows
 from counting.apply.chunks import count_in_chunks
 from counting.apply.distributed.session import cluster_extraction
@@ -73,12 +73,8 @@ def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
             # so a huge (or sparse) file never sits in memory whole.
             try:
                 array = np.load(path, allow_pickle=False, mmap_mode="r")
-            except (ValueError, SyntaxError, TokenError, EOFError) as error:
-                # NumPy parses the header with ast and tokenize: a damaged one raises their errors,
-                # whose text quotes Python internals ("<ast.Call object at 0x...>").
-                plain = isinstance(error, ValueError) and "<ast." not in str(error) and str(error)
-                reason = str(error).splitlines()[0] if plain else "its header is damaged"
-                raise ValueError(f"not a readable .npy array: {reason}") from None
+            except NPY_READ_ERRORS as error:
+                raise ValueError(f"not a readable .npy array: {npy_problem(error)}") from None
             if array.ndim not in (2, 3) or array.dtype.kind not in "fiu":
                 raise ValueError(
                     f"expected an (n, D) or (n, cells, D) array of numbers, found {array.dtype} {array.shape}"

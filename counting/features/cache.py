@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from agp.persistence import NPY_READ_ERRORS
 from counting.core.files import atomic_write_bytes, is_regular_file
 
 __all__ = ["FeatureCache", "default_cache_dir", "settings_key"]
@@ -284,7 +285,7 @@ class FeatureCache:
         else:
             try:
                 array = np.load(io.BytesIO(data), allow_pickle=False)
-            except (OSError, ValueError, EOFError):
+            except NPY_READ_ERRORS:  # a damaged entry is a miss: computed and written again
                 _remove(path)
                 return None
         expected_checksum = os.path.basename(path)[: -len(".npy")].split("-", 1)[-1]

@@ -34,13 +34,14 @@ import zipfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from tokenize import TokenError
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib import format as npy
 
 from agp.kernels import KERNELS
-from agp.persistence import FORMAT_NAME, PARAM_PREFIX, READABLE_VERSIONS
+from agp.persistence import FORMAT_NAME, PARAM_PREFIX, READABLE_VERSIONS, npy_problem
 from counting.core.errors import ModelFileError
 from counting.data.imaging import MAX_SOURCE_PIXELS
 from counting.features.tiles import MAX_GRID_SIDE  # the same bound as --grid
@@ -602,8 +603,8 @@ def _read_headers(archive: zipfile.ZipFile) -> dict[str, _Member]:
                 read_header = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
                 shape, _, dtype = read_header(stream)
                 header_size = stream.tell()
-        except ValueError as error:
-            raise _Line(f"member {info.filename} has no valid .npy header ({_first_line(error)})") from None
+        except (ValueError, SyntaxError, TokenError) as error:
+            raise _Line(f"member {info.filename} has no valid .npy header ({npy_problem(error)})") from None
         if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
             raise _Line(f"member {info.filename} declares dtype {dtype} (Python objects or records), never read")
         member = _Member(info.filename, shape, dtype)

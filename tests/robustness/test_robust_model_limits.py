@@ -180,6 +180,15 @@ MEMBER_CASES: dict[str, tuple[dict[str, bytes | None], str]] = {
     ),
     "negative side": ({"centers.npy": npy_header((-25, 1000))}, "member centers.npy declares shape (-25, 1000)"),
     "no .npy header": ({"centers.npy": b"\x00" * 64}, "member centers.npy has no valid .npy header"),
+    # NumPy parses headers with ast and tokenize: an unclosed one raised TokenError, a traceback.
+    "unclosed .npy header": (
+        {"centers.npy": npy_header((25, 1000)).replace(b"}", b" ") + bytes(25 * 1000 * 8)},
+        "member centers.npy has no valid .npy header (an array header is damaged)",
+    ),
+    "header not a literal": (
+        {"centers.npy": npy_header((25, 1000)).replace(b"'<f8'", b"f(8)") + bytes(25 * 1000 * 8)},
+        "member centers.npy has no valid .npy header (an array header is damaged)",
+    ),
     "npy version 3": (
         {"x_mean.npy": b"\x93NUMPY\x03\x00" + npy_header((1000,), version=(2, 0))[8:] + bytes(8000)},
         "member x_mean.npy is .npy version 3.0; expected 1.0 or 2.0",

@@ -168,6 +168,21 @@ def test_count_features_with_a_bad_array(cli, tmp_path: Path, array: np.ndarray,
     assert_one_error(cli("count", "--features", path), str(path), "not a features file", problem)
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"{'descr': '<f8', 'fortran_order': False, 'shape': (3,), ",  # unclosed: tokenize's TokenError
+        b"{'descr': f(), 'fortran_order': False, 'shape': (3,), }",  # not a literal: '<ast.Call object ...>'
+    ],
+)
+def test_count_features_with_a_damaged_header(cli, tmp_path: Path, header: bytes) -> None:
+    path = tmp_path / "features.npy"
+    padded = header.ljust(118) + b"\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(padded).to_bytes(2, "little") + padded + bytes(24))
+    line = assert_one_error(cli("count", "--features", path), str(path), "an array header is damaged")
+    assert "<ast." not in line
+
+
 def test_count_features_that_is_a_folder_or_a_pickle(cli, tmp_path: Path) -> None:
     folder = tmp_path / "features.npy"
     folder.mkdir()

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agp.persistence import NPY_READ_ERRORS, npy_problem
 from counting.heads.density.head import HEAD_KINDS, DensityHead
 from counting.heads.density.sections import (
     DensityHeadError,
@@ -120,9 +120,8 @@ def load_head(path: str | Path) -> DensityHead:
     try:
         with np.load(source, allow_pickle=False) as contents:
             arrays = {name: np.asarray(contents[name]) for name in contents.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
-        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise DensityHeadError(f"{source}: not a density head file ({detail})") from None
+    except NPY_READ_ERRORS as error:
+        raise DensityHeadError(f"{source}: not a density head file ({npy_problem(error)})") from None
     if "metadata" not in arrays:
         raise DensityHeadError(f"{source}: not a density head file (no metadata entry)")
     try:
