@@ -216,6 +216,7 @@ def compare(
         use_roi=roi,
         cache=cache,
         descriptors=descriptor or (),
+        progress=progress,
     )
     if models:
         from counting.evaluate.comparison.models import check_models

@@ -65,8 +65,10 @@ def load_comparison_data(
     cache: Any = None,
     limit_train: int | None = None,
     descriptors: Sequence[str] = (),
+    progress: bool = False,
 ) -> ComparisonData:
-    """Load a dataset split and its (cached) whole-frame and tile descriptors.
+    """Load a dataset split and its (cached) whole-frame and tile descriptors (a progress bar per
+    extraction with ``progress``: an uncached ShanghaiTech run extracts for minutes).
 
     ``descriptors``: further descriptor specs (``counting.features.descriptors``, e.g.
     ``sum:block10,perspective``) whose whole-frame features the methods also run on."""
@@ -87,7 +89,13 @@ def load_comparison_data(
     prep = Preprocessing(input_size=input_size, roi_mask=roi_mask)
     started = time.perf_counter()
     whole, cells = extract_views(
-        train.paths + test.paths, network, prep, "frame" if grid is None else "tiles+frame", grid, cache
+        train.paths + test.paths,
+        network,
+        prep,
+        "frame" if grid is None else "tiles+frame",
+        grid,
+        cache,
+        progress=progress,
     )
     n_train = len(train)
     extra: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -99,7 +107,7 @@ def load_comparison_data(
         if descriptor.text == "scores":
             continue  # the whole-frame rows already are class scores
         rows = extract_features(
-            train.paths + test.paths, network, prep, cache=cache, progress=False, descriptor=descriptor
+            train.paths + test.paths, network, prep, cache=cache, progress=progress, descriptor=descriptor
         ).features
         extra[descriptor.text] = (rows[:n_train], rows[n_train:])
     extraction_seconds = time.perf_counter() - started
