@@ -1,0 +1,418 @@
+"""Zones: named polygons in a camera's picture, and the people counted inside each one.
+
+A zone is given in pixels or as fractions of the frame's width and height (``relative``).
+``--zone NAME:x1,y1,x2,y2,...`` on the command line (:func:`parse_zone`), or a TOML/JSON file of
+them (:func:`load_zones`). A density-head model counts a zone from its density map: each map
+cell's mass times the fraction of the cell's area inside the polygon (exact polygon-cell
+intersection areas from shapely, :func:`zone_weights`), times the cell's share of the model's ROI.
+
+How a zone's count relates to the frame's. The frame count is the AGP-corrected head sum (the
+regressor sees the head's sums, and a ``head_sum`` model adds a correction), not the map's mass.
+A zone gets the frame count times its share of the map's mass (negative density clipped to 0,
+as the heat map shows it), and the frame's interval scaled by the same share. The zone counts
+of a partition of the frame therefore add up to the frame count (their shares add up to 1), and
+a zone covering the frame counts what the frame does. A frame whose map holds no mass at all
+shares its count by ROI area.
+
+Models that cannot localise (plain descriptor models, tiles of a descriptor grid, per-class
+heads) refuse zones with one line (:func:`check_localises`). A detector-based model would count
+the detections whose centre lies in the zone: :func:`zone_shares` is where that goes.
+
+```python
+from counting.apply.zones import parse_zone, load_zones, count_frames
+
+zones = [parse_zone("door:0,0,0.5,0,0.5,1,0,1"), *load_zones("zones.toml")]
+for record in count_frames(model, [rgb_frame], zones):
+    record["count"], record["zones"]["door"]["count"]
+```
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import shapely
+
+from counting.core.columns import zone_column
+from counting.core.errors import CountingError
+
+__all__ = [
+    "Zone",
+    "ZoneError",
+    "check_localises",
+    "check_zone_names",
+    "count_frames",
+    "frame_zone_records",
+    "load_zones",
+    "parse_zone",
+    "zone_fields",
+    "zone_shares",
+    "zone_weights",
+]
+
+# A zone's name becomes part of column names (zone_NAME, zone_NAME_low) and of metric labels:
+# letters, digits, '_' and '-' only, so that no CSV reader, shell or Prometheus label trips on it.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")
+# More vertices than any hand-drawn zone needs; bounds the work a hostile file can ask for.
+MAX_POINTS = 1000
+MAX_ZONES = 100
+# Zone files are a few lines; anything larger is not one.
+MAX_FILE_BYTES = 1 << 20
+# A map with less mass than this (people) shares its count by area: the shares would be noise.
+_NO_MASS = 1e-9
+
+
+class ZoneError(CountingError, ValueError):
+    """A zone is malformed, lies outside the frame, or the model cannot count zones."""
+
+
+@dataclass(frozen=True)
+class Zone:
+    """A named polygon. ``points`` are ``(x, y)`` vertices: pixels from the top-left corner,
+    or, when ``relative``, fractions of the frame's width and height (0 to 1)."""
+
+    name: str
+    points: tuple[tuple[float, float], ...]
+    relative: bool
+
+    def __post_init__(self) -> None:
+        # Checked here too, so a Zone built in Python is as valid as a parsed one.
+        _check_zone(self.name, self.points, self.relative, where=f"zone {self.name!r}")
+
+    def polygon(self, frame_size: tuple[int, int]) -> shapely.Polygon:
+        """The zone in pixel coordinates of a ``(height, width)`` frame, clipped to the frame."""
+        height, width = frame_size
+        points = np.asarray(self.points, dtype=float)
+        if self.relative:
+            points = points * (width, height)
+        clipped = shapely.Polygon(points).intersection(shapely.box(0, 0, width, height))
+        if clipped.area <= 0:
+            raise ZoneError(f"zone {self.name!r} lies outside the {width}x{height} frame")
+        return clipped
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: what :func:`load_zones` reads back."""
+        return {"name": self.name, "points": [list(point) for point in self.points], "relative": self.relative}
+
+
+def _check_zone(name: Any, points: Any, relative: Any, where: str) -> None:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ZoneError(
+            f"{where}: zone name {name!r:.70} must be 1-64 letters, digits, '_' or '-' (it names output columns)"
+        )
+    if not isinstance(relative, bool):
+        raise ZoneError(f"{where}: 'relative' must be true or false, got {relative!r:.40}")
+    if len(points) < 3:
+        raise ZoneError(f"{where}: a zone needs at least 3 points, got {len(points)}")
+    if len(points) > MAX_POINTS:
+        raise ZoneError(f"{where}: {len(points)} points; a zone takes at most {MAX_POINTS}")
+    array = np.asarray(points, dtype=float)
+    if not np.isfinite(array).all():
+        raise ZoneError(f"{where}: coordinates must be finite numbers")
+    if relative and ((array < 0) | (array > 1)).any():
+        raise ZoneError(f"{where}: relative coordinates must lie between 0 and 1")
+    ring = shapely.LinearRing(array)
+    if not ring.is_simple:
+        raise ZoneError(f"{where}: the polygon's edges cross each other (list the points in order around it)")
+    if shapely.Polygon(array).area <= 0:
+        raise ZoneError(f"{where}: the polygon has no area (its points lie on a line)")
+
+
+def parse_zone(text: str) -> Zone:
+    """``NAME:x1,y1,x2,y2,...`` -> :class:`Zone` (the ``--zone`` option).
+
+    Coordinates all between 0 and 1 are fractions of the frame (``door:0,0,0.5,0,0.5,1,0,1`` is
+    the left half); otherwise pixels. A trailing ``%`` on every number gives percentages
+    (``door:0%,0%,50%,0%,50%,100%,0%,100%``). Errors are one line naming the text.
+    """
+    where = f"--zone {text!r:.80}"
+    name, colon, coordinates = str(text).partition(":")
+    name = name.strip()
+    if not colon or not coordinates.strip():
+        raise ZoneError(f"{where}: expected NAME:x1,y1,x2,y2,... (at least 3 points)")
+    items = [item.strip() for item in coordinates.split(",")]
+    percent = [item.endswith("%") for item in items]
+    if any(percent) and not all(percent):
+        raise ZoneError(f"{where}: give every coordinate in % or none")
+    try:
+        numbers = [float(item.removesuffix("%")) for item in items]
+    except ValueError:
+        raise ZoneError(f"{where}: coordinates must be numbers separated by commas") from None
+    if len(numbers) % 2:
+        raise ZoneError(f"{where}: {len(numbers)} numbers; expected x,y pairs")
+    if all(percent):
+        numbers = [value / 100 for value in numbers]
+    points = tuple(zip(numbers[0::2], numbers[1::2]))
+    relative = all(percent) or all(0.0 <= value <= 1.0 for value in numbers)
+    try:
+        return Zone(name=name, points=points, relative=relative)
+    except ZoneError as error:
+        raise ZoneError(f"{where}: {str(error).split(': ', 1)[1]}") from None
+
+
+def load_zones(path: str | Path) -> list[Zone]:
+    """Zones from a TOML or JSON file (``--zones FILE``); every error names the file.
+
+    TOML::
+
+        [[zone]]
+        name = "door"
+        points = [[0, 0], [320, 0], [320, 480], [0, 480]]   # pixels
+        [[zone]]
+        name = "counter"
+        points = [[0.5, 0.5], [1, 0.5], [1, 1], [0.5, 1]]
+        relative = true                                      # fractions of width and height
+
+    JSON: ``{"zones": [{"name": ..., "points": [[x, y], ...], "relative": false}, ...]}`` or the
+    bare list. Without ``relative``, points all between 0 and 1 are relative, as on the command line.
+    """
+    source = Path(path)
+    try:
+        if not source.is_file():
+            raise ZoneError(f"{source}: zones file not found" if not source.exists() else f"{source}: not a file")
+        if source.stat().st_size > MAX_FILE_BYTES:
+            raise ZoneError(f"{source}: larger than {MAX_FILE_BYTES // 1024} KiB, not a zones file")
+        text = source.read_text(encoding="utf-8")
+    except PermissionError:
+        raise ZoneError(f"{source}: permission denied") from None
+    except UnicodeDecodeError:
+        raise ZoneError(f"{source}: not UTF-8 text, not a zones file") from None
+    except OSError as error:
+        raise ZoneError(f"{source}: cannot read ({error.strerror or error})") from None
+    document: Any
+    try:
+        if source.suffix.lower() == ".json":
+            document = json.loads(text)
+        elif source.suffix.lower() == ".toml":
+            document = tomllib.loads(text)
+        else:
+            raise ZoneError(f"{source}: expected a .toml or .json zones file")
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ZoneError(f"{source}: not valid {source.suffix[1:].upper()} ({str(error).splitlines()[0]})") from None
+    if isinstance(document, dict):
+        entries = document.get("zone", document.get("zones"))
+        if entries is None:
+            raise ZoneError(f'{source}: no zones (expected [[zone]] tables or a "zones" list)')
+    else:
+        entries = document
+    if not isinstance(entries, list) or not entries:
+        raise ZoneError(f"{source}: expected a non-empty list of zones")
+    zones = [_zone_entry(entry, f"{source}: zone {number}") for number, entry in enumerate(entries, 1)]
+    check_zone_names(zones, str(source))
+    return zones
+
+
+def _zone_entry(entry: Any, where: str) -> Zone:
+    if not isinstance(entry, dict):
+        raise ZoneError(f"{where}: expected a table with name and points")
+    unknown = sorted(set(entry) - {"name", "points", "relative"})
+    if unknown:
+        raise ZoneError(f"{where}: unknown key {unknown[0]!r:.40} (zones take name, points, relative)")
+    if "name" not in entry or "points" not in entry:
+        raise ZoneError(f"{where}: needs a name and points")
+    name, raw = entry["name"], entry["points"]
+    where = f"{where} ({name!r:.40})"
+    if not isinstance(raw, list) or not all(
+        isinstance(point, list)
+        and len(point) == 2
+        and all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in point)
+        for point in raw
+    ):
+        raise ZoneError(f"{where}: points must be a list of [x, y] number pairs")
+    points = tuple((float(x), float(y)) for x, y in raw)
+    relative = entry.get("relative", all(0.0 <= value <= 1.0 for point in points for value in point))
+    try:
+        return Zone(name=name, points=points, relative=relative)
+    except ZoneError as error:
+        raise ZoneError(f"{where}: {str(error).split(': ', 1)[1]}") from None
+
+
+def check_zone_names(zones: Sequence[Zone], where: str = "zones") -> None:
+    """ZoneError on a repeated name, or two zones whose output columns would be the same
+    (a zone ``a_low`` and a zone ``a``'s interval column ``zone_a_low``)."""
+    if len(zones) > MAX_ZONES:
+        raise ZoneError(f"{where}: {len(zones)} zones; at most {MAX_ZONES}")
+    seen: dict[str, str] = {}
+    for zone in zones:
+        for kind in ("count", "low", "high"):
+            column = zone_column(kind, zone.name)
+            if column in seen:
+                other = seen[column]
+                problem = "is given twice" if other == zone.name else f"clashes with zone {other!r} ({column})"
+                raise ZoneError(f"{where}: zone name {zone.name!r} {problem}")
+            seen[column] = zone.name
+
+
+# ------------------------------------------------------------------ zones on a density map
+
+
+def map_size(model: Any, frame_size: tuple[int, int]) -> tuple[int, int]:
+    """``(h, w)`` of the density map the model makes of a ``(height, width)`` frame."""
+    from counting.heads.density.maps import HEAD_STRIDE, head_grid
+
+    height, width = frame_size
+    input_width, input_height = model.preprocessing().target_size(width, height)
+    return head_grid((input_height, input_width), getattr(model.density_head, "stride", HEAD_STRIDE))
+
+
+@lru_cache(maxsize=64)
+def _coverage(zones: tuple[Zone, ...], frame_size: tuple[int, int], cells: tuple[int, int]) -> np.ndarray:
+    """``(Z, h, w)``: the fraction of each map cell's area inside each zone.
+
+    Map cells tile the frame evenly, as the heat map and the ROI weights place them
+    (:func:`counting.heads.density.regions.roi_weights`). All cells' boxes are intersected with a
+    polygon in one vectorised shapely call.
+    """
+    height, width = frame_size
+    rows, cols = cells
+    ys = np.linspace(0.0, height, rows + 1)
+    xs = np.linspace(0.0, width, cols + 1)
+    x0, y0 = np.meshgrid(xs[:-1], ys[:-1])
+    x1, y1 = np.meshgrid(xs[1:], ys[1:])
+    boxes = shapely.box(x0.ravel(), y0.ravel(), x1.ravel(), y1.ravel())
+    cell_area = (width / cols) * (height / rows)
+    coverage = np.empty((len(zones), rows * cols))
+    for index, zone in enumerate(zones):  # a few zones; the cells are vectorised
+        polygon = zone.polygon(frame_size)
+        shapely.prepare(polygon)
+        coverage[index] = shapely.area(shapely.intersection(boxes, polygon)) / cell_area
+    coverage = np.clip(coverage, 0.0, 1.0)
+    coverage.setflags(write=False)  # shared by every frame of that size
+    return coverage.reshape(len(zones), rows, cols)
+
+
+def zone_weights(zones: Sequence[Zone], frame_size: tuple[int, int], model: Any) -> np.ndarray:
+    """``(Z, h, w)`` weights on the model's density map of a ``(height, width)`` frame: the part
+    of each cell inside each zone (exact area fraction) times the cell's share of the model's
+    ROI (cells outside the ROI weigh 0). Cached per zones, frame size and map size."""
+    from counting.heads.density.regions import roi_weights
+
+    check_localises(model)
+    cells = map_size(model, frame_size)
+    coverage = _coverage(tuple(zones), (int(frame_size[0]), int(frame_size[1])), cells)
+    return coverage * roi_weights(model.roi_mask, cells)[None]
+
+
+def zone_shares(density: np.ndarray, weights: np.ndarray, roi: np.ndarray) -> np.ndarray:
+    """``(n, Z)`` share of each frame's count that each zone holds.
+
+    ``density`` ``(n, h, w)``, ``weights`` ``(Z, h, w)`` from :func:`zone_weights`, ``roi``
+    ``(h, w)`` ROI weights: a zone's share is its mass over the ROI's mass (density clipped at 0);
+    a frame without mass shares by ROI area. A detector-based model would give the share of its
+    detections whose centre lies in each zone instead.
+    """
+    mass = np.clip(np.asarray(density, dtype=float), 0.0, None).reshape(len(density), -1)
+    zone_matrix = weights.reshape(len(weights), -1)
+    inside = mass @ zone_matrix.T
+    total = mass @ roi.ravel()
+    by_area = zone_matrix.sum(axis=1) / max(float(roi.sum()), _NO_MASS)
+    empty = total <= _NO_MASS
+    shares = inside / np.where(empty, 1.0, total)[:, None]
+    shares[empty] = by_area
+    return shares
+
+
+def check_localises(model: Any) -> None:
+    """ZoneError unless ``model`` can say where in the frame it counts (a density head)."""
+    if getattr(model, "density_head", None) is not None:
+        return
+    name = getattr(model, "name", "model")
+    if getattr(model, "class_density_head", None) is not None:
+        raise ZoneError(
+            f"{name}: per-class density models do not count zones yet; use a single-count density model "
+            "(e.g. models/mall-accurate.npz)"
+        )
+    raise ZoneError(
+        f"{name}: counts whole frames from descriptors and cannot say where the people are, so it cannot count "
+        "zones; use a density-head model (train --density-head, e.g. models/mall-accurate.npz)"
+    )
+
+
+def frame_zone_records(
+    zones: Sequence[Zone],
+    shares: np.ndarray,
+    counts: np.ndarray,
+    low: np.ndarray | None,
+    high: np.ndarray | None,
+) -> list[dict[str, dict[str, float]]]:
+    """Per frame, ``{zone name: {"count", "low", "high"}}``: the frame's count and interval
+    times the zone's share (``low``/``high`` only for calibrated models)."""
+    records = []
+    for k in range(len(counts)):
+        record: dict[str, dict[str, float]] = {}
+        for z, zone in enumerate(zones):
+            share = float(shares[k, z])
+            entry = {"count": float(counts[k]) * share}
+            if low is not None and high is not None:
+                entry["low"], entry["high"] = float(low[k]) * share, float(high[k]) * share
+            record[zone.name] = entry
+        records.append(record)
+    return records
+
+
+def zone_fields(zone_record: dict[str, dict[str, float]]) -> dict[str, float]:
+    """A frame's zones as flat columns (``zone_NAME``, ``zone_NAME_low``, ``zone_NAME_high``),
+    as the table, CSV, JSON and JSONL outputs write them."""
+    return {zone_column(kind, name): value for name, entry in zone_record.items() for kind, value in entry.items()}
+
+
+def count_frames(model: Any, frames: Sequence[np.ndarray], zones: Sequence[Zone]) -> list[dict[str, Any]]:
+    """Count RGB frames ``(H, W, 3)`` uint8 of one size, in the frame and in each zone.
+
+    One record per frame: ``{"count", "low", "high", "zones": {name: {"count", "low", "high"}}}``
+    (``low``/``high`` only for calibrated models). Raises ZoneError when the model cannot localise
+    (checked before any frame is counted) or a zone lies outside the frames.
+    """
+    check_localises(model)
+    if len(frames) == 0:
+        return []
+    sizes = {tuple(np.shape(frame)[:2]) for frame in frames}
+    if len(sizes) != 1:
+        raise ValueError(f"count_frames takes frames of one size, got {sorted(sizes)}")
+    frame_size = sizes.pop()
+    weights = zone_weights(zones, frame_size, model)  # before the forward pass: a bad zone costs nothing
+    density = model.density_maps([model.prepare_image(np.asarray(frame)) for frame in frames])
+    counts = np.asarray(model.count_density(density), dtype=float)
+    return density_records(model, zones, frame_size, density, counts, weights)
+
+
+def density_records(
+    model: Any,
+    zones: Sequence[Zone],
+    frame_size: tuple[int, int],
+    density: np.ndarray,
+    counts: np.ndarray,
+    weights: np.ndarray | None = None,
+) -> list[dict[str, Any]]:
+    """The records of :func:`count_frames` from density maps the caller already has (the video
+    loop draws them too) and the frame counts the model made of them."""
+    from counting.heads.density.regions import roi_weights
+
+    if weights is None:
+        weights = zone_weights(zones, frame_size, model)
+    low, high = model.intervals(counts)
+    shares = zone_shares(density, weights, roi_weights(model.roi_mask, density.shape[1:]))
+    records = []
+    for k, zone_record in enumerate(frame_zone_records(zones, shares, counts, low, high)):
+        record: dict[str, Any] = {"count": float(counts[k])}
+        if low is not None and high is not None:
+            record["low"], record["high"] = float(low[k]), float(high[k])
+        record["zones"] = zone_record
+        records.append(record)
+    return records
+
+
+def combined_zones(zones_file: str | Path | None, zone_texts: Iterable[str] | None) -> list[Zone]:
+    """The zones of ``--zones FILE`` and of each ``--zone`` together, names checked once."""
+    zones = [] if zones_file is None else load_zones(zones_file)
+    zones += [parse_zone(text) for text in zone_texts or ()]
+    check_zone_names(zones, "--zones/--zone")
+    return zones
