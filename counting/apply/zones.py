@@ -49,7 +49,10 @@ __all__ = [
     "ZoneError",
     "check_localises",
     "check_zone_names",
+    "combined_zones",
     "count_frames",
+    "count_paths_in_zones",
+    "density_records",
     "frame_zone_records",
     "load_zones",
     "parse_zone",
@@ -365,7 +368,7 @@ def zone_fields(zone_record: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def count_frames(model: Any, frames: Sequence[np.ndarray], zones: Sequence[Zone]) -> list[dict[str, Any]]:
-    """Count RGB frames ``(H, W, 3)`` uint8 of one size, in the frame and in each zone.
+    """Count RGB frames ``(H, W, 3)`` uint8 (or PIL images) of one size, in the frame and in each zone.
 
     One record per frame: ``{"count", "low", "high", "zones": {name: {"count", "low", "high"}}}``
     (``low``/``high`` only for calibrated models). Raises ZoneError when the model cannot localise
@@ -374,14 +377,22 @@ def count_frames(model: Any, frames: Sequence[np.ndarray], zones: Sequence[Zone]
     check_localises(model)
     if len(frames) == 0:
         return []
-    sizes = {tuple(np.shape(frame)[:2]) for frame in frames}
+    sizes = {_frame_size(frame) for frame in frames}
     if len(sizes) != 1:
         raise ValueError(f"count_frames takes frames of one size, got {sorted(sizes)}")
     frame_size = sizes.pop()
     weights = zone_weights(zones, frame_size, model)  # before the forward pass: a bad zone costs nothing
-    density = model.density_maps([model.prepare_image(np.asarray(frame)) for frame in frames])
+    density = model.density_maps([model.prepare_image(frame) for frame in frames])
     counts = np.asarray(model.count_density(density), dtype=float)
     return density_records(model, zones, frame_size, density, counts, weights)
+
+
+def _frame_size(frame: Any) -> tuple[int, int]:
+    """``(height, width)`` of an array ``(H, W[, 3])`` or a PIL image."""
+    if isinstance(frame, np.ndarray):
+        return int(frame.shape[0]), int(frame.shape[1])
+    width, height = frame.size  # PIL
+    return int(height), int(width)
 
 
 def density_records(
@@ -416,3 +427,61 @@ def combined_zones(zones_file: str | Path | None, zone_texts: Iterable[str] | No
     zones += [parse_zone(text) for text in zone_texts or ()]
     check_zone_names(zones, "--zones/--zone")
     return zones
+
+
+def frame_sizes(zones: Sequence[Zone], paths: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """``(height, width)`` of each readable picture, from its header; ZoneError naming a picture
+    that a pixel zone misses entirely (checked before any counting: no work is wasted on it).
+    Unreadable pictures are left out: counting reports them as it does without zones."""
+    from counting.core.files import printable
+    from counting.data.imaging import image_size
+
+    sizes: dict[str, tuple[int, int]] = {}
+    checked: set[tuple[int, int]] = set()
+    for path in paths:
+        try:
+            size = image_size(path)
+        except CountingError:
+            continue
+        sizes[path] = size
+        if size not in checked and not all(zone.relative for zone in zones):
+            for zone in zones:
+                try:
+                    zone.polygon(size)
+                except ZoneError as error:
+                    raise ZoneError(f"{printable(path)}: {error}") from None
+            checked.add(size)
+    return sizes
+
+
+def count_paths_in_zones(
+    model: Any, paths: Sequence[str], zones: Sequence[Zone], **options: Any
+) -> tuple[Any, dict[str, dict[str, dict[str, float]]]]:
+    """Count image files in the frame and in each zone: ``(CountResult, {source: zone record})``.
+
+    ``options`` go to :func:`counting.apply.chunks.count_in_chunks` (cache, batch_size, progress,
+    weights). Each picture's density map is reduced to its zone shares as it is made, so memory
+    stays flat in the number of pictures; pictures of different sizes each get their own weights.
+    """
+    from counting.apply.chunks import count_in_chunks
+    from counting.heads.density.regions import roi_weights
+
+    check_localises(model)
+    paths = [str(path) for path in paths]
+    sizes = frame_sizes(zones, paths)
+    shares: dict[str, np.ndarray] = {}
+
+    def keep_shares(source: str, density: np.ndarray) -> None:
+        if source not in sizes:  # decoded although its header could not be read: refuse to guess
+            raise ZoneError(f"{source}: cannot read the picture's size for its zones")
+        weights = zone_weights(zones, sizes[source], model)
+        shares[source] = zone_shares(density[None], weights, roi_weights(model.roi_mask, density.shape))[0]
+
+    result = count_in_chunks(model, paths, on_density=keep_shares, **options)
+    records: dict[str, dict[str, dict[str, float]]] = {}
+    for k, source in enumerate(result.sources):
+        if result.ok[k]:
+            low = None if result.low is None else result.low[k : k + 1]
+            high = None if result.high is None else result.high[k : k + 1]
+            records[source] = frame_zone_records(zones, shares[source][None], result.counts[k : k + 1], low, high)[0]
+    return result, records
