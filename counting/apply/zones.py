@@ -122,11 +122,10 @@ def _check_zone(name: Any, points: Any, relative: Any, where: str) -> None:
         raise ZoneError(f"{where}: coordinates must be finite numbers")
     if relative and ((array < 0) | (array > 1)).any():
         raise ZoneError(f"{where}: relative coordinates must lie between 0 and 1")
-    ring = shapely.LinearRing(array)
-    if not ring.is_simple:
-        raise ZoneError(f"{where}: the polygon's edges cross each other (list the points in order around it)")
-    if shapely.Polygon(array).area <= 0:
+    if np.linalg.matrix_rank(array - array.mean(axis=0)) < 2:
         raise ZoneError(f"{where}: the polygon has no area (its points lie on a line)")
+    if not shapely.LinearRing(array).is_simple:
+        raise ZoneError(f"{where}: the polygon's edges cross each other (list the points in order around it)")
 
 
 def parse_zone(text: str) -> Zone:
