@@ -54,6 +54,7 @@ __all__ = [
     "check_zone_names",
     "combined_zones",
     "count_frames",
+    "count_frames_with_density",
     "count_paths_in_zones",
     "density_records",
     "frame_zone_records",
@@ -179,16 +180,27 @@ def zone_fields(zone_record: dict[str, dict[str, float]]) -> dict[str, float]:
     return {zone_column(kind, name): value for name, entry in zone_record.items() for kind, value in entry.items()}
 
 
-def count_frames(model: Any, frames: Sequence[np.ndarray], zones: Sequence[Zone]) -> list[dict[str, Any]]:
+def count_frames(model: Any, frames: Sequence[Any], zones: Sequence[Zone]) -> list[dict[str, Any]]:
     """Count RGB frames ``(H, W, 3)`` uint8 (or PIL images) of one size, in the frame and in each zone.
 
     One record per frame: ``{"count", "low", "high", "zones": {name: {"count", "low", "high"}}}``
-    (``low``/``high`` only for calibrated models). Raises ZoneError when the model cannot localise
-    (checked before any frame is counted) or a zone lies outside the frames.
+    (``low``/``high`` only for calibrated models). Raises ZoneError when there are zones and the
+    model cannot localise (checked before any frame is counted) or a zone lies outside the frames.
+    Without zones any model counts (``"zones": {}``); a per-class model's record then also holds
+    ``"classes": {name: {"count", "low", "high"}}`` and its ``count`` is the total.
     """
+    if not zones and getattr(model, "density_head", None) is None:
+        return _whole_frame_records(model, frames)
+    return count_frames_with_density(model, frames, zones)[0]
+
+
+def count_frames_with_density(
+    model: Any, frames: Sequence[Any], zones: Sequence[Zone]
+) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """:func:`count_frames` of a density-head model, with the ``(n, h, w)`` density maps (to draw)."""
     check_localises(model)
     if len(frames) == 0:
-        return []
+        return [], np.zeros((0, 0, 0))
     sizes = {_frame_size(frame) for frame in frames}
     if len(sizes) != 1:
         raise ValueError(f"count_frames takes frames of one size, got {sorted(sizes)}")
@@ -196,7 +208,31 @@ def count_frames(model: Any, frames: Sequence[np.ndarray], zones: Sequence[Zone]
     weights = zone_weights(zones, frame_size, model)  # before the forward pass: a bad zone costs nothing
     density = model.density_maps([model.prepare_image(frame) for frame in frames])
     counts = np.asarray(model.count_density(density), dtype=float)
-    return density_records(model, zones, frame_size, density, counts, weights)
+    return density_records(model, zones, frame_size, density, counts, weights), density
+
+
+def _whole_frame_records(model: Any, frames: Sequence[Any]) -> list[dict[str, Any]]:
+    """Records of a model without a density map (no zones): the frame's count and interval."""
+    if len(frames) == 0:
+        return []
+    counts = np.asarray(model.count_images(list(frames)), dtype=float)
+    low, high = model.intervals(counts)
+    names = getattr(model, "class_names", None)
+    records = []
+    for k in range(len(counts)):
+        if names:
+            classes = {}
+            for c, name in enumerate(names):
+                classes[name] = {"count": float(counts[k, c])}
+                if low is not None and high is not None:
+                    classes[name] |= {"low": float(low[k, c]), "high": float(high[k, c])}
+            records.append({"count": float(counts[k].sum()), "classes": classes, "zones": {}})
+            continue
+        record: dict[str, Any] = {"count": float(counts[k])}
+        if low is not None and high is not None:
+            record["low"], record["high"] = float(low[k]), float(high[k])
+        records.append(record | {"zones": {}})
+    return records
 
 
 def _frame_size(frame: Any) -> tuple[int, int]:

@@ -140,3 +140,26 @@ def test_video_writes_zone_columns_and_draws_the_zones(tmp_path: Path, frame_pat
     edge = frame[100:400, 317:324].astype(int)
     magenta = (edge[..., 0] > 150) & (edge[..., 2] > 150) & (edge[..., 1] < 120)
     assert magenta.any(axis=1).mean() > 0.9
+
+
+def test_annotated_frame_draws_heat_map_zones_and_count(model, frame_paths, records) -> None:
+    from counting.apply.annotated import annotated_frame
+
+    rgb = np.asarray(load_image(frame_paths[0]))
+    zones = [parse_zone(text) for text in HALVES]
+    record, picture = annotated_frame(model, rgb, zones)
+    assert picture.shape == rgb.shape and picture.dtype == np.uint8
+    assert record["count"] == pytest.approx(records[0]["count"], abs=1e-9)
+    assert record["zones"]["left"]["count"] == pytest.approx(records[0]["zones"]["left"]["count"], abs=1e-9)
+    # The right zone's left edge (magenta) down column 320, the count's dark box in the corner.
+    edge = picture[100:400, 318:322].astype(int)
+    assert ((edge[..., 0] > 200) & (edge[..., 2] > 200) & (edge[..., 1] < 60)).any(axis=1).all()
+    assert picture[2:10, 2:10].max() < 20
+
+
+def test_count_frames_without_zones_takes_any_model(frame_paths) -> None:
+    default = load_model()  # whole-frame class scores: no map, no zones
+    rgb = np.asarray(load_image(frame_paths[0]))
+    (record,) = count_frames(default, [rgb], [])
+    assert record["zones"] == {} and record["low"] <= record["count"] <= record["high"]
+    assert record["count"] == pytest.approx(counting.count([rgb], model=default)[0]["count"], abs=1e-9)
