@@ -16,7 +16,8 @@ shares its count by ROI area.
 
 Models that cannot localise (plain descriptor models, tiles of a descriptor grid, per-class
 heads) refuse zones with one line (:func:`check_localises`). A detector-based model would count
-the detections whose centre lies in the zone: :func:`zone_shares` is where that goes.
+the detections whose centre lies in the zone (:func:`detections_in_zones`; the detector lands on
+another branch, and :func:`check_localises` and :func:`count_frames` are where it plugs in).
 
 ```python
 from counting.apply.zones import parse_zone, load_zones, count_frames
@@ -57,6 +58,7 @@ __all__ = [
     "count_frames_with_density",
     "count_paths_in_zones",
     "density_records",
+    "detections_in_zones",
     "frame_zone_records",
     "map_size",
     "load_zones",
@@ -136,6 +138,26 @@ def zone_shares(density: np.ndarray, weights: np.ndarray, roi: np.ndarray) -> np
     return shares
 
 
+def detections_in_zones(
+    centres: np.ndarray, zones: Sequence[Zone], frame_size: tuple[int, int], weights: np.ndarray | None = None
+) -> np.ndarray:
+    """``(Z,)`` count of detections inside each zone: the extension point for detector-based
+    models (issue 22), which count a zone by the detections whose centre lies in it (a centre on
+    an edge counts in both zones it touches) rather than by a density map's share.
+
+    ``centres``: ``(n, 2)`` box centres ``(x, y)`` in pixels of a ``(height, width)`` frame;
+    ``weights``: ``(n,)`` per detection (e.g. 1 for kept boxes, or scores), default 1.
+    """
+    points = np.asarray(centres, dtype=float).reshape(-1, 2)
+    each = np.ones(len(points)) if weights is None else np.asarray(weights, dtype=float)
+    counts = np.zeros(len(zones))
+    for index, zone in enumerate(zones):  # a few zones; the points are vectorised
+        polygon = zone.polygon(frame_size)
+        inside = shapely.intersects_xy(polygon, points[:, 0], points[:, 1])
+        counts[index] = float(each[inside].sum())
+    return counts
+
+
 def check_localises(model: Any) -> None:
     """ZoneError unless ``model`` can say where in the frame it counts (a density head)."""
     if getattr(model, "density_head", None) is not None:
@@ -191,6 +213,8 @@ def count_frames(model: Any, frames: Sequence[Any], zones: Sequence[Zone]) -> li
     """
     if not zones and getattr(model, "density_head", None) is None:
         return _whole_frame_records(model, frames)
+    # A detector-based model (issue 22) would branch here: its boxes' centres through
+    # detections_in_zones, after check_localises lets it through.
     return count_frames_with_density(model, frames, zones)[0]
 
 

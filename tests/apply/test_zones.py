@@ -306,3 +306,15 @@ def test_descriptor_models_refuse_zones_in_one_line() -> None:
     per_class = SimpleNamespace(name="voc", density_head=None, class_density_head=object())
     with pytest.raises(ZoneError, match="per-class density models"):
         check_localises(per_class)
+
+
+def test_detections_count_in_the_zones_holding_their_centres() -> None:
+    from counting.apply.zones import detections_in_zones
+
+    centres = np.array([[10.0, 10.0], [600.0, 400.0], [330.0, 50.0], [320.0, 240.0], [700.0, 10.0]])
+    counts = detections_in_zones(centres, halves(), FRAME)
+    # (320, 240) lies on the shared edge: it counts in both halves; (700, 10) is outside the frame.
+    np.testing.assert_array_equal(counts, [2.0, 3.0])
+    scored = detections_in_zones(centres, halves(), FRAME, weights=np.array([0.5, 1, 1, 0, 1]))
+    np.testing.assert_allclose(scored, [0.5, 2.0])
+    assert detections_in_zones(np.zeros((0, 2)), halves(), FRAME).tolist() == [0.0, 0.0]
