@@ -318,3 +318,16 @@ def test_detections_count_in_the_zones_holding_their_centres() -> None:
     scored = detections_in_zones(centres, halves(), FRAME, weights=np.array([0.5, 1, 1, 0, 1]))
     np.testing.assert_allclose(scored, [0.5, 2.0])
     assert detections_in_zones(np.zeros((0, 2)), halves(), FRAME).tolist() == [0.0, 0.0]
+
+
+def test_weights_equal_every_cell_intersected_with_the_polygon() -> None:
+    import shapely
+
+    model = GeometryModel(stride=8)  # 60x80 cells of 8 pixels
+    concave = parse_zone("u:50,40,600,30,590,450,400,460,380,120,200,130,210,440,60,430")
+    weights = zone_weights([concave], FRAME, model)[0]
+    xs, ys = np.meshgrid(np.arange(80) * 8.0, np.arange(60) * 8.0)
+    boxes = shapely.box(xs.ravel(), ys.ravel(), xs.ravel() + 8, ys.ravel() + 8)
+    expected = shapely.area(shapely.intersection(boxes, concave.polygon(FRAME))) / 64
+    np.testing.assert_allclose(weights.ravel(), expected, atol=1e-12)
+    assert 0 < (weights == 1).sum() < weights.size and ((weights > 0) & (weights < 1)).sum() > 100
