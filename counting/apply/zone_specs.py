@@ -18,7 +18,15 @@ import shapely
 from counting.core.columns import zone_column
 from counting.core.errors import CountingError
 
-__all__ = ["Zone", "ZoneError", "check_zone_names", "combined_zones", "load_zones", "parse_zone"]
+__all__ = [
+    "Zone",
+    "ZoneError",
+    "check_zone_names",
+    "combined_zones",
+    "load_zones",
+    "parse_zone",
+    "zones_from_entries",
+]
 
 # A zone's name becomes part of column names (zone_NAME, zone_NAME_low) and of metric labels:
 # letters, digits, '_' and '-' only, so that no CSV reader, shell or Prometheus label trips on it.
@@ -164,8 +172,16 @@ def load_zones(path: str | Path) -> list[Zone]:
         entries = document
     if not isinstance(entries, list) or not entries:
         raise ZoneError(f"{source}: expected a non-empty list of zones")
-    zones = [_zone_entry(entry, f"{source}: zone {number}") for number, entry in enumerate(entries, 1)]
-    check_zone_names(zones, str(source))
+    return zones_from_entries(entries, str(source))
+
+
+def zones_from_entries(entries: Sequence[Any], where: str) -> list[Zone]:
+    """Zones from parsed tables (``{"name", "points", "relative"?}`` each), as a zones file or a
+    configuration file holds them; errors start with ``where`` (the file) and the zone's number."""
+    if not isinstance(entries, (list, tuple)):
+        raise ZoneError(f"{where}: zones must be a list of tables with name and points")
+    zones = [_zone_entry(entry, f"{where}: zone {number}") for number, entry in enumerate(entries, 1)]
+    check_zone_names(zones, where)
     return zones
 
 

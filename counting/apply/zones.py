@@ -44,6 +44,7 @@ from counting.apply.zone_specs import (
     combined_zones,
     load_zones,
     parse_zone,
+    zones_from_entries,
 )
 from counting.core.columns import zone_column
 from counting.core.errors import CountingError
@@ -66,6 +67,7 @@ __all__ = [
     "zone_fields",
     "zone_shares",
     "zone_weights",
+    "zones_from_entries",
 ]
 
 # A map with less mass than this (people) shares its count by area: the shares would be noise.

@@ -331,3 +331,17 @@ def test_weights_equal_every_cell_intersected_with_the_polygon() -> None:
     expected = shapely.area(shapely.intersection(boxes, concave.polygon(FRAME))) / 64
     np.testing.assert_allclose(weights.ravel(), expected, atol=1e-12)
     assert 0 < (weights == 1).sum() < weights.size and ((weights > 0) & (weights < 1)).sum() > 100
+
+
+def test_zones_from_a_configuration_table_name_its_file() -> None:
+    import pickle
+
+    from counting.apply.zones import zones_from_entries
+
+    zones = zones_from_entries([{"name": "door", "points": [[0, 0], [0.5, 0], [0.5, 1]]}], "serve.toml: camera 1")
+    assert zones == [Zone("door", ((0.0, 0.0), (0.5, 0.0), (0.5, 1.0)), relative=True)]
+    assert pickle.loads(pickle.dumps(zones)) == zones  # zones travel to Dask workers (video --sources)
+    with pytest.raises(ZoneError, match=r"^serve.toml: camera 1: zone 1 \('door'\): a zone needs at least 3"):
+        zones_from_entries([{"name": "door", "points": [[0, 0], [1, 1]]}], "serve.toml: camera 1")
+    with pytest.raises(ZoneError, match="^serve.toml: zones must be a list"):
+        zones_from_entries({"name": "door"}, "serve.toml")  # type: ignore[arg-type]
