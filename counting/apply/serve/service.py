@@ -39,7 +39,7 @@ class Service:
         self.metrics = ServeMetrics()
         self.started = time.time()
         self._models: dict[Path, _SharedModel] = {}
-        self.upload_model = self._shared(config.model)
+        self._models_lock = threading.Lock()
         self.workers: dict[str, CameraWorker] = {}
         for k, camera in enumerate(config.cameras):
             shared = self._shared(camera.model)
@@ -64,9 +64,16 @@ class Service:
 
     def _shared(self, path: Path | None) -> _SharedModel:
         resolved = (path or default_model_path()).resolve()
-        if resolved not in self._models:
-            self._models[resolved] = _SharedModel(resolved)
-        return self._models[resolved]
+        with self._models_lock:
+            if resolved not in self._models:
+                self._models[resolved] = _SharedModel(resolved)
+            return self._models[resolved]
+
+    @property
+    def upload_model(self) -> _SharedModel:
+        """The model of POST /api/count without a camera: loaded at the first such upload (a
+        service nobody posts to does not hold it), the cameras' copy when it is the same file."""
+        return self._shared(self.config.model)
 
     # ------------------------------------------------------------------ running
     def start(self) -> None:

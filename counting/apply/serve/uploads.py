@@ -74,7 +74,9 @@ def decode_upload(data: bytes, max_pixels: int) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data), formats=FORMATS)
-    except (Image.UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning):
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+        raise UploadError(413, f"the picture declares too many pixels ({str(error).splitlines()[0]})") from None
+    except Image.UnidentifiedImageError:
         raise UploadError(415, f"not a picture of a supported kind ({', '.join(FORMATS)})") from None
     except OSError as error:
         raise UploadError(400, f"cannot read the picture ({error})") from None
