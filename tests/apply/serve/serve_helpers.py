@@ -86,7 +86,9 @@ class RunningServer:
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(self.service, token), log_level="warning", lifespan="off"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(create_app(self.service, token), log_level="warning", lifespan="off")
+        )
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [listener]}, daemon=True)
         self.service.start()
         self._thread.start()

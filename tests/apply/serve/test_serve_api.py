@@ -47,7 +47,9 @@ def test_a_posted_picture_gets_what_count_json_writes(server: RunningServer, mal
     response = server.client.post("/api/count", content=mall_jpeg, headers={"Content-Type": "image/jpeg"})
     assert response.status_code == 200, response.text
     document = response.json()
-    expected = count_pictures([np.asarray(Image.open(io.BytesIO(mall_jpeg)).convert("RGB"))], model=FAST_MODEL).as_dict()
+    expected = count_pictures(
+        [np.asarray(Image.open(io.BytesIO(mall_jpeg)).convert("RGB"))], model=FAST_MODEL
+    ).as_dict()
     assert set(document) == {"model", "images", "skipped"} and document["skipped"] == []
     assert document["model"] == expected["model"]
     (row,) = document["images"]
@@ -66,7 +68,12 @@ def png_declaring(width: int, height: int) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00" * 16))
+        + chunk(b"IEND", b"")
+    )
 
 
 @pytest.mark.parametrize(
@@ -97,7 +104,9 @@ def test_hostile_uploads_get_a_4xx_with_a_message_and_the_server_stays_up(
 
 
 def test_a_truncated_picture_is_refused_as_damaged(server: RunningServer, mall_jpeg: bytes) -> None:
-    response = server.client.post("/api/count", content=mall_jpeg[: len(mall_jpeg) // 2], headers={"Content-Type": "image/jpeg"})
+    response = server.client.post(
+        "/api/count", content=mall_jpeg[: len(mall_jpeg) // 2], headers={"Content-Type": "image/jpeg"}
+    )
     assert response.status_code == 400 and "truncated or damaged" in response.json()["detail"]
     assert_up(server)
 
@@ -114,7 +123,9 @@ def test_a_body_longer_than_its_declared_length_limit_is_cut_off_while_streaming
 
 def test_an_unknown_camera_is_a_404_not_a_lookup_of_anything_else(server: RunningServer, mall_jpeg: bytes) -> None:
     for camera in ("../../etc/passwd", "nope"):
-        response = server.client.post("/api/count", params={"camera": camera}, content=mall_jpeg, headers={"Content-Type": "image/jpeg"})
+        response = server.client.post(
+            "/api/count", params={"camera": camera}, content=mall_jpeg, headers={"Content-Type": "image/jpeg"}
+        )
         assert response.status_code == 404
     assert server.client.get("/static/..%2F..%2Fconfig.py").status_code == 404
     assert server.client.get("/api/cameras/nope/frame.jpg").status_code == 404
@@ -130,7 +141,7 @@ def test_every_route_needs_the_token(server: RunningServer, path: str) -> None:
 
 def test_the_page_alone_opens_with_the_token_in_its_address(server: RunningServer) -> None:
     page = httpx.get(server.url + "/", params={"token": TOKEN})
-    assert page.status_code == 200 and "<svg id=\"chart\"" in page.text
+    assert page.status_code == 200 and '<svg id="chart"' in page.text
     assert httpx.get(server.url + "/api/cameras", params={"token": TOKEN}).status_code == 401
     assert httpx.get(server.url + "/", params={"token": "wrong"}).status_code == 401
 

@@ -52,7 +52,9 @@ source = 0
     assert door.source == str(tmp_path.resolve() / "videos" / "a.avi")
     assert door.fps == 4.0 and door.zones_file == tmp_path.resolve() / "zones.toml"
     assert door.reconnect == ReconnectPolicy(max_retries=3, backoff=0.5, max_backoff=2.0)
-    assert street.source == "rtsp://user:secret@10.0.0.5/stream" and street.zones_inline == ("left:0,0,0.5,0,0.5,1,0,1",)
+    assert street.source == "rtsp://user:secret@10.0.0.5/stream" and street.zones_inline == (
+        "left:0,0,0.5,0,0.5,1,0,1",
+    )
     assert street.fps == 2.0 and street.model is None and street.reconnect.max_retries == 0
     assert webcam.source == "0"
 

@@ -39,7 +39,9 @@ def test_rows_are_committed_in_wal_mode_and_read_by_range(history: History) -> N
     assert [row["count"] for row in rows] == [2.0, 3.0, 4.0, 5.0]
     assert rows[0]["low"] == 1.0 and rows[0]["high"] == 3.0 and rows[0]["familiarity"] is None
     door = history.query(camera="a", zone="door", start=1009.0)
-    assert door == [{"time": 1009.0, "camera": "a", "zone": "door", "count": 4.5, "low": None, "high": None, "familiarity": 0.5}]
+    assert door == [
+        {"time": 1009.0, "camera": "a", "zone": "door", "count": 4.5, "low": None, "high": None, "familiarity": 0.5}
+    ]
 
 
 def test_a_resolution_averages_each_bucket_in_sql(history: History) -> None:
@@ -95,4 +97,7 @@ def test_csv_export_has_a_header_and_every_row(history: History) -> None:
     assert len(rows) == 6 and rows[0]["zone"] == "" and rows[1]["zone"] == "door"
     assert float(rows[4]["count"]) == 2.0 and rows[1]["low"] == ""
     downsampled = list(csv.DictReader(io.StringIO("".join(history.export_csv(camera="a", resolution=10.0)))))
-    assert [(row["zone"], float(row["count"]), row["frames"]) for row in downsampled] == [("", 1.0, "3"), ("door", 0.5, "3")]
+    assert [(row["zone"], float(row["count"]), row["frames"]) for row in downsampled] == [
+        ("", 1.0, "3"),
+        ("door", 0.5, "3"),
+    ]
