@@ -12,7 +12,7 @@ Routes (OpenAPI at /docs and /openapi.json):
 With a token, every route needs ``Authorization: Bearer TOKEN``; the page itself may be opened
 as ``/?token=TOKEN`` (a browser cannot send a header when opening a page) and sends the header
 on its own requests. No route reads a file path from the request: cameras are looked up by
-name among the configured ones, the page's files by name in a fixed table.
+name among the configured ones; the page is one document built at start-up.
 """
 
 from __future__ import annotations
@@ -31,12 +31,23 @@ from counting.apply.serve.service import Service
 from counting.apply.serve.uploads import UploadError, decode_upload, image_bytes
 from counting.core.version import __version__
 
-# The dashboard's files, read once: the only files any route serves.
-_STATIC_TYPES = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+_STYLE = '<link rel="stylesheet" href="static/dashboard.css">'
+_SCRIPT = '<script src="static/dashboard.js"></script>'
 
 
-def _static(name: str) -> str:
-    return resources.files("counting.apply.serve").joinpath("static", name).read_text(encoding="utf-8")
+def dashboard_page() -> str:
+    """The dashboard as one document: its stylesheet and script inlined, so that the page is
+    the only request needing the token in its address (the script sends the header itself).
+    They stay separate files in the package (static/) to be edited as CSS and JavaScript."""
+
+    def read(name: str) -> str:
+        return resources.files("counting.apply.serve").joinpath("static", name).read_text(encoding="utf-8")
+
+    page = read("dashboard.html")
+    if _STYLE not in page or _SCRIPT not in page:  # pragma: no cover - a packaging mistake
+        raise RuntimeError("static/dashboard.html does not name its stylesheet and script as expected")
+    page = page.replace(_STYLE, f"<style>\n{read('dashboard.css')}</style>")
+    return page.replace(_SCRIPT, f"<script>\n{read('dashboard.js')}</script>")
 
 
 def create_app(service: Service, token: str | None = None) -> FastAPI:
@@ -46,8 +57,7 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         version=__version__,
         description="Live people counts per camera and zone, their history, and one-off counts of uploaded pictures.",
     )
-    page = _static("dashboard.html")
-    static = {name: _static(name) for name in _STATIC_TYPES}
+    page = dashboard_page()
     config = service.config
 
     @app.middleware("http")
@@ -72,12 +82,6 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     def dashboard() -> Response:
         return Response(page, media_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"})
 
-    @app.get("/static/{name}", include_in_schema=False)
-    def static_file(name: str) -> Response:
-        if name not in static:
-            raise HTTPException(404, "no such file")
-        return Response(static[name], media_type=_STATIC_TYPES[name])
-
     @app.get("/api/cameras", summary="Cameras, their state and latest counts")
     def cameras() -> list[dict[str, Any]]:
         return service.cameras()
@@ -92,7 +96,12 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         return camera
 
     def history_query(
-        camera: str | None, zone: str | None, start: float | None, end: float | None, resolution: float | None
+        camera: str | None,
+        zone: str | None,
+        start: float | None,
+        end: float | None,
+        resolution: float | None,
+        points: int | None,
     ) -> dict[str, Any]:
         return {
             "camera": checked_camera(camera),
@@ -100,10 +109,14 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             "start": start,
             "end": end,
             "resolution": resolution,
+            "points": points,
         }
 
     time_help = "Unix time in seconds"
     resolution_help = "Average the rows over buckets of this many seconds (computed in SQL); none: every row"
+    points_help = (
+        "Average over buckets wide enough for about this many points per camera and zone over the rows in range"
+    )
 
     @app.get("/api/history", summary="Counts over a time range, optionally averaged per time bucket")
     def history(
@@ -112,8 +125,9 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         start: float | None = Query(None, description=time_help),
         end: float | None = Query(None, description=time_help),
         resolution: float | None = Query(None, gt=0, le=366 * 86400, description=resolution_help),
+        points: int | None = Query(None, ge=1, le=5000, description=points_help),
     ) -> dict[str, Any]:
-        query = history_query(camera, zone, start, end, resolution)
+        query = history_query(camera, zone, start, end, resolution, points)
         return {"query": query, "rows": service.history.query(**query)}
 
     @app.get("/api/history.csv", summary="The history as CSV", response_class=StreamingResponse)
@@ -123,8 +137,9 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         start: float | None = Query(None, description=time_help),
         end: float | None = Query(None, description=time_help),
         resolution: float | None = Query(None, gt=0, le=366 * 86400, description=resolution_help),
+        points: int | None = Query(None, ge=1, le=5000, description=points_help),
     ) -> StreamingResponse:
-        query = history_query(camera, zone, start, end, resolution)
+        query = history_query(camera, zone, start, end, resolution, points)
         return StreamingResponse(
             service.history.export_csv(**query),
             media_type="text/csv",

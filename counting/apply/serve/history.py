@@ -179,14 +179,20 @@ class History:
         start: float | None = None,
         end: float | None = None,
         resolution: float | None = None,
+        points: int | None = None,
     ) -> list[dict[str, Any]]:
         """Rows between ``start`` and ``end`` (Unix seconds), oldest first; with ``resolution``
         (seconds) the means per camera, zone and time bucket, computed in SQL, each with its
-        number of frames."""
+        number of frames. ``points``: buckets wide enough for about that many per series over
+        the rows actually in the range (a chart's width), never narrower than ``resolution``."""
         where, params = _conditions(camera, zone, start, end)
         connection = self._connect(readonly=True)
         connection.row_factory = sqlite3.Row
         try:
+            if points is not None:
+                first, last = connection.execute(f"SELECT MIN(time), MAX(time) FROM counts{where}", params).fetchone()
+                span = (last - first) if first is not None else 0.0
+                resolution = max(resolution or 0.0, span / max(points, 1), 1e-3)
             if resolution is None:
                 sql = f"SELECT {', '.join(COLUMNS)} FROM counts{where} ORDER BY time, camera, zone LIMIT ?"
                 rows = connection.execute(sql, [*params, MAX_POINTS * 10]).fetchall()
@@ -221,7 +227,8 @@ class History:
     def export_csv(self, **query: Any) -> Iterator[str]:
         """The rows of :meth:`query` as CSV text, header first, a chunk of lines at a time."""
         rows = self.query(**query)
-        fields = list(COLUMNS) + (["frames"] if query.get("resolution") is not None else [])
+        downsampled = query.get("resolution") is not None or query.get("points") is not None
+        fields = list(COLUMNS) + (["frames"] if downsampled else [])
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
         writer.writeheader()

@@ -101,3 +101,12 @@ def test_csv_export_has_a_header_and_every_row(history: History) -> None:
         ("", 1.0, "3"),
         ("door", 0.5, "3"),
     ]
+
+
+def test_points_sizes_the_buckets_to_the_rows_in_range(history: History) -> None:
+    history.add(frames("a", 1000.0, 100))  # 99 s of rows
+    history.flush()
+    buckets = history.query(camera="a", zone="", points=10)
+    assert 10 <= len(buckets) <= 11 and sum(row["frames"] for row in buckets) == 100
+    assert len(history.query(camera="a", zone="", start=1090.0, points=300)) == 10  # a short range: every row
+    assert len(history.query(camera="a", zone="", points=10, resolution=50.0)) == 2  # never finer than asked

@@ -119,6 +119,9 @@ function svg(tag, attributes) {
 
 function drawChart(rows, startS, endS) {
   const chart = document.getElementById("chart");
+  // A history shorter than the window fills the chart (at least 10 s): the first minutes
+  // of a new server are readable, not a sliver at the right edge.
+  if (rows.length) startS = Math.max(startS, Math.min(rows[0].time, endS - 10));
   const W = 900, H = 260, left = 44, right = 12, top = 10, bottom = 26;
   const series = new Map();
   for (const row of rows) {
@@ -140,8 +143,10 @@ function drawChart(rows, startS, endS) {
   }
   for (let k = 0; k <= 6; k++) {
     const t = startS + ((endS - startS) * k) / 6;
-    const label = svg("text", { x: x(t), y: H - 8, "text-anchor": "middle" });
-    label.textContent = new Date(t * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    const anchor = k === 0 ? "start" : k === 6 ? "end" : "middle";
+    const label = svg("text", { x: x(t), y: H - 8, "text-anchor": anchor });
+    const clock = endS - startS < 600 ? { hour: "2-digit", minute: "2-digit", second: "2-digit" } : { hour: "2-digit", minute: "2-digit" };
+    label.textContent = new Date(t * 1000).toLocaleTimeString([], clock);
     chart.appendChild(label);
   }
   chart.appendChild(svg("line", { class: "axis", x1: left, x2: left, y1: top, y2: H - bottom }));
@@ -162,6 +167,8 @@ function drawChart(rows, startS, endS) {
       fill: "none", stroke: colour, "stroke-width": 2, "data-camera": camera,
     });
     chart.appendChild(line);
+    const last = points[points.length - 1]; // the newest point, also all there is of a new camera
+    chart.appendChild(svg("circle", { cx: x(last.time), cy: y(last.count), r: 3.5, fill: colour }));
     const item = el("span");
     const swatch = el("span", "swatch");
     swatch.style.background = colour;
@@ -176,8 +183,8 @@ async function pollChart() {
   const hours = Number(document.getElementById("hours").value);
   const endS = Date.now() / 1000;
   const startS = endS - hours * 3600;
-  const resolution = Math.max(1, Math.round((hours * 3600) / 300)); // about 300 points per camera
-  const query = "zone=&start=" + startS.toFixed(3) + "&resolution=" + resolution;
+  // About 300 points per camera over the rows in the window, averaged by the server.
+  const query = "zone=&start=" + startS.toFixed(3) + "&points=300";
   try {
     const history = await (await api("api/history?" + query)).json();
     drawChart(history.rows, startS, endS);
