@@ -92,11 +92,13 @@ def annotated_jpeg(
         entry = record.get("zones", {}).get(zone.name)
         label = zone.name if entry is None else f"{zone.name} {entry['count']:.1f}"
         x, y = polygon.representative_point().coords[0]
-        (text_w, text_h), _ = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, thickness)
+        (text_w, text_h), baseline = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.8 * scale, thickness)
         origin = (int(x - text_w / 2), int(y + text_h / 2))
-        cv2.putText(image, label, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, (0, 0, 0), thickness + 2, cv2.LINE_AA)
+        pad = int(5 * scale)
+        corner = (origin[0] - pad, origin[1] - text_h - pad)
+        cv2.rectangle(image, corner, (origin[0] + text_w + pad, origin[1] + baseline + pad), (0, 90, 0), -1)
         cv2.putText(
-            image, label, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.6 * scale, (255, 255, 255), thickness, cv2.LINE_AA
+            image, label, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.8 * scale, (255, 255, 255), thickness, cv2.LINE_AA
         )
     annotate(image, overlay_label(record))
     ok, encoded = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
