@@ -130,4 +130,5 @@ def serve(
     finally:
         service.stop()
         listener.close()
-        say(f"stopped; {service.history.rows_written} history rows written this run")
+        frames = sum(worker.status.frames for worker in service.workers.values())
+        say(f"stopped; {frames} frames counted, {service.history.rows_written} history rows written this run")
