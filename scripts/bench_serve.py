@@ -164,7 +164,9 @@ def main() -> None:
     args = parser.parse_args()
     if not 1 <= args.requests <= 10_000 or not 0 < args.minutes <= 60:
         raise SystemExit("--requests 1-10000 and --minutes up to 60: this benchmark is bounded")
-    print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} ({os.cpu_count()} cores)")
+    print(
+        f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} ({os.cpu_count()} cores)"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as name:
         folder = Path(name)
         if not args.skip_uploads:
