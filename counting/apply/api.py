@@ -36,8 +36,16 @@ from counting.model.counting_model import CountingModel, CountResult, load_model
 __all__ = ["Counts", "count", "count_rows", "load_model"]
 
 
-def count_rows(model: CountingModel, result: CountResult) -> list[dict[str, Any]]:
-    """One record per counted picture (failed ones are left out: they are in ``result.errors``)."""
+def count_rows(
+    model: CountingModel, result: CountResult, zone_records: Mapping[str, dict] | None = None
+) -> list[dict[str, Any]]:
+    """One record per counted picture (failed ones are left out: they are in ``result.errors``).
+
+    ``zone_records`` (``{source: {zone: {"count", "low", "high"}}}``, counting.apply.zones) adds
+    the columns ``zone_NAME``, ``zone_NAME_low``, ``zone_NAME_high`` after the frame's.
+    """
+    from counting.apply.zones import zone_fields
+
     rows: list[dict[str, Any]] = []
     low, high = result.low, result.high
     for k, source in enumerate(result.sources):
@@ -54,6 +62,8 @@ def count_rows(model: CountingModel, result: CountResult) -> list[dict[str, Any]
             row = {"image": source, "count": float(result.counts[k])}
             if low is not None and high is not None:
                 row["low"], row["high"] = float(low[k]), float(high[k])
+        if zone_records is not None:
+            row.update(zone_fields(zone_records[source]))
         rows.append(row)
     return rows
 
@@ -96,6 +106,7 @@ def count(
     batch_size: int = defaults.BATCH_SIZE,
     cache: Any = None,
     progress: bool = False,
+    zones: str | os.PathLike[str] | Sequence[Any] | None = None,
 ) -> Counts:
     """Count the people (or objects) in ``images`` with ``model`` (default: the shipped model).
 
@@ -106,6 +117,11 @@ def count(
     a :class:`~counting.core.errors.CountingError` says why. ``cache``: a
     :class:`~counting.features.cache.FeatureCache` (or a folder for one) to reuse descriptors
     across calls. Arguments of a wrong type raise TypeError; ``batch_size`` < 1 ValueError.
+
+    ``zones``: a zones file (TOML/JSON) or a list of :class:`~counting.apply.zones.Zone` and
+    ``"NAME:x1,y1,..."`` texts; each record then gains ``zone_NAME`` (and ``zone_NAME_low``,
+    ``zone_NAME_high``), the count inside each zone (counting.apply.zones). A model that cannot
+    localise raises :class:`~counting.apply.zones.ZoneError` before anything is counted.
     """
     from counting.apply.chunks import count_in_chunks
     from counting.data.paths import expand_image_paths
@@ -117,6 +133,11 @@ def count(
         raise ValueError(f"batch_size must be a whole number from 1, got {batch_size!r}")
     cache = _feature_cache(cache)
     counting_model = model if isinstance(model, CountingModel) else load_model(model)
+    zone_list = _zones(zones)
+    if zone_list:
+        from counting.apply.zones import check_localises
+
+        check_localises(counting_model)
     rows: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     run: list[str] = []  # consecutive paths, counted together (batches, chunks, cache)
@@ -132,10 +153,15 @@ def count(
             if problems:
                 skipped[path] = problems[0]
         if files:
-            result = count_in_chunks(
-                counting_model, unique_files(files), cache=cache, batch_size=batch_size, progress=progress
-            )
-            rows.extend(count_rows(counting_model, result))
+            options = {"cache": cache, "batch_size": batch_size, "progress": progress}
+            zone_records = None
+            if zone_list:
+                from counting.apply.zones import count_paths_in_zones
+
+                result, zone_records = count_paths_in_zones(counting_model, unique_files(files), zone_list, **options)
+            else:
+                result = count_in_chunks(counting_model, unique_files(files), **options)
+            rows.extend(count_rows(counting_model, result, zone_records))
             skipped.update(result.errors)
         run.clear()
 
@@ -148,8 +174,16 @@ def count(
             continue
         count_run()  # records stay in the order of the inputs
         source = f"array:{position}"
+        zone_records = None
         try:
-            counts = np.asarray(counting_model.count_images([item]))
+            if zone_list:
+                from counting.apply.zones import count_frames
+
+                record = count_frames(counting_model, [item], zone_list)[0]
+                counts = np.array([record["count"]])
+                zone_records = {source: record["zones"]}
+            else:
+                counts = np.asarray(counting_model.count_images([item]))
         except CountingError as error:
             skipped[source] = f"{source}: {str(error).splitlines()[0]}"
             continue
@@ -158,7 +192,7 @@ def count(
                 f"{source}: cannot decode the image ({str(error).splitlines()[0] or type(error).__name__})"
             )
             continue
-        rows.extend(count_rows(counting_model, _one_result(counting_model, source, counts)))
+        rows.extend(count_rows(counting_model, _one_result(counting_model, source, counts), zone_records))
     count_run()
     if not rows:
         reasons = list(skipped.values())
@@ -195,6 +229,29 @@ def _wrong_type(value: Any) -> str:
         f"counting.count takes image paths (str or Path), folders, glob patterns, RGB arrays or PIL images, "
         f"or a list of them; got {type(value).__name__}"
     )
+
+
+def _zones(zones: Any) -> list[Any]:
+    """The ``zones`` argument of :func:`count` as a list of Zone (names checked)."""
+    from counting.apply.zones import Zone, check_zone_names, load_zones, parse_zone
+
+    if zones is None:
+        return []
+    if isinstance(zones, (str, os.PathLike)):
+        return load_zones(zones)
+    if isinstance(zones, (bytes, Mapping)) or not isinstance(zones, Iterable):
+        raise TypeError(
+            f"zones must be a zones file or a list of Zone or 'NAME:x1,y1,...' texts, got {type(zones).__name__}"
+        )
+    listed = []
+    for zone in zones:
+        if isinstance(zone, str):
+            zone = parse_zone(zone)
+        if not isinstance(zone, Zone):
+            raise TypeError(f"zones must be Zone objects or 'NAME:x1,y1,...' texts, got {type(zone).__name__}")
+        listed.append(zone)
+    check_zone_names(listed)
+    return listed
 
 
 def _feature_cache(cache: Any) -> Any:

@@ -25,7 +25,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +35,10 @@ import cv2
 import numpy as np
 
 from counting.apply.smoothing import CausalSmoother
+from counting.apply.zone_drawing import draw_zones
+from counting.apply.zones import Zone, check_localises, density_records, zone_fields, zone_weights
 from counting.core import defaults
-from counting.core.columns import class_column
+from counting.core.columns import class_column, zone_column
 from counting.core.errors import CountingError, StreamError
 from counting.core.inflight import computed_in_order
 from counting.core.signals import sigterm_as_interrupt
@@ -508,6 +510,7 @@ def count_video(
     keep_records: bool = False,
     skip_bad_frames: bool = False,
     on_problem: Callable[[DecodeProblem], None] | None = None,
+    zones: Sequence[Zone] = (),
 ) -> VideoRun:
     """Count people in every ``stride``-th frame of ``source``.
 
@@ -521,7 +524,14 @@ def count_video(
     closed so that it plays. The annotated video is written under a temporary name and renamed
     into place when closed (an existing file is replaced only by a video with at least one frame). Frames of a finite source that cannot be decoded end up in
     ``run.problems``; ``skip_bad_frames`` reads on past them.
+
+    ``zones`` (counting.apply.zones, density-head models): each record gains the count in each
+    zone (``zone_NAME``, ``zone_NAME_low``, ``zone_NAME_high``) and the annotated video draws the
+    zones with their counts over the heat map. A model that cannot localise, or a zone outside
+    the frames, raises ZoneError before the first frame is counted.
     """
+    if zones:
+        check_localises(model)
     video = source if isinstance(source, VideoSource) else VideoSource.parse(source)
     names = model.class_names
     # Per-class columns are named as `counting count` names them (counting.core.columns).
@@ -532,6 +542,8 @@ def count_video(
     if smooth_window > 1:
         smoothed_kinds = ["smoothed"] + (["smoothed_low", "smoothed_high"] if model.interval is not None else [])
         fields += [class_column(kind, name) for kind in smoothed_kinds for name in names] if names else smoothed_kinds
+    zone_kinds = ["count"] + (["low", "high"] if model.interval is not None else [])
+    fields += [zone_column(kind, zone.name) for zone in zones for kind in zone_kinds]
     smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
     sink = None
     writer = None
@@ -562,6 +574,9 @@ def count_video(
         with reader:
             run.source_fps = reader.fps
             run.problems = reader.problems
+            frame_width, frame_height = reader.frame_size
+            if zones and frame_width > 0 and frame_height > 0:  # a zone outside the frames fails
+                zone_weights(zones, (frame_height, frame_width), model)  # now, before any output opens
             # Outputs are opened only now that the source is open and gives frames.
             if output_video is not None:
                 video_temporary = _temporary_beside(Path(output_video))
@@ -569,9 +584,14 @@ def count_video(
             try:
                 # A density-head model draws its map on the annotated video: one pass gives both.
                 head = getattr(model, "density_head", None)
-                with_density = writer is not None and head is not None
+                with_density = (writer is not None or bool(zones)) and head is not None
                 for batch, counts, densities in _counted_batches(model, reader.batches(batch_size), with_density):
                     lows, highs = model.intervals(counts)
+                    in_zones = (
+                        density_records(model, zones, batch[0].image.shape[:2], densities, counts)
+                        if zones and densities is not None
+                        else None
+                    )
                     for k, frame in enumerate(batch):
                         record: dict[str, Any] = {"frame": frame.index, "time_s": round(frame.time_s, 3)}
                         count = counts[k]
@@ -587,6 +607,8 @@ def count_video(
                                 record["low"], record["high"] = float(lows[k]), float(highs[k])
                         if smoother is not None:
                             record.update(_smoothed_fields(model, names, smoother.update(count)))
+                        if in_zones is not None:
+                            record.update(zone_fields(in_zones[k]["zones"]))
                         if records_path is not None:
                             if sink is None:  # opened at the first row: a source that gives
                                 sink = RecordSink(records_path, fields)  # no frame keeps the file
@@ -597,6 +619,8 @@ def count_video(
                                 from counting.heads.density.heatmap import overlay_density
 
                                 image = overlay_density(image, densities[k], head.settings.get("display_max"))
+                            if in_zones is not None:
+                                image = draw_zones(image, zones, in_zones[k]["zones"])
                             writer.write(annotate(image, overlay_label(record, names)))
                         run.frames += 1
                         if keep_records:

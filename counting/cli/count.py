@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv as csv_module
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -39,10 +40,14 @@ from counting.cli.options import (
     RuntimeOption,
     ThreadsOption,
     WeightsOption,
+    ZoneOption,
+    ZonesFileOption,
     csv_option,
     json_option,
+    zones_option,
 )
 from counting.core import defaults
+from counting.core.columns import zone_column
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import (
     atomic_write,
@@ -156,7 +161,9 @@ def display_path(source: str) -> str:
     return escape(printable(shown))  # a table cell is markup: a name like "[/b]x.jpg" stays text
 
 
-def counts_table(model: Any, rows: list[dict], class_threshold: float = SHOW_THRESHOLD) -> Table:
+def counts_table(
+    model: Any, rows: list[dict], class_threshold: float = SHOW_THRESHOLD, zones: Sequence[Any] = ()
+) -> Table:
     if model.class_names:
         return class_counts_table(model, rows, display_path, class_threshold)
     level = f" ({model.interval.level:.0%} interval)" if model.interval is not None else ""
@@ -166,12 +173,23 @@ def counts_table(model: Any, rows: list[dict], class_threshold: float = SHOW_THR
     if rows and "low" in rows[0]:
         table.add_column("low", justify="right")
         table.add_column("high", justify="right")
+    for zone in zones:  # a zone's count with its interval in one cell: the table stays narrow
+        table.add_column(escape(zone_column("count", zone.name)), justify="right")
     for row in rows:
         cells = [display_path(row["image"]), f"{row['count']:.1f}"]
         if "low" in row:
             cells += [f"{row['low']:.1f}", f"{row['high']:.1f}"]
+        cells += [zone_cell(row, zone.name) for zone in zones]
         table.add_row(*cells)
     return table
+
+
+def zone_cell(row: dict, name: str) -> str:
+    """``12.3 [10.1-14.6]``: a zone's count beside its interval when the model has one."""
+    text = f"{row[zone_column('count', name)]:.1f}"
+    if zone_column("low", name) in row:
+        text += f" [{row[zone_column('low', name)]:.1f}-{row[zone_column('high', name)]:.1f}]"
+    return text
 
 
 def write_rows_csv(path: Path, rows: list[dict]) -> None:
@@ -205,6 +223,8 @@ def count(
         ),
     ] = None,
     weights: WeightsOption = None,
+    zones_file: ZonesFileOption = None,
+    zone: ZoneOption = None,
     show_above: ClassThresholdOption = None,
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
@@ -226,7 +246,8 @@ def count(
     for output in outputs:
         check_writable(output)  # before any work: a bad output path must not waste it
     # the images are checked once expanded (below): globs and folders name them only then
-    refuse_outputs_on_inputs(outputs, inputs=[features, weights], model=model, cache=cache)
+    refuse_outputs_on_inputs(outputs, inputs=[features, weights, zones_file], model=model, cache=cache)
+    zones = zones_option(zones_file, zone)  # a bad zone fails before the model loads
     say_outputs_on_interrupt(outputs, cache)
     counting_model = load_model_option(model)
     if show_above is not None and not counting_model.class_names:
@@ -234,6 +255,15 @@ def count(
         raise CountingError(
             f"{counting_model.name}: --show-above applies to per-class models; this model gives one count per image"
         )
+    if zones:
+        from counting.apply.zones import check_localises
+
+        check_localises(counting_model)
+        if features is not None:
+            raise CountingError(
+                f"{features}: zones are counted from the pictures' density maps; descriptors cannot be split by zone"
+            )
+    zone_records = None
     problems: list[str] = []
     if features is not None and paths:
         raise typer.BadParameter(f"--features {features} counts the descriptors of a file; leave out the images")
@@ -258,16 +288,20 @@ def count(
         for output in outputs:
             check_not_an_input(output, files)
         with cluster_extraction(cluster) as extract:
-            result = count_in_chunks(  # memory flat in the number of images
-                counting_model,
-                files,
-                cache=cache,
-                weights=weights,
-                batch_size=batch_size,
-                progress=progress and not quiet,
-                extract=extract,
-            )
-    rows = count_rows(counting_model, result)
+            options = {
+                "cache": cache,
+                "weights": weights,
+                "batch_size": batch_size,
+                "progress": progress and not quiet,
+                "extract": extract,
+            }
+            if zones:
+                from counting.apply.zones import count_paths_in_zones
+
+                result, zone_records = count_paths_in_zones(counting_model, files, zones, **options)
+            else:
+                result = count_in_chunks(counting_model, files, **options)  # memory flat in the number of images
+    rows = count_rows(counting_model, result, zone_records)
     messages = problems + list(result.errors.values())
     if not rows and len(messages) == 1:
         raise ImageError(messages[0])  # one image, one problem: the error line says which
@@ -280,7 +314,8 @@ def count(
         print_plain_rows(rows)
         say = informational(quiet, on_stderr=True)  # stdout holds only the plain lines a pipe reads
     else:
-        console.print(counts_table(counting_model, rows, SHOW_THRESHOLD if show_above is None else show_above))
+        threshold = SHOW_THRESHOLD if show_above is None else show_above
+        console.print(counts_table(counting_model, rows, threshold, zones))
     if csv is not None:
         write_rows_csv(csv, rows)
         say(f"counts written to {escape(printable(str(csv)))}")

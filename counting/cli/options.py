@@ -197,6 +197,35 @@ GridOption = Annotated[
     ),
 ]
 GRID_DEFAULT = _grid_text(defaults.GRID)
+ZonesFileOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--zones",
+        metavar="FILE",
+        help="Count inside the zones of this TOML or JSON file too (density-head models; see README, Zones).",
+        show_default=False,
+        rich_help_panel=LOCALISED,
+    ),
+]
+ZoneOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--zone",
+        metavar="NAME:x1,y1,...",
+        help="A zone to count inside: a polygon in pixels, or in fractions of the frame when every "
+        "coordinate is 0-1 (or ends in %). Repeatable.",
+        show_default=False,
+        rich_help_panel=LOCALISED,
+    ),
+]
+
+
+def zones_option(zones_file: Path | None, zone_texts: list[str] | None) -> list[Any]:
+    """The zones of ``--zones`` and ``--zone`` together (counting.apply.zones.Zone); a malformed
+    zone or file is one line naming it (a ZoneError, a CountingError)."""
+    from counting.apply.zones import combined_zones
+
+    return combined_zones(zones_file, zone_texts)
 
 
 def parse_descriptor_option(text: str | None) -> str | None:

@@ -35,12 +35,16 @@ from counting.cli.options import (
     ThreadsOption,
     VideoBatchSizeOption,
     WeightsOption,
+    ZoneOption,
+    ZonesFileOption,
     cluster_option,
     csv_option,
     deprecated_alias,
     jsonl_option,
+    zones_option,
 )
 from counting.core import defaults
+from counting.core.columns import zone_column
 from counting.core.errors import CountingError
 from counting.core.signals import EXIT_TERMINATED, was_terminated
 
@@ -101,6 +105,8 @@ def video(
         ),
     ] = False,
     weights: WeightsOption = None,
+    zones_file: ZonesFileOption = None,
+    zone: ZoneOption = None,
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
     batch_size: VideoBatchSizeOption = defaults.VIDEO_BATCH_SIZE,
@@ -125,6 +131,11 @@ def video(
 
     say = informational(quiet)
     records = records_file(csv, jsonl, counts)
+    zones = zones_option(zones_file, zone)  # a bad zone fails before anything is opened
+    if zones:
+        from counting.apply.zones import check_localises
+
+        check_localises(load_model_option(model))  # once here, not once per stream
     if sources is not None or source is None or cluster is not None:
         count_sources(
             source,
@@ -141,6 +152,7 @@ def video(
             max_frames=max_frames,
             max_retries=retries,
             batch_size=batch_size,
+            zones=zones,
         )
         return
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads
@@ -150,7 +162,7 @@ def video(
         check_writable(output_video)
     refuse_outputs_on_inputs(
         [records, output_video],
-        inputs=[video_source.spec if video_source.kind == "file" else None, weights],
+        inputs=[video_source.spec if video_source.kind == "file" else None, weights, zones_file],
         model=model,
     )
     counting_model = load_model_option(model)
@@ -179,6 +191,8 @@ def video(
             text += f"  smoothed {record['smoothed']:6.1f}"
             if "smoothed_low" in record:
                 text += f" [{record['smoothed_low']:.1f}, {record['smoothed_high']:.1f}]"
+        for item in zones:  # each zone's count after the frame's
+            text += f"  {escape(item.name)} {record[zone_column('count', item.name)]:.1f}"
         console.print(text)
 
     def retrying(attempt: int, delay: float) -> None:
@@ -206,6 +220,7 @@ def video(
             on_retry=retrying,
             skip_bad_frames=ignore_errors,
             on_problem=damaged,
+            zones=zones,
         )
     status = ("terminated" if was_terminated() else "interrupted") if run.interrupted else "done"
     mean = f", mean count {run.mean_count:.1f}" if run.mean_count is not None else ""

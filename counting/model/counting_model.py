@@ -503,11 +503,14 @@ class CountingModel:
         batch_size: int = defaults.BATCH_SIZE,
         progress: bool = False,
         extract: Any = None,
+        on_density: Any = None,
     ) -> CountResult:
         """Count image files; unreadable images are skipped and reported in ``errors``.
 
         ``extract`` replaces :func:`~counting.features.extract_features` (same signature), e.g.
         :func:`counting.apply.distributed.cluster_extractor` to run on a Dask cluster.
+        ``on_density(source, density)``: called with each counted picture's ``(h, w)`` density
+        map (density-head models; zones are counted from it, counting.apply.zones).
         """
         from counting.features import extract_features
 
@@ -536,7 +539,7 @@ class CountingModel:
             )
 
         if self.density_head is not None:
-            return self._count_paths_by_density(paths, backbone, cache, batch_size, progress)
+            return self._count_paths_by_density(paths, backbone, cache, batch_size, progress, on_density)
         if self.class_density_head is not None:
             from counting.heads.density.multiclass import class_head_features
 
@@ -563,7 +566,13 @@ class CountingModel:
         )
 
     def _count_paths_by_density(
-        self, paths: Sequence[str | Path], backbone: Any, cache: Any, batch_size: int, progress: bool
+        self,
+        paths: Sequence[str | Path],
+        backbone: Any,
+        cache: Any,
+        batch_size: int,
+        progress: bool,
+        on_density: Any = None,
     ) -> CountResult:
         """:meth:`count_paths` for a density-head model: maps -> region sums -> regressor.
 
@@ -595,7 +604,10 @@ class CountingModel:
             )
             for offset, item in enumerate(map_set.maps):
                 if item is not None:
-                    features[piece.start + offset] = head.region_counts(item, self.roi_mask, head.grid)[0]
+                    density = head.density(item)  # what head.region_counts sums
+                    features[piece.start + offset] = head.sum_regions(density, self.roi_mask, head.grid)[0]
+                    if on_density is not None:
+                        on_density(sources[piece.start + offset], density[0])
             ok[piece] = map_set.ok
             errors.update(map_set.errors)
         counts = self.predict_features(features)

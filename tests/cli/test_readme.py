@@ -123,6 +123,14 @@ def test_every_readme_command_runs(runner, workdir: Path) -> None:
         frames = list(csv.DictReader(handle))
     numbers = [int(row["frame"]) for row in frames]
     assert len(numbers) == 6 and np.all(np.diff(numbers) == 2)  # 12 frames, every second one
+    with (workdir / "zones.csv").open() as handle:
+        zone_rows = list(csv.DictReader(handle))
+    # Zones: the two halves of each frame add up to its count (3 decimals in the CSV).
+    assert len(zone_rows) == 3 and {"zone_left", "zone_right_high"} <= set(zone_rows[0])
+    for row in zone_rows:
+        assert abs(float(row["zone_left"]) + float(row["zone_right"]) - float(row["count"])) < 2e-3
+    zone_lines = [json.loads(line) for line in (workdir / "zones.jsonl").read_text().splitlines()]
+    assert len(zone_lines) == 3 and all(0 < line["zone_door"] < line["count"] for line in zone_lines)
     with (workdir / "compare" / "compare-mall.csv").open() as handle:
         compared = [row for row in csv.DictReader(handle) if row["source"] == "measured here"]
     assert any(row["method"] == "agp-univariate" and row["status"] == "ok" for row in compared)

@@ -1,0 +1,39 @@
+"""One frame counted and drawn: the density heat map, each zone with its count, and the frame's
+count with its interval in the corner, as ``video --annotated`` draws its frames. For a
+picture shown on its own (``counting serve``'s latest frame of a camera)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from counting.apply.video import annotate, overlay_label
+from counting.apply.zone_drawing import draw_zones
+from counting.apply.zones import Zone, count_frames, count_frames_with_density
+
+__all__ = ["annotated_frame"]
+
+
+def annotated_frame(model: Any, frame: np.ndarray, zones: Sequence[Zone] = ()) -> tuple[dict[str, Any], np.ndarray]:
+    """Count one RGB frame ``(H, W, 3)`` uint8 and draw it: ``(record, BGR picture)``.
+
+    The record is :func:`counting.apply.zones.count_frames`'s. A density-head model's picture shows
+    its heat map and the zones; a model without a density map draws the count alone (and refuses
+    zones, ZoneError). Encode the picture with ``cv2.imencode(".jpg", picture)``.
+    """
+    rgb = np.asarray(frame)
+    picture = np.ascontiguousarray(rgb[:, :, ::-1])  # OpenCV draws on BGR
+    head = getattr(model, "density_head", None)
+    if head is None and not zones:
+        (record,) = count_frames(model, [rgb], ())
+    else:
+        from counting.heads.density.heatmap import overlay_density
+
+        (record,), density = count_frames_with_density(model, [rgb], zones)
+        picture = overlay_density(picture, density[0], head.settings.get("display_max"))
+        draw_zones(picture, zones, record["zones"])
+    names = getattr(model, "class_names", None)
+    label = overlay_label(record) if not names else f"count {record['count']:.1f}"
+    return record, annotate(picture, label)
