@@ -13,7 +13,8 @@ name = "entrance"
 source = "videos/mall-a.avi"      # a video file (looped), a webcam index (0) or a URL
 model = "../models/default.npz"   # default: the shipped model
 fps = 2.0                         # frames counted per second
-zones = "zones.toml"              # a zones file, or inline: ["left:0,0,0.5,0,0.5,1,0,1"]
+zones = "zones.toml"              # a zones file, or inline: ["left:0,0,0.5,0,0.5,1,0,1"] or
+                                  # [{ name = "left", points = [[0, 0], [320, 0], [320, 480], [0, 480]] }]
 reconnect = { max_retries = 0, backoff = 1.0, max_backoff = 30.0 }   # 0: retry for ever
 ```
 
@@ -72,7 +73,7 @@ class CameraConfig:
     model: Path | None  # None: the shipped model
     fps: float = DEFAULT_FPS
     zones_file: Path | None = None
-    zones_inline: tuple[str, ...] = ()
+    zones_inline: tuple[str | dict, ...] = ()  # NAME:x1,y1,... strings or {name, points, relative} tables
     reconnect: ReconnectPolicy = field(default_factory=ReconnectPolicy)
 
 
@@ -178,10 +179,12 @@ def _camera(check: _Checker, table: Any, k: int, folder: Path) -> CameraConfig:
         zones_file = folder / zones
         if not zones_file.is_file():
             check.fail(f"{where}zones", f"{zones_file}: zones file not found")
-    elif isinstance(zones, list) and all(isinstance(item, str) for item in zones):
+    elif isinstance(zones, list) and all(isinstance(item, (str, dict)) for item in zones):
         zones_inline = tuple(zones)
     elif zones is not None:
-        check.fail(f"{where}zones", "a zones file name, or a list of NAME:x1,y1,x2,y2,... strings")
+        check.fail(
+            f"{where}zones", "a zones file name, or a list of NAME:x1,y1,x2,y2,... strings or {name, points} tables"
+        )
     reconnect = table.get("reconnect", {})
     check.table(reconnect, f"{where}reconnect")
     check.known(reconnect, _RECONNECT_KEYS, f"{where}reconnect.")

@@ -144,7 +144,7 @@ name = "zoned"
 source = "{mall_video}"
 model = "{DENSITY_MODEL}"
 fps = 2
-zones = ["left:0,0,0.4,0,0.4,1,0,1", "middle:0.4,0,0.7,0,0.7,1,0.4,1", "right:0.7,0,1,0,1,1,0.7,1"]
+zones = ["left:0,0,0.4,0,0.4,1,0,1", "middle:0.4,0,0.7,0,0.7,1,0.4,1", {{ name = "right", points = [[448, 0], [640, 0], [640, 480], [448, 480]] }}]
 """,
     )
     server = RunningServer(config)

@@ -104,3 +104,24 @@ def test_each_problem_is_one_line_naming_the_file_and_the_key(tmp_path: Path, te
 def test_a_missing_config_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "absent.toml")
+
+
+def test_inline_zones_may_be_strings_or_tables(tmp_path: Path) -> None:
+    from counting.apply.serve.counter import camera_zones
+    from counting.apply.zone_specs import ZoneError
+
+    path = write(
+        tmp_path,
+        """
+[[camera]]
+name = "a"
+source = "rtsp://x"
+zones = ["left:0,0,0.5,0,0.5,1,0,1", { name = "right", points = [[320, 0], [640, 0], [640, 480], [320, 480]] }]
+""",
+    )
+    (camera,) = load_config(path).cameras
+    zones = camera_zones(camera.zones_file, camera.zones_inline, f"{path}: camera[0].zones")
+    assert [(zone.name, zone.relative) for zone in zones] == [("left", True), ("right", False)]
+    assert zones[1].points == ((320.0, 0.0), (640.0, 0.0), (640.0, 480.0), (320.0, 480.0))
+    with pytest.raises(ZoneError, match="camera\\[0\\].zones: zone name 'left' is given twice"):
+        camera_zones(None, ["left:0,0,1,0,1,1", "left:0,0,1,0,0,1"], f"{path}: camera[0].zones")
