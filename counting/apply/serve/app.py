@@ -31,6 +31,7 @@ from counting.apply.serve.service import Service
 from counting.apply.serve.uploads import UploadError, decode_upload, image_bytes
 from counting.core.version import __version__
 
+_METHODS = frozenset({"GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"})
 _STYLE = '<link rel="stylesheet" href="static/dashboard.css">'
 _SCRIPT = '<script src="static/dashboard.js"></script>'
 
@@ -73,7 +74,8 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             response = await call_next(request)
         route = request.scope.get("route")
         label = getattr(route, "path", "unmatched")  # the template (/api/cameras/{name}/...), never the raw path
-        service.metrics.requests.labels(request.method, label, str(response.status_code)).observe(
+        method = request.method if request.method in _METHODS else "other"  # labels from a fixed set only
+        service.metrics.requests.labels(method, label, str(response.status_code)).observe(
             time.perf_counter() - started
         )
         return response

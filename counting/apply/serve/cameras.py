@@ -2,7 +2,7 @@
 frame at the configured rate, and hands the result to the history, the metrics and the API.
 
 A source is opened with counting.apply.video's VideoSource (files, webcams, URLs, with its bounded
-timeouts). Live sources (webcams, streams) are drained by a grabber thread so that the frame
+timeouts). Live sources (webcams, streams) are drained by a reader thread so that the frame
 counted is always the newest one (a slow model skips frames instead of falling behind); a video
 file is played at its own frame rate against the wall clock and starts again at its end, so it
 behaves like a camera. A camera that fails is reopened under its reconnect policy and never stops
@@ -66,56 +66,55 @@ class _FileFrames:
 
 
 class _LiveFrames:
-    """A live source drained by a grabber thread; ``read`` decodes the newest grabbed frame."""
+    """A live source drained by a reader thread that keeps only the newest frame, so a slow model
+    skips frames instead of falling behind. The thread owns the capture (OpenCV captures are not
+    thread-safe); FFmpeg decodes in ``grab`` anyway, so reading every frame costs little more."""
 
     def __init__(self, source: VideoSource) -> None:
         self.source = source
         self.capture = source.open()
-        self._lock = threading.Lock()
-        self._new = threading.Condition(self._lock)
-        self._sequence = 0  # frames grabbed so far
-        self._taken = 0  # the sequence number of the last frame read
-        self._grabbed_at = 0.0
+        self._new = threading.Condition()
+        self._frame: np.ndarray | None = None
+        self._read_at = 0.0
+        self._sequence = 0  # frames read so far
+        self._taken = 0  # the sequence number of the last frame handed out
         self._failed = False
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._grab, name=f"grab {source.spec}", daemon=True)
+        self._thread = threading.Thread(target=self._read_all, name=f"read {source.spec}", daemon=True)
         self._thread.start()
 
-    def _grab(self) -> None:
-        while not self._stop.is_set():
-            with self._lock:
-                ok = self.capture.grab()
-                if ok:
-                    self._sequence += 1
-                    self._grabbed_at = time.time()
-                else:
-                    self._failed = True
-                self._new.notify_all()
-            if not ok:
-                return
-            time.sleep(0)  # let read() take the lock between grabs
+    def _read_all(self) -> None:
+        try:
+            while not self._stop.is_set():
+                ok, image = self.capture.read()
+                with self._new:
+                    if ok:
+                        self._frame, self._read_at = image, time.time()
+                        self._sequence += 1
+                    else:
+                        self._failed = True
+                    self._new.notify_all()
+                if not ok:
+                    return
+        finally:
+            self.capture.release()  # here, by the one thread that uses it, even after a late read
 
     def read(self) -> tuple[np.ndarray, float]:
         deadline = time.monotonic() + READ_TIMEOUT_MS / 1000
-        with self._lock:
+        with self._new:
             while self._sequence == self._taken and not self._failed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise StreamError(f"{self.source.spec}: no frame for {READ_TIMEOUT_MS / 1000:g} s")
                 self._new.wait(left)
-            if self._failed:
+            if self._sequence == self._taken:  # failed, and nothing new before it
                 raise StreamError(f"{self.source.spec}: the stream ended or dropped")
-            ok, image = self.capture.retrieve()
             self._taken = self._sequence
-            grabbed_at = self._grabbed_at
-        if not ok:
-            raise StreamError(f"{self.source.spec}: a frame could not be decoded")
-        return image, grabbed_at
+            return self._frame, self._read_at  # type: ignore[return-value]
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=READ_TIMEOUT_MS / 1000 + 1)
-        self.capture.release()
 
 
 def open_frames(spec: str) -> _FileFrames | _LiveFrames:
@@ -201,6 +200,10 @@ class CameraWorker:
     def start(self) -> None:
         self._set_state("starting")
         self._thread.start()
+
+    def request_stop(self) -> None:
+        """Ask the thread to end (it may be waiting on its source); :meth:`stop` waits for it."""
+        self._stop.set()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()

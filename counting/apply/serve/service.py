@@ -82,7 +82,7 @@ class Service:
 
     def stop(self) -> None:
         for worker in self.workers.values():
-            worker._stop.set()  # all at once: each may be waiting on its source
+            worker.request_stop()  # all at once: each may be waiting on its source
         for worker in self.workers.values():
             worker.stop()
         self.history.close()
