@@ -147,8 +147,9 @@ def test_kill_9_loses_at_most_the_last_second(tmp_path: Path, mall_video: Path) 
         server.process.kill()  # SIGKILL: no handler, no flush
         server.process.communicate(timeout=30)
     stored = stored_times(tmp_path / "history.sqlite")
-    # Every frame the API had served is on disk, and the newest stored frame is at most a second
-    # older than the kill: a commit at least every second.
+    # Every row the API had served is on disk; the newest stored frame is at most a second older
+    # than the newest counted one and than the kill (commits every 0.25 s; a frame every 0.2 s).
     assert stored[: len(seen)] == pytest.approx(seen)
-    assert stored[-1] >= latest - 1e-6
-    assert killed_at - stored[-1] <= 1.0 + 1.0 / 5  # one commit interval plus one frame interval at 5 fps
+    assert len(stored) >= len(seen) >= 10
+    assert stored[-1] >= latest - 1.0
+    assert killed_at - stored[-1] <= 1.0 + 1.0 / 5
