@@ -75,9 +75,7 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         route = request.scope.get("route")
         label = getattr(route, "path", "unmatched")  # the template (/api/cameras/{name}/...), never the raw path
         method = request.method if request.method in _METHODS else "other"  # labels from a fixed set only
-        service.metrics.requests.labels(method, label, str(response.status_code)).observe(
-            time.perf_counter() - started
-        )
+        service.metrics.requests.labels(method, label, str(response.status_code)).observe(time.perf_counter() - started)
         return response
 
     @app.get("/", include_in_schema=False)
