@@ -27,6 +27,7 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from counting.apply.serve.history import ROW_LIMIT
 from counting.apply.serve.service import Service
 from counting.apply.serve.uploads import UploadError, decode_upload, image_bytes
 from counting.core.version import __version__
@@ -128,7 +129,9 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         points: int | None = Query(None, ge=1, le=5000, description=points_help),
     ) -> dict[str, Any]:
         query = history_query(camera, zone, start, end, resolution, points)
-        return {"query": query, "rows": service.history.query(**query)}
+        rows = service.history.query(**query, limit=ROW_LIMIT + 1)
+        # More than the limit: the first ROW_LIMIT, and "truncated" says so (narrow the range, or use CSV).
+        return {"query": query, "rows": rows[:ROW_LIMIT], "truncated": len(rows) > ROW_LIMIT}
 
     @app.get("/api/history.csv", summary="The history as CSV", response_class=StreamingResponse)
     def history_csv(

@@ -27,8 +27,10 @@ from counting.core.errors import CountingError
 
 FRAME_ZONE = ""  # the zone name of the whole frame's row
 COLUMNS = ("time", "camera", "zone", "count", "low", "high", "familiarity")
-# A history query returns at most this many buckets (the resolution is raised to fit).
+# A history query returns at most this many buckets per series (the resolution is raised to fit).
 MAX_POINTS = 5000
+# And at most this many rows as JSON (the API says when it cut); the CSV export streams them all.
+ROW_LIMIT = 50_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counts (
@@ -180,11 +182,25 @@ class History:
         end: float | None = None,
         resolution: float | None = None,
         points: int | None = None,
+        limit: int | None = ROW_LIMIT,
     ) -> list[dict[str, Any]]:
-        """Rows between ``start`` and ``end`` (Unix seconds), oldest first; with ``resolution``
-        (seconds) the means per camera, zone and time bucket, computed in SQL, each with its
-        number of frames. ``points``: buckets wide enough for about that many per series over
-        the rows actually in the range (a chart's width), never narrower than ``resolution``."""
+        """Rows between ``start`` and ``end`` (Unix seconds), oldest first, at most ``limit``; with
+        ``resolution`` (seconds) the means per camera, zone and time bucket, computed in SQL, each
+        with its number of frames. ``points``: buckets wide enough for about that many per series
+        over the rows actually in the range (a chart's width), never narrower than ``resolution``."""
+        return list(self.rows(camera, zone, start, end, resolution, points, limit))
+
+    def rows(
+        self,
+        camera: str | None = None,
+        zone: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        resolution: float | None = None,
+        points: int | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """:meth:`query`'s rows one at a time from an open cursor (a CSV export of any length)."""
         where, params = _conditions(camera, zone, start, end)
         connection = self._connect(readonly=True)
         connection.row_factory = sqlite3.Row
@@ -194,17 +210,22 @@ class History:
                 span = (last - first) if first is not None else 0.0
                 resolution = max(resolution or 0.0, span / max(points, 1), 1e-3)
             if resolution is None:
-                sql = f"SELECT {', '.join(COLUMNS)} FROM counts{where} ORDER BY time, camera, zone LIMIT ?"
-                rows = connection.execute(sql, [*params, MAX_POINTS * 10]).fetchall()
-                return [dict(row) for row in rows]
-            resolution = self._fitting_resolution(connection, where, params, resolution)
-            sql = (
-                "SELECT CAST(time / ? AS INTEGER) * ? AS time, camera, zone, AVG(count) AS count, "
-                "AVG(low) AS low, AVG(high) AS high, AVG(familiarity) AS familiarity, COUNT(*) AS frames "
-                f"FROM counts{where} GROUP BY camera, zone, CAST(time / ? AS INTEGER) ORDER BY time, camera, zone"
-            )
-            rows = connection.execute(sql, [resolution, resolution, *params, resolution]).fetchall()
-            return [dict(row) for row in rows]
+                sql = f"SELECT {', '.join(COLUMNS)} FROM counts{where} ORDER BY time, camera, zone"
+                arguments = list(params)
+            else:
+                resolution = self._fitting_resolution(connection, where, params, resolution)
+                sql = (
+                    "SELECT CAST(time / ? AS INTEGER) * ? AS time, camera, zone, AVG(count) AS count, "
+                    "AVG(low) AS low, AVG(high) AS high, AVG(familiarity) AS familiarity, COUNT(*) AS frames "
+                    f"FROM counts{where} GROUP BY camera, zone, CAST(time / ? AS INTEGER) ORDER BY time, camera, zone"
+                )
+                arguments = [resolution, resolution, *params, resolution]
+            if limit is not None:
+                sql += " LIMIT ?"
+                arguments.append(limit)
+            cursor = connection.execute(sql, arguments)
+            while batch := cursor.fetchmany(1000):
+                yield from (dict(row) for row in batch)
         finally:
             connection.close()
 
@@ -225,8 +246,8 @@ class History:
             connection.close()
 
     def export_csv(self, **query: Any) -> Iterator[str]:
-        """The rows of :meth:`query` as CSV text, header first, a chunk of lines at a time."""
-        rows = self.query(**query)
+        """Every row of :meth:`query` (no limit) as CSV text, header first, 1000 lines at a time."""
+        rows = self.rows(**query)
         downsampled = query.get("resolution") is not None or query.get("points") is not None
         fields = list(COLUMNS) + (["frames"] if downsampled else [])
         buffer = io.StringIO()

@@ -151,6 +151,12 @@ def test_openapi_lists_the_routes_and_metrics_time_the_requests(server: RunningS
     for path in ("/api/cameras", "/api/latest", "/api/history", "/api/history.csv", "/api/count", "/metrics"):
         assert path in paths
     assert server.client.get("/docs").status_code == 200
+    assert server.client.get("/api/history").json() == {
+        "query": {"camera": None, "zone": None, "start": None, "end": None, "resolution": None, "points": None},
+        "rows": [],
+        "truncated": False,
+    }
+    assert server.client.get("/api/history", params={"resolution": "0"}).status_code == 422  # checked, with a message
     metrics = server.client.get("/metrics").text
     assert 'counting_http_request_duration_seconds_count{method="POST",route="/api/count",status="413"}' in metrics
     assert 'route="/api/cameras/{name}/frame.jpg",status="404"' in metrics  # the template, not the raw path

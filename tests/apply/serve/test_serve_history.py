@@ -110,3 +110,11 @@ def test_points_sizes_the_buckets_to_the_rows_in_range(history: History) -> None
     assert 10 <= len(buckets) <= 11 and sum(row["frames"] for row in buckets) == 100
     assert len(history.query(camera="a", zone="", start=1090.0, points=300)) == 10  # a short range: every row
     assert len(history.query(camera="a", zone="", points=10, resolution=50.0)) == 2  # never finer than asked
+
+
+def test_json_queries_stop_at_their_limit_and_the_csv_export_streams_every_row(history: History) -> None:
+    history.add(frames("a", 0.0, 2500))  # 5000 rows
+    history.flush()
+    assert len(history.query(limit=1200)) == 1200
+    lines = "".join(history.export_csv()).splitlines()
+    assert len(lines) == 5001 and lines[-1].startswith("2499.0,a,door,1249.5")
