@@ -23,6 +23,8 @@ from counting.core import defaults
 
 # Every command computes descriptors (report with --dataset/--root, compare always).
 DESCRIPTOR_COMMANDS = ("count", "video", "evaluate", "report", "compare", "train", "features")
+# A service counting live frames: nothing cached, no progress bar (it runs until stopped).
+SERVICE_COMMANDS = ("serve",)
 # Same name, default and help text in every command that has them.
 SHARED = ("--progress", "--quiet", "--no-cache", "--cache-dir", "--smooth", "--runtime", "--threads", "--weights")
 # --batch-size is shared by the commands that read pictures; video's counts frames with a smaller
@@ -53,7 +55,7 @@ def options_of(command: click.Command) -> dict[str, click.Parameter]:
 
 
 def test_every_command_is_checked(commands) -> None:
-    assert set(commands) == set(DESCRIPTOR_COMMANDS)
+    assert set(commands) == set(DESCRIPTOR_COMMANDS) | set(SERVICE_COMMANDS)
 
 
 @pytest.mark.parametrize("name", DESCRIPTOR_COMMANDS)
@@ -79,7 +81,7 @@ def test_shared_options_have_one_name_default_and_help(commands) -> None:
         assert len(set(map(repr, defaults_seen.values()))) == 1, (option, defaults_seen)
         helps = {name: param.help for name, param in seen.items()}
         assert len(set(helps.values())) == 1, (option, helps)
-    batch = {name: options_of(command)["--batch-size"] for name, command in commands.items() if name != "compare"}
+    batch = {name: options_of(commands[name])["--batch-size"] for name in DESCRIPTOR_COMMANDS if name != "compare"}
     shared_batch = {name: param for name, param in batch.items() if name not in BATCH_SIZE_EXCEPTIONS}
     assert {param.default for param in shared_batch.values()} == {defaults.BATCH_SIZE}
     assert len({param.help for param in shared_batch.values()}) == 1
@@ -87,11 +89,12 @@ def test_shared_options_have_one_name_default_and_help(commands) -> None:
 
 
 def test_progress_is_on_where_a_terminal_shows_it_and_quiet_is_off(commands) -> None:
-    for name, command in commands.items():
-        options = options_of(command)
+    for name in DESCRIPTOR_COMMANDS:
+        options = options_of(commands[name])
         assert options["--progress"].default is True, name  # the bars show only on a terminal
         assert "terminal" in options["--progress"].help and "pipe" in options["--progress"].help
         assert options["--quiet"].default is False, name
+    assert options_of(commands["serve"])["--quiet"].default is False
 
 
 def test_one_smoothing_default_and_one_grid_default(commands) -> None:

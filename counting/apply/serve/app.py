@@ -1,0 +1,233 @@
+"""The HTTP side of `counting serve` (FastAPI): the API, /metrics and the dashboard page.
+
+Routes (OpenAPI at /docs and /openapi.json):
+  GET  /                              the dashboard (plain HTML/JS/CSS from this package)
+  GET  /api/cameras                   cameras, their state, last error and latest counts
+  GET  /api/latest                    {camera: latest record}
+  GET  /api/history                   rows by camera, zone, time range; ?resolution=S averages per S seconds in SQL
+  GET  /api/history.csv               the same as CSV
+  GET  /api/cameras/{name}/frame.jpg  the latest counted frame with zones, heat map and count
+  POST /api/count                     count one picture (raw image body or {"image": base64}); count --json's document
+  GET  /metrics                       Prometheus metrics
+With a token, every route needs ``Authorization: Bearer TOKEN``; the page itself may be opened
+as ``/?token=TOKEN`` (a browser cannot send a header when opening a page) and sends the header
+on its own requests. No route reads a file path from the request: cameras are looked up by
+name among the configured ones; the page is one document built at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from counting.apply.serve.history import ROW_LIMIT
+from counting.apply.serve.service import Service
+from counting.apply.serve.uploads import UploadError, decode_upload, image_bytes
+from counting.core.version import __version__
+
+_METHODS = frozenset({"GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"})
+_STYLE = '<link rel="stylesheet" href="static/dashboard.css">'
+_SCRIPT = '<script src="static/dashboard.js"></script>'
+
+
+def dashboard_page() -> str:
+    """The dashboard as one document: its stylesheet and script inlined, so that the page is
+    the only request needing the token in its address (the script sends the header itself).
+    They stay separate files in the package (static/) to be edited as CSS and JavaScript."""
+
+    def read(name: str) -> str:
+        return resources.files("counting.apply.serve").joinpath("static", name).read_text(encoding="utf-8")
+
+    page = read("dashboard.html")
+    if _STYLE not in page or _SCRIPT not in page:  # pragma: no cover - a packaging mistake
+        raise RuntimeError("static/dashboard.html does not name its stylesheet and script as expected")
+    page = page.replace(_STYLE, f"<style>\n{read('dashboard.css')}</style>")
+    return page.replace(_SCRIPT, f"<script>\n{read('dashboard.js')}</script>")
+
+
+def create_app(service: Service, token: str | None = None) -> FastAPI:
+    """The app serving ``service``; ``token`` (if any) is required on every route."""
+    app = FastAPI(
+        title="counting serve",
+        version=__version__,
+        description="Live people counts per camera and zone, their history, and one-off counts of uploaded pictures.",
+    )
+    page = dashboard_page()
+    config = service.config
+
+    @app.middleware("http")
+    async def guard_and_time(request: Request, call_next: Any) -> Response:
+        started = time.perf_counter()
+        if token is not None and not _authorised(request, token):
+            response: Response = JSONResponse(
+                {"detail": "missing or wrong token: send Authorization: Bearer TOKEN"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        else:
+            response = await call_next(request)
+        route = request.scope.get("route")
+        label = getattr(route, "path", "unmatched")  # the template (/api/cameras/{name}/...), never the raw path
+        method = request.method if request.method in _METHODS else "other"  # labels from a fixed set only
+        service.metrics.requests.labels(method, label, str(response.status_code)).observe(time.perf_counter() - started)
+        return response
+
+    @app.get("/", include_in_schema=False)
+    def dashboard() -> Response:
+        return Response(page, media_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"})
+
+    @app.get("/api/cameras", summary="Cameras, their state and latest counts")
+    def cameras() -> list[dict[str, Any]]:
+        return service.cameras()
+
+    @app.get("/api/latest", summary="The latest count of each camera (None before its first frame)")
+    def latest() -> dict[str, Any]:
+        return {camera["name"]: camera["latest"] for camera in service.cameras()}
+
+    def checked_camera(camera: str | None) -> str | None:
+        if camera is not None and camera not in service.workers:
+            raise HTTPException(404, f"no camera named {camera!r:.80}")
+        return camera
+
+    def history_query(
+        camera: str | None,
+        zone: str | None,
+        start: float | None,
+        end: float | None,
+        resolution: float | None,
+        points: int | None,
+    ) -> dict[str, Any]:
+        return {
+            "camera": checked_camera(camera),
+            "zone": zone,
+            "start": start,
+            "end": end,
+            "resolution": resolution,
+            "points": points,
+        }
+
+    time_help = "Unix time in seconds"
+    resolution_help = "Average the rows over buckets of this many seconds (computed in SQL); none: every row"
+    points_help = (
+        "Average over buckets wide enough for about this many points per camera and zone over the rows in range"
+    )
+
+    @app.get("/api/history", summary="Counts over a time range, optionally averaged per time bucket")
+    def history(
+        camera: str | None = Query(None, max_length=64),
+        zone: str | None = Query(None, max_length=64, description="'' is the whole frame; none: every zone"),
+        start: float | None = Query(None, description=time_help),
+        end: float | None = Query(None, description=time_help),
+        resolution: float | None = Query(None, gt=0, le=366 * 86400, description=resolution_help),
+        points: int | None = Query(None, ge=1, le=5000, description=points_help),
+    ) -> dict[str, Any]:
+        query = history_query(camera, zone, start, end, resolution, points)
+        rows = service.history.query(**query, limit=ROW_LIMIT + 1)
+        # More than the limit: the first ROW_LIMIT, and "truncated" says so (narrow the range, or use CSV).
+        return {"query": query, "rows": rows[:ROW_LIMIT], "truncated": len(rows) > ROW_LIMIT}
+
+    @app.get("/api/history.csv", summary="The history as CSV", response_class=StreamingResponse)
+    def history_csv(
+        camera: str | None = Query(None, max_length=64),
+        zone: str | None = Query(None, max_length=64),
+        start: float | None = Query(None, description=time_help),
+        end: float | None = Query(None, description=time_help),
+        resolution: float | None = Query(None, gt=0, le=366 * 86400, description=resolution_help),
+        points: int | None = Query(None, ge=1, le=5000, description=points_help),
+    ) -> StreamingResponse:
+        query = history_query(camera, zone, start, end, resolution, points)
+        return StreamingResponse(
+            service.history.export_csv(**query),
+            media_type="text/csv",
+            headers={"Content-Disposition": 'attachment; filename="counting-history.csv"'},
+        )
+
+    @app.get(
+        "/api/cameras/{name}/frame.jpg",
+        summary="The camera's latest counted frame: zones, heat map (density models), count",
+        response_class=Response,
+        responses={200: {"content": {"image/jpeg": {}}}},
+    )
+    def frame(name: str) -> Response:
+        checked_camera(name)
+        jpeg = service.frame_jpeg(name)
+        if jpeg is None:
+            raise HTTPException(404, f"camera {name!r} has not counted a frame yet")
+        return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
+
+    @app.post(
+        "/api/count",
+        summary="Count one picture: the JSON `counting count --json` writes",
+        openapi_extra={
+            "requestBody": {
+                "content": {
+                    "image/jpeg": {"schema": {"type": "string", "format": "binary"}},
+                    "image/png": {"schema": {"type": "string", "format": "binary"}},
+                    "application/json": {
+                        "schema": {"type": "object", "properties": {"image": {"type": "string", "format": "base64"}}}
+                    },
+                }
+            }
+        },
+    )
+    async def count(request: Request, camera: str | None = Query(None, max_length=64)) -> Any:
+        checked_camera(camera)
+        try:
+            body = await _bounded_body(request, config.max_upload_bytes)
+            data = image_bytes(body, request.headers.get("content-type"), config.max_upload_bytes)
+            rgb = await asyncio.to_thread(decode_upload, data, config.max_upload_pixels)
+            return await asyncio.to_thread(service.count_upload, rgb, camera)
+        except UploadError as error:
+            return JSONResponse({"detail": error.message}, status_code=error.status)
+
+    @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+    def metrics() -> Response:
+        return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/api/health", summary="Liveness: the cameras' states and the history's last write error")
+    def health() -> dict[str, Any]:
+        return {
+            "uptime_s": time.time() - service.started,
+            "cameras": {name: worker.status.state for name, worker in service.workers.items()},
+            "history_rows_written": service.history.rows_written,
+            "history_error": service.history.error,
+        }
+
+    return app
+
+
+def _authorised(request: Request, token: str) -> bool:
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+        return True
+    if request.url.path == "/":  # the page only: opened as /?token=...
+        given = request.query_params.get("token", "")
+        return hmac.compare_digest(given.encode(), token.encode())
+    return False
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) as soon as it passes ``limit`` bytes: a declared
+    Content-Length over the limit is refused before reading anything."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                raise UploadError(413, f"the body ({declared} bytes) is larger than the {limit} bytes accepted")
+        except ValueError:
+            raise UploadError(400, "Content-Length is not a number") from None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise UploadError(413, f"the body is larger than the {limit} bytes accepted")
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,134 @@
+"""`counting serve CONFIG`: live counts of the configured cameras, their history, an HTTP API,
+Prometheus metrics and a dashboard, in one process."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from counting.cli.common import informational, use_runtime
+from counting.cli.options import QuietOption, RuntimeOption, ThreadsOption
+from counting.core import defaults
+from counting.core.errors import CountingError
+
+SERVER = "Server"
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def serve(
+    config: Annotated[
+        Path,
+        typer.Argument(
+            metavar="CONFIG",
+            help="The TOML config: [server] and [[camera]] tables (see examples/serve.toml).",
+            show_default=False,
+        ),
+    ],
+    host: Annotated[
+        Optional[str],
+        typer.Option(
+            "--host",
+            metavar="ADDRESS",
+            help="Address to listen on (default: the config's, else 127.0.0.1); anything but loopback needs --token.",
+            show_default=False,
+            rich_help_panel=SERVER,
+        ),
+    ] = None,
+    port: Annotated[
+        Optional[int],
+        typer.Option(
+            "--port",
+            min=0,
+            max=65535,
+            metavar="N",
+            help="Port (default: the config's, else 8000; 0: any free port, printed at start).",
+            show_default=False,
+            rich_help_panel=SERVER,
+        ),
+    ] = None,
+    token: Annotated[
+        Optional[str],
+        typer.Option(
+            "--token",
+            envvar="COUNTING_SERVE_TOKEN",
+            metavar="TOKEN",
+            help="Bearer token required on the API, /metrics and the page (open it as /?token=TOKEN). "
+            "Also read from $COUNTING_SERVE_TOKEN, which keeps it out of the process list.",
+            show_default=False,
+            rich_help_panel=SERVER,
+        ),
+    ] = None,
+    runtime: RuntimeOption = defaults.RUNTIME,
+    threads: ThreadsOption = None,
+    quiet: QuietOption = False,
+) -> None:
+    """Serve live counts of cameras: dashboard, HTTP API, /metrics, history in SQLite."""
+    import socket
+
+    import uvicorn
+
+    from counting.apply.serve.app import create_app
+    from counting.apply.serve.config import load_config
+    from counting.apply.serve.service import Service
+
+    settings = load_config(config)
+    bind = host if host is not None else settings.host
+    chosen_port = port if port is not None else settings.port
+    if token is not None and len(token) < 8:
+        raise CountingError(
+            "--token: use at least 8 characters (a random string: python -c 'import secrets; print(secrets.token_urlsafe())')"
+        )
+    if not is_loopback(bind) and token is None:
+        raise CountingError(
+            f"--host {bind}: listening beyond this machine needs --token (or $COUNTING_SERVE_TOKEN), "
+            "so that only people who have it see the cameras"
+        )
+    use_runtime(runtime, threads)
+    say = informational(quiet, on_stderr=True)
+    # The port is bound before the models load, so a taken port fails at once, in one line.
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((bind.strip("[]"), chosen_port))
+    except OSError as error:
+        listener.close()
+        raise CountingError(f"{bind}:{chosen_port}: cannot listen there ({error.strerror or error})") from None
+    try:
+        service = Service(settings)
+    except BaseException:
+        listener.close()
+        raise
+    actual_port = listener.getsockname()[1]
+    app = create_app(service, token)
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5, lifespan="off")
+    )
+    shown = f"[{bind}]" if ":" in bind else bind
+    service.start()
+    say(
+        f"serving {len(service.workers)} camera(s) at http://{escape(shown)}:{actual_port}/ "
+        f"(history: {escape(str(settings.database))}); Ctrl-C stops"
+    )
+    try:
+        server.run(sockets=[listener])
+    except KeyboardInterrupt:
+        pass  # uvicorn shut down on Ctrl-C or SIGTERM and passes the signal on: stopping is the normal end
+    finally:
+        service.stop()
+        listener.close()
+        frames = sum(worker.status.frames for worker in service.workers.values())
+        say(f"stopped; {frames} frames counted, {service.history.rows_written} history rows written this run")
