@@ -1,6 +1,7 @@
 """The HTTP side of `counting serve` (FastAPI): the API, /metrics and the dashboard page.
 
-Routes (OpenAPI at /docs and /openapi.json):
+Routes (OpenAPI at /docs and /openapi.json; the docs page's Swagger UI files come from the
+swagger-ui-bundle package, served at /docs-assets: no CDN, so /docs works offline):
   GET  /                              the dashboard (plain HTML/JS/CSS from this package)
   GET  /api/cameras                   cameras, their state, last error and latest counts
   GET  /api/latest                    {camera: latest record}
@@ -10,7 +11,8 @@ Routes (OpenAPI at /docs and /openapi.json):
   POST /api/count                     count one picture (raw image body or {"image": base64}); count --json's document
   GET  /metrics                       Prometheus metrics
 With a token, every route needs ``Authorization: Bearer TOKEN``; the page itself may be opened
-as ``/?token=TOKEN`` (a browser cannot send a header when opening a page) and sends the header
+as ``/?token=TOKEN`` (a browser cannot send a header when opening a page; the same for /docs and
+the /openapi.json it reads) and sends the header
 on its own requests. No route reads a file path from the request: cameras are looked up by
 name among the configured ones; the page is one document built at start-up.
 """
@@ -22,16 +24,24 @@ import hmac
 import time
 from importlib import resources
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
+from swagger_ui_bundle import swagger_ui_path
 
 from counting.apply.serve.history import ROW_LIMIT
 from counting.apply.serve.service import Service
 from counting.apply.serve.uploads import UploadError, decode_upload, image_bytes
 from counting.core.version import __version__
 
+# Swagger UI's files (the swagger-ui-bundle package), served by this process for /docs.
+DOCS_ASSETS = "/docs-assets"
+# Opened by a browser, which cannot send the header: the token may come as ?token=.
+_PAGES = frozenset({"/", "/docs", "/openapi.json"})
 _METHODS = frozenset({"GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"})
 _STYLE = '<link rel="stylesheet" href="static/dashboard.css">'
 _SCRIPT = '<script src="static/dashboard.js"></script>'
@@ -58,7 +68,10 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         title="counting serve",
         version=__version__,
         description="Live people counts per camera and zone, their history, and one-off counts of uploaded pictures.",
+        docs_url=None,  # FastAPI's own page loads Swagger UI from a CDN: blank without internet
+        redoc_url=None,
     )
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
     page = dashboard_page()
     config = service.config
 
@@ -78,6 +91,18 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         method = request.method if request.method in _METHODS else "other"  # labels from a fixed set only
         service.metrics.requests.labels(method, label, str(response.status_code)).observe(time.perf_counter() - started)
         return response
+
+    @app.get("/docs", include_in_schema=False)
+    def docs(request: Request) -> Response:
+        given = request.query_params.get("token")  # only reached with a valid one when a token is set
+        schema = "/openapi.json" + (f"?{urlencode({'token': given})}" if token is not None and given else "")
+        return get_swagger_ui_html(
+            openapi_url=schema,
+            title="counting serve - API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )
 
     @app.get("/", include_in_schema=False)
     def dashboard() -> Response:
@@ -208,7 +233,9 @@ def _authorised(request: Request, token: str) -> bool:
     scheme, _, given = header.partition(" ")
     if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
         return True
-    if request.url.path == "/":  # the page only: opened as /?token=...
+    if request.url.path.startswith(f"{DOCS_ASSETS}/"):
+        return True  # Swagger UI's own script and stylesheet: a library's files, no data
+    if request.url.path in _PAGES:  # pages a browser opens: /?token=...
         given = request.query_params.get("token", "")
         return hmac.compare_digest(given.encode(), token.encode())
     return False

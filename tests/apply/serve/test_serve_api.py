@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -131,7 +132,7 @@ def test_an_unknown_camera_is_a_404_not_a_lookup_of_anything_else(server: Runnin
     assert server.client.get("/api/cameras/nope/frame.jpg").status_code == 404
 
 
-@pytest.mark.parametrize("path", ["/api/cameras", "/api/history", "/metrics", "/openapi.json", "/"])
+@pytest.mark.parametrize("path", ["/api/cameras", "/api/history", "/metrics", "/openapi.json", "/", "/docs"])
 def test_every_route_needs_the_token(server: RunningServer, path: str) -> None:
     assert httpx.get(server.url + path).status_code == 401
     wrong = httpx.get(server.url + path, headers={"Authorization": "Bearer wrong-token-xx"})
@@ -144,6 +145,20 @@ def test_the_page_alone_opens_with_the_token_in_its_address(server: RunningServe
     assert page.status_code == 200 and '<svg id="chart"' in page.text
     assert httpx.get(server.url + "/api/cameras", params={"token": TOKEN}).status_code == 401
     assert httpx.get(server.url + "/", params={"token": "wrong"}).status_code == 401
+
+
+def test_the_api_docs_work_offline_with_the_token_in_their_address(server: RunningServer) -> None:
+    docs = httpx.get(server.url + "/docs", params={"token": TOKEN})
+    assert docs.status_code == 200 and "cdn" not in docs.text.lower()
+    assets = re.findall(r"(?:href|src)=['\"]([^'\"]+)['\"]", docs.text)
+    assert len(assets) >= 2 and all(asset.startswith("/docs-assets/") for asset in assets)
+    for asset in assets:  # Swagger UI's files are served here, without the token (no data in them)
+        served = httpx.get(server.url + asset)
+        assert served.status_code == 200 and len(served.content) > 500, asset
+    schema = re.search(r"url: '([^']+)'", docs.text).group(1)
+    assert schema == f"/openapi.json?token={TOKEN}"
+    assert "/api/count" in httpx.get(server.url + schema).json()["paths"]
+    assert httpx.get(server.url + "/docs-assets/../openapi.json").status_code == 401
 
 
 def test_openapi_lists_the_routes_and_metrics_time_the_requests(server: RunningServer) -> None:
