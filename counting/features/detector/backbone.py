@@ -38,7 +38,7 @@ class DetectorBackbone:
         self.threads = threads
         # What decides the descriptors: the pinned source files, the converter and the descriptor's
         # definition (a change of any gives new cache keys and refuses older model files).
-        identity = [sorted(MODEL_FILES.values()), CONVERTER_VERSION, list(QUANTITIES), MASS_SCALE]
+        identity = [sorted(MODEL_FILES.values()), CONVERTER_VERSION, list(QUANTITIES), MASS_SCALE, "sqrt"]
         self.weights_sha256 = hashlib.sha256(repr(identity).encode()).hexdigest()
         self.weights_path = None
 
@@ -52,7 +52,10 @@ class DetectorBackbone:
         prepared images as tensors, whichever runtime runs them."""
         import torch
 
-        return torch.from_numpy(to_input(image, bgr=bgr))
+        prepared = to_input(image, bgr=bgr)
+        if getattr(prep, "flip", False):  # the mirrored view of --flip-average
+            prepared = np.ascontiguousarray(prepared[:, :, ::-1])
+        return torch.from_numpy(prepared)
 
     def forward(self, batch: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
         found, heat = self.detector.detect(batch)

@@ -12,6 +12,11 @@ For each of the 20 VOC classes (COCO classes mapped as the coco-voc20 set was ma
 Rows are grouped by quantity, then class: ``[n>=0.1 x 20, n>=0.2 x 20, ..., soft x 20, mass x 20]``.
 With a grid every cell gets the same quantities from the detections whose centre falls in it and
 the heat inside it.
+
+Every quantity is stored as its square root: the regressors standardise each column, and on the
+raw counts a few crowded photos set the scale (measured on coco-voc20 `random:0.25:0`, AGP-50 with
+sqrt targets: 0.59 / 0.28 mRMSE / m-relRMSE on raw quantities, 0.52 / 0.24 on square roots).
+:func:`threshold_counts` squares them back.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ __all__ = [
     "threshold_counts",
 ]
 
-THRESHOLDS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+THRESHOLDS: tuple[float, ...] = (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
 QUANTITIES: tuple[str, ...] = (*(f"n>={t:g}" for t in THRESHOLDS), "soft", "mass")
 N_CLASSES = len(VOC_CLASSES)
 DESCRIPTOR_DIM = len(QUANTITIES) * N_CLASSES
@@ -53,7 +58,7 @@ def count_columns(threshold_index: int) -> slice:
 
 def threshold_counts(features: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """The detector's direct count ``(n, 20)``: each class counted at its own threshold index."""
-    features = np.asarray(features)
+    features = np.rint(np.square(np.asarray(features, np.float64)))
     index = np.asarray(thresholds, dtype=int)
     stacked = features[:, : len(THRESHOLDS) * N_CLASSES].reshape(len(features), len(THRESHOLDS), N_CLASSES)
     return np.take_along_axis(stacked, index[None, None, :].repeat(len(features), 0), axis=1)[:, 0]
@@ -87,7 +92,7 @@ def detection_descriptors(
     slot = (cell * N_CLASSES + voc)[keep]  # (cell, class) slot of each kept detection
     scores = found.scores[keep].astype(np.float64)
     out = np.zeros((batch, cells, len(QUANTITIES), N_CLASSES), np.float64)
-    flat = out.reshape(batch, cells, len(QUANTITIES), N_CLASSES)
+    flat = out
     for q, threshold in enumerate(THRESHOLDS):
         hit = scores >= threshold
         counts = np.zeros((batch, cells * N_CLASSES))
@@ -106,5 +111,5 @@ def detection_descriptors(
         cols = np.eye(grid[1])[col_cell]
         mass = np.einsum("bchw,hr,wk->brkc", planes, rows, cols).reshape(batch, cells, N_CLASSES)
     flat[:, :, len(THRESHOLDS) + 1] = mass / MASS_SCALE
-    result = out.reshape(batch, cells, DESCRIPTOR_DIM).astype(np.float32)
+    result = np.sqrt(out.reshape(batch, cells, DESCRIPTOR_DIM)).astype(np.float32)
     return result[:, 0] if grid is None else result
