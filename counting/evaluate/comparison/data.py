@@ -93,9 +93,7 @@ def load_comparison_data(
     extra: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for spec in descriptors:
         from counting.features import extract_features
-        from counting.features.descriptors import Descriptor
-
-        from counting.features.descriptors import OWN_BACKBONE
+        from counting.features.descriptors import OWN_BACKBONE, Descriptor
 
         descriptor = Descriptor.build(spec, loaded.perspective_map, source=str(loaded.root))
         if descriptor.text == "scores":

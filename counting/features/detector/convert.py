@@ -278,7 +278,9 @@ def _fused_conv(b: _Builder, node: dict[str, Any], depthwise: bool) -> None:
     if len(ops) > 1 or (ops and ops[0] not in FUSED_ACTIVATIONS):
         raise ConversionError(f"node {name}: unsupported fused ops {fused!r}")
     x = b.value(inputs[0])
-    y = _conv(b, node, x, np.asarray(weight, np.float32), depthwise, name if not ops else b.unique(name + "/conv"), bias)
+    y = _conv(
+        b, node, x, np.asarray(weight, np.float32), depthwise, name if not ops else b.unique(name + "/conv"), bias
+    )
     if ops:
         _activation(b, ops[0], y, name)
 
@@ -351,7 +353,11 @@ def _convert_node(b: _Builder, node: dict[str, Any]) -> None:
         shape = b.op("Shape", [x])
         batch_channels = b.op(
             "Slice",
-            [shape, b.constant(f"{name}/start", np.array([0], np.int64)), b.constant(f"{name}/end", np.array([2], np.int64))],
+            [
+                shape,
+                b.constant(f"{name}/start", np.array([0], np.int64)),
+                b.constant(f"{name}/end", np.array([2], np.int64)),
+            ],
         )
         sizes = b.op("Concat", [batch_channels, b.constant(f"{name}/hw", np.asarray(size, np.int64))], axis=0)
         b.op("Resize", [x, "", "", sizes], name, mode="linear", coordinate_transformation_mode=mode)
@@ -389,9 +395,7 @@ def _needed(graph: TfjsGraph, outputs: Sequence[str]) -> list[dict[str, Any]]:
     return order
 
 
-def convert_tfjs_graph(
-    graph: TfjsGraph | str | Path, outputs: Sequence[str], input_channels: int = 3
-) -> bytes:
+def convert_tfjs_graph(graph: TfjsGraph | str | Path, outputs: Sequence[str], input_channels: int = 3) -> bytes:
     """ONNX model bytes computing ``outputs`` (NCHW) of a tfjs graph from its Placeholder (NCHW).
 
     Unknown ops in the needed part of the graph raise :class:`ConversionError` naming the op;
@@ -413,7 +417,9 @@ def convert_tfjs_graph(
     for node in needed:
         if node["op"] == "Placeholder":
             graph_inputs.append(
-                helper.make_tensor_value_info(node["name"], TensorProto.FLOAT, ["batch", input_channels, "height", "width"])
+                helper.make_tensor_value_info(
+                    node["name"], TensorProto.FLOAT, ["batch", input_channels, "height", "width"]
+                )
             )
         else:
             _convert_node(builder, node)

@@ -72,9 +72,7 @@ def _cell_index(rows: np.ndarray, cols: np.ndarray, size: tuple[int, int], grid:
     return cell_row * grid[1] + cell_col
 
 
-def detection_descriptors(
-    found: Detections, heat: np.ndarray, grid: tuple[int, int] | None = None
-) -> np.ndarray:
+def detection_descriptors(found: Detections, heat: np.ndarray, grid: tuple[int, int] | None = None) -> np.ndarray:
     """``(B, DESCRIPTOR_DIM)`` descriptors, or ``(B, rows*cols, DESCRIPTOR_DIM)`` with a grid."""
     batch, _, height, width = heat.shape
     cells = 1 if grid is None else grid[0] * grid[1]

@@ -52,7 +52,9 @@ def draw_detections(
     line_height = int(28 * scale) + 4
     cv2.rectangle(picture, (0, 0), (int(230 * scale) + 10, line_height * len(lines) + 8), (0, 0, 0), cv2.FILLED)
     for row, (name, value) in enumerate(lines):
-        colour = tuple(int(c) for c in CLASS_COLOURS[VOC_CLASSES.index(name)]) if name in VOC_CLASSES else (255, 255, 255)
+        colour = (
+            tuple(int(c) for c in CLASS_COLOURS[VOC_CLASSES.index(name)]) if name in VOC_CLASSES else (255, 255, 255)
+        )
         cv2.putText(
             picture, f"{name}: {value:.0f}" if name != "nothing" else "no objects", (6, line_height * (row + 1)),
             cv2.FONT_HERSHEY_SIMPLEX, scale, colour, max(1, thickness), cv2.LINE_AA,

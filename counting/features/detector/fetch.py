@@ -137,9 +137,7 @@ def _npm_pack(workdir: Path) -> Path:
     return tarballs[0]
 
 
-def fetch_model_files(
-    folder: Path | None = None, *, report: Callable[[str], None] | None = None
-) -> dict[str, Path]:
+def fetch_model_files(folder: Path | None = None, *, report: Callable[[str], None] | None = None) -> dict[str, Path]:
     """The two model files in ``folder`` (default :func:`detector_dir`), fetched if missing.
 
     Already present with the pinned hashes: returned at once, no network. Otherwise from
@@ -170,7 +168,9 @@ def fetch_model_files(
     for name, digest in MODEL_FILES.items():
         actual = _sha256(found[name])
         if actual != digest:
-            raise DetectorFetchError(f"{name}: sha256 {actual[:16]}... is not the pinned {digest[:16]}... (wrong package?)")
+            raise DetectorFetchError(
+                f"{name}: sha256 {actual[:16]}... is not the pinned {digest[:16]}... (wrong package?)"
+            )
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for name, data in found.items():

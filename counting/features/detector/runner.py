@@ -168,6 +168,8 @@ class CenterNet:
         heat, sides = self.run(batch)
         found = decode_detections(heat, sides, k=k, stride=STRIDE)
         if sizes is not None:
-            scale = np.array([[w / INPUT_SIZE, h / INPUT_SIZE, w / INPUT_SIZE, h / INPUT_SIZE] for h, w in sizes], np.float32)
+            scale = np.array(
+                [[w / INPUT_SIZE, h / INPUT_SIZE, w / INPUT_SIZE, h / INPUT_SIZE] for h, w in sizes], np.float32
+            )
             found.boxes = found.boxes * scale[:, None, :]
         return found, heat

