@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -134,7 +133,7 @@ def to_input(image: Any, *, bgr: bool = False) -> np.ndarray:
 
 
 class CenterNet:
-    """The converted detector on ONNX Runtime (one session, thread-safe runs)."""
+    """The converted detector on ONNX Runtime (one session; onnxruntime's runs are thread-safe)."""
 
     def __init__(self, threads: int = 2, directory: Path | None = None) -> None:
         import onnxruntime
@@ -153,7 +152,6 @@ class CenterNet:
         self.path = path
         self.threads = threads
         self.sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-        self._lock = threading.Lock()
 
     def run(self, batch: np.ndarray | Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Prepared inputs ``(B, 3, 512, 512)`` -> heat map ``(B, 80, 128, 128)``, box sides ``(B, 4, 128, 128)``."""
