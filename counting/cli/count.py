@@ -245,6 +245,16 @@ def count(
     runtime: RuntimeOption = defaults.RUNTIME,
     threads: ThreadsOption = None,
     cluster: ClusterOption = None,
+    annotated: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--annotated",
+            help="Detector models (--descriptor detector): write each photo into this folder with its "
+            "detections drawn (boxes coloured by class, the model's counts in the corner).",
+            show_default=False,
+            metavar="DIR",
+        ),
+    ] = None,
 ) -> None:
     """Count objects in images: a table on stdout, optionally CSV / JSON (one row per image).
 
@@ -264,6 +274,15 @@ def count(
     zones = zones_option(zones_file, zone)  # a bad zone fails before the model loads
     say_outputs_on_interrupt(outputs, cache)
     counting_model = load_model_option(model)
+    if annotated is not None:
+        from counting.apply.annotated_photos import check_annotated_model
+        from counting.core.files import check_writable_folder
+
+        check_annotated_model(counting_model)
+        if features is not None:
+            raise typer.BadParameter("--annotated draws on the photos; it does not take --features")
+        check_writable_folder(annotated)
+        refuse_outputs_on_inputs([annotated], inputs=[weights], model=model, cache=cache)
     if show_above is not None and not counting_model.class_names:
         # Was silently ignored: the user believed the table was filtered.
         raise CountingError(
@@ -301,6 +320,11 @@ def count(
         files, problems = expand_image_paths(paths)
         for output in outputs:
             check_not_an_input(output, files)
+        if annotated is not None:
+            from counting.apply.annotated_photos import annotated_names
+
+            for target in annotated_names(files, annotated):
+                check_not_an_input(target, files)  # never draw over a photo being counted
         with cluster_extraction(cluster) as extract:
             options = {
                 "cache": cache,
@@ -344,3 +368,8 @@ def count(
         else:
             atomic_write_text(json_path, dumps_json(document) + "\n")
             say(f"counts written to {escape(printable(str(json_path)))}")
+    if annotated is not None:
+        from counting.apply.annotated_photos import write_annotated_photos
+
+        written = write_annotated_photos(counting_model, rows, annotated)
+        say(f"{len(written)} annotated photos written to {escape(printable(str(annotated)))}")

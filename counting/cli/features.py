@@ -45,7 +45,7 @@ from counting.core.errors import CountingError, ImageError
 from counting.core.files import atomic_path, atomic_write, check_writable, printable, special_kind
 from counting.data.paths import expand_image_paths
 from counting.features import FeatureSet, extract_features
-from counting.features.descriptors import Descriptor
+from counting.features.descriptors import OWN_BACKBONE, Descriptor
 
 __all__ = ["features", "write_features"]
 
@@ -101,7 +101,8 @@ def features(
         result = _extract(
             cluster,
             paths,
-            get_backbone(backbone, weights),
+            # A descriptor kind with its own network (detector) names its backbone itself.
+            get_backbone(OWN_BACKBONE[descriptor]) if descriptor in OWN_BACKBONE else get_backbone(backbone, weights),
             Preprocessing(input_size=input_size),
             grid=grid,
             cache=cache,

@@ -2,6 +2,8 @@
 
 - ``scores``: the backbone's 1000 ImageNet class scores of the whole frame (the default).
 - ``pooled``: the trunk's final feature map average-pooled (the fc layer's input).
+- ``detector``: per-class counts, soft counts and heat mass of the COCO detector
+  (:mod:`counting.features.detector`; its own network, the ``centernet`` backbone).
 - ``sum:LAYERS`` / ``mean:LAYERS``: named feature maps (``block0``..``block15``, ``final`` for
   EfficientNet-Lite0) summed (or averaged) over the region of interest, per cell of a pyramid,
   optionally weighted by a perspective map, several layers concatenated.
@@ -44,7 +46,9 @@ __all__ = [
     "region_sums",
 ]
 
-DESCRIPTOR_KINDS = ("scores", "pooled", "sum", "mean")
+DESCRIPTOR_KINDS = ("scores", "pooled", "sum", "mean", "detector")
+# Kinds computed by their own network instead of the --backbone (kind -> backbone name).
+OWN_BACKBONE = {"detector": "centernet"}
 MAP_KINDS = ("sum", "mean")
 MAX_LEVEL = 8  # cells per side of the finest pyramid level
 # Rows (and columns) of the compact perspective map kept in a model file: the map is smooth.
@@ -257,7 +261,10 @@ class Descriptor:
         return {"spec": self.spec.text, "perspective_sha256": code}
 
     def check(self, backbone: Any) -> None:
-        """DescriptorError unless every named map exists in ``backbone``."""
+        """DescriptorError unless every named map exists in ``backbone`` (or it is the kind's own network)."""
+        own = OWN_BACKBONE.get(self.spec.kind)
+        if own is not None and backbone.name != own:
+            raise DescriptorError(f"descriptor {self.spec.text!r} comes from the {own} network, not {backbone.name}")
         known = ["final", *getattr(backbone, "taps", {})]
         for name in self.spec.layers:
             if name not in known:
@@ -267,7 +274,7 @@ class Descriptor:
 
     def dim(self, backbone: Any) -> int:
         """Length of one image's descriptor with ``backbone``."""
-        if self.spec.kind == "scores":
+        if self.spec.kind in ("scores", "detector"):
             return int(backbone.feature_dim)
         if self.spec.kind == "pooled":
             return int(backbone.pooled_dim)
@@ -317,7 +324,7 @@ class Descriptor:
 
     def compute(self, backbone: Any, batch: Any, roi_mask: np.ndarray | None = None) -> np.ndarray:
         """Descriptors ``(B, D)`` of a batch of prepared images: one trunk pass."""
-        if self.spec.kind == "scores":
+        if self.spec.kind in ("scores", "detector"):
             return backbone.forward(batch)
         if self.spec.kind == "pooled":
             return backbone.forward_pooled(batch)

@@ -247,7 +247,7 @@ def plan_training(
 ) -> TrainingPlan:
     """Check every setting against the dataset, then load the backbone: no image is read yet."""
     from counting.features.backbones import Preprocessing, get_backbone
-    from counting.features.descriptors import Descriptor
+    from counting.features.descriptors import OWN_BACKBONE, Descriptor
     from counting.features.tiles import dot_tile_counts
 
     samples = list(dataset.subset("train").samples)
@@ -270,7 +270,9 @@ def plan_training(
         raise TrainingError(f"descriptor {descriptor.text!r}: per-cell sums come from its levels=..., not a --grid")
     head_kind_for(config, multi_output).check(config, descriptor, dataset.root)
     check_multiclass_settings(config, layout, multi_output, dataset.root)
-    backbone = get_backbone(config.backbone, weights=config.weights)
+    # A descriptor kind with its own network (the detector) names its backbone itself.
+    own = OWN_BACKBONE.get(descriptor.spec.kind)
+    backbone = get_backbone(own) if own else get_backbone(config.backbone, weights=config.weights)
     descriptor.check(backbone)
     inputs = TrainingInputs(
         config=config,

@@ -216,7 +216,9 @@ def test_stack_prepared_gives_a_channels_last_batch(effnet: Backbone) -> None:
 
 
 def test_unknown_backbone_is_a_one_line_error() -> None:
-    with pytest.raises(BackboneError, match=r"^vgg16: unknown backbone \(choose from efficientnet-lite0, resnet50\)$"):
+    with pytest.raises(
+        BackboneError, match=r"^vgg16: unknown backbone \(choose from efficientnet-lite0, resnet50, centernet\)$"
+    ):
         get_backbone("vgg16")
 
 

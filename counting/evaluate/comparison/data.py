@@ -101,13 +101,19 @@ def load_comparison_data(
     extra: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for spec in descriptors:
         from counting.features import extract_features
-        from counting.features.descriptors import Descriptor
+        from counting.features.descriptors import OWN_BACKBONE, Descriptor
 
         descriptor = Descriptor.build(spec, loaded.perspective_map, source=str(loaded.root))
         if descriptor.text == "scores":
             continue  # the whole-frame rows already are class scores
+        own = OWN_BACKBONE.get(descriptor.spec.kind)  # the detector: its own network
         rows = extract_features(
-            train.paths + test.paths, network, prep, cache=cache, progress=progress, descriptor=descriptor
+            train.paths + test.paths,
+            get_backbone(own) if own else network,
+            prep,
+            cache=cache,
+            progress=progress,
+            descriptor=descriptor,
         ).features
         extra[descriptor.text] = (rows[:n_train], rows[n_train:])
     extraction_seconds = time.perf_counter() - started

@@ -116,11 +116,17 @@ def run_voc_method(
     seed: int = defaults.SEED,
     transform: str = "none",
     gate: bool = False,
+    features: tuple[np.ndarray, np.ndarray] | None = None,
+    features_label: str = "whole frame",
 ) -> MethodResult:
-    """Fit one method on the train descriptors, score it on the test descriptors."""
+    """Fit one method on the train descriptors, score it on the test descriptors
+    (``features``: other (train, test) descriptors than the backbone's whole-frame ones)."""
     X, y = data.train_features, data.train_counts
+    X_test = data.test_features
+    if features is not None:
+        X, X_test = features
     result = MethodResult(
-        method=name, label=voc_label(name), features="whole frame", n_train=len(X), n_test=len(data.test_counts)
+        method=name, label=voc_label(name), features=features_label, n_train=len(X), n_test=len(data.test_counts)
     )
 
     def build() -> Any:
@@ -134,7 +140,7 @@ def run_voc_method(
             thresholds = choose_gate(y, out_of_fold(build, X, y, GATE_FOLDS, seed))
         result.fit_seconds = time.perf_counter() - started
         started = time.perf_counter()
-        predictions = apply_gate(np.clip(model.predict(data.test_features), 0.0, None), thresholds)
+        predictions = apply_gate(np.clip(model.predict(X_test), 0.0, None), thresholds)
         result.predict_seconds = time.perf_counter() - started
     except (PeerUnavailable, *FIT_ERRORS) as error:
         return result.mark_failed(error)
@@ -163,6 +169,24 @@ def run_voc_comparison(
         results.append(result)
         if on_result is not None:
             on_result(result)
+    # Further descriptors (--descriptor): the same methods on them, and the detector's own count.
+    for spec, (train, test) in data.descriptor_features.items():
+        if spec == "detector":
+            from counting.evaluate.comparison.detector_rows import detector_direct_row
+
+            results.append(detector_direct_row(train, test, data, class_names, spec))
+            if on_result is not None:
+                on_result(results[-1])
+        for name in methods:
+            if name in BASELINES:
+                continue  # the same figures as above: they do not read descriptors
+            result = run_voc_method(
+                data, name, class_names, n_centers, seed, transform, gate, (train, test), f"descriptor {spec}"
+            )
+            result.label = f"{result.label} · {spec}"
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
     return results
 
 
