@@ -477,6 +477,10 @@ class VideoRun:
     retries: int = 0
     interrupted: bool = False
     mean_count: float | None = None
+    # Frames with a familiarity score, and those of them below the model's threshold
+    # (counting.heads.familiarity); both 0 for a model file without a familiarity section.
+    scored_frames: int = 0
+    unfamiliar_frames: int = 0
     records: list[dict] = field(default_factory=list)
     problems: list[DecodeProblem] = field(default_factory=list)  # frames that could not be decoded
 
@@ -532,6 +536,7 @@ def count_video(
     if smooth_window > 1:
         smoothed_kinds = ["smoothed"] + (["smoothed_low", "smoothed_high"] if model.interval is not None else [])
         fields += [class_column(kind, name) for kind in smoothed_kinds for name in names] if names else smoothed_kinds
+    fields += ["familiarity", "unfamiliar"]  # empty for a model file without a familiarity section
     smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
     sink = None
     writer = None
@@ -570,8 +575,11 @@ def count_video(
                 # A density-head model draws its map on the annotated video: one pass gives both.
                 head = getattr(model, "density_head", None)
                 with_density = writer is not None and head is not None
-                for batch, counts, densities in _counted_batches(model, reader.batches(batch_size), with_density):
+                for batch, counts, familiarity, densities in _counted_batches(
+                    model, reader.batches(batch_size), with_density
+                ):
                     lows, highs = model.intervals(counts)
+                    marked = None if familiarity is None else model.familiarity.unfamiliar(familiarity)
                     for k, frame in enumerate(batch):
                         record: dict[str, Any] = {"frame": frame.index, "time_s": round(frame.time_s, 3)}
                         count = counts[k]
@@ -587,6 +595,11 @@ def count_video(
                                 record["low"], record["high"] = float(lows[k]), float(highs[k])
                         if smoother is not None:
                             record.update(_smoothed_fields(model, names, smoother.update(count)))
+                        record["familiarity"], record["unfamiliar"] = None, None
+                        if marked is not None and np.isfinite(familiarity[k]):
+                            record["familiarity"], record["unfamiliar"] = float(familiarity[k]), bool(marked[k])
+                            run.scored_frames += 1
+                            run.unfamiliar_frames += int(marked[k])
                         if records_path is not None:
                             if sink is None:  # opened at the first row: a source that gives
                                 sink = RecordSink(records_path, fields)  # no frame keeps the file
@@ -636,21 +649,17 @@ def _smoothed_fields(model: Any, names: list[str] | None, smoothed: Any) -> dict
 
 def _counted_batches(
     model: Any, batches: Iterator[list[Frame]], with_density: bool
-) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None]]:
-    """``(frames, counts, density maps or None)`` per batch, in order; on onnxruntime the next
-    batch's forward pass runs while the caller writes this one's records (torch's intra-op
-    threads already take every core)."""
+) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None, np.ndarray | None]]:
+    """``(frames, counts, familiarity or None, density maps or None)`` per batch, in order; on
+    onnxruntime the next batch's forward pass runs while the caller writes this one's records
+    (torch's intra-op threads already take every core)."""
 
-    def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None]:
-        prepared = [frame.prepared for frame in frames]
-        if with_density:
-            densities = model.density_maps(prepared)
-            return model.count_density(densities), densities
-        return model.count_prepared(prepared), None
+    def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        return model.count_prepared_scored([frame.prepared for frame in frames], with_density=with_density)
 
     depth = 2 if model.get_backbone().runtime == "onnxruntime" else 1
-    for frames, (counts, densities) in computed_in_order(batches, compute, depth):
-        yield frames, counts, densities
+    for frames, (counts, familiarity, densities) in computed_in_order(batches, compute, depth):
+        yield frames, counts, familiarity, densities
 
 
 def _temporary_beside(target: Path) -> Path:

@@ -11,11 +11,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from counting.apply.api import count_rows
+from counting.apply.api import count_rows, familiarity_warning
 from counting.apply.chunks import count_in_chunks
 from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
     console,
+    error_console,
+    familiarity_cell,
     informational,
     load_model_option,
     optional_cache,
@@ -100,8 +102,18 @@ def print_plain_rows(rows: list[dict]) -> None:
     out = sys.stdout
     out.write("\t".join(columns) + "\n")
     for row in rows:
-        out.write("\t".join(printable(row[c]) if c == "image" else f"{row[c]:.2f}" for c in columns) + "\n")
+        out.write("\t".join(_plain_cell(c, row[c]) for c in columns) + "\n")
     out.flush()
+
+
+def _plain_cell(column: str, value: Any) -> str:
+    if column == "image":
+        return printable(value)
+    if value is None:  # an unknown familiarity (a model file without one)
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    return f"{value:.3f}" if column == "familiarity" else f"{value:.2f}"
 
 
 # Rows of a features file counted at once: memory stays flat in the file's length.
@@ -166,11 +178,12 @@ def counts_table(model: Any, rows: list[dict], class_threshold: float = SHOW_THR
     if rows and "low" in rows[0]:
         table.add_column("low", justify="right")
         table.add_column("high", justify="right")
+    table.add_column("familiarity", justify="right")
     for row in rows:
         cells = [display_path(row["image"]), f"{row['count']:.1f}"]
         if "low" in row:
             cells += [f"{row['low']:.1f}", f"{row['high']:.1f}"]
-        table.add_row(*cells)
+        table.add_row(*cells, familiarity_cell(row))
     return table
 
 
@@ -273,6 +286,9 @@ def count(
         raise ImageError(messages[0])  # one image, one problem: the error line says which
     for message in messages:  # diagnostics: on stderr, the table alone on stdout
         print_skipped(message)
+    warning = familiarity_warning(rows)
+    if warning is not None:  # one line for the run, whatever the number of pictures
+        error_console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if not rows:
         only = result.sources[0] if len(result.sources) == 1 else None
         raise ImageError(f"{printable(only) if only else 'all images'}: nothing could be counted")
