@@ -16,6 +16,7 @@ import numpy as np
 
 from counting.core import defaults
 from counting.core.errors import CountingError, ModelFileError
+from counting.core.memory import release_freed_memory
 from counting.core.version import __version__
 from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views, stack_views
 from counting.heads.familiarity import map_statistics
@@ -27,7 +28,9 @@ MODEL_KIND = "counting-model"
 # most it runs through the network together. Measured with models/mall-accurate.npz (720 px) on
 # 48 Mall frames, 2 cores: batch 8 peaks at 2.19 GB RSS, 4 at 1.49 GB, 2 at 1.14 GB, all at the
 # same speed (4.8-5.2 s); chunks of 64 held 1.7 GB more maps than chunks of 8.
-DENSITY_CHUNK = 16
+# Chunks of 8 (issue 21 item 4): a chunk's maps (~10 MB a frame at 720 px) were held twice while
+# joined, ~320 MB at 16; now once, ~80 MB, and the freed pages go back to the system per chunk.
+DENSITY_CHUNK = 8
 DENSITY_BATCH = 2
 # Version 2 adds the descriptor record (feature-map sums); class-score models are still written
 # as version 1, byte for byte as before, so older readers keep reading them.
@@ -576,6 +579,7 @@ class CountingModel:
             ok[piece] = map_set.ok
             errors.update(map_set.errors)
             del map_set  # the next chunk's maps replace these, not join them
+            release_freed_memory()
         counts = self.predict_features(features)
         low, high = self.intervals(counts)
         return CountResult(
@@ -632,6 +636,8 @@ class CountingModel:
                     probes[piece.start + offset] = stats
             ok[piece] = map_set.ok
             errors.update(map_set.errors)
+            del map_set
+            release_freed_memory()
         if probes is None:
             probes = np.full((len(sources), 2 * head.n_channels), np.nan)
         return probes, ok, errors
