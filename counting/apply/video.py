@@ -655,7 +655,15 @@ def _counted_batches(
     (torch's intra-op threads already take every core)."""
 
     def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-        return model.count_prepared_scored([frame.prepared for frame in frames], with_density=with_density)
+        prepared = [frame.prepared for frame in frames]
+        scored = getattr(model, "count_prepared_scored", None)
+        if scored is not None:
+            return scored(prepared, with_density=with_density)
+        # A model-like object with only count_prepared (and density_maps): familiarity unknown.
+        if with_density:
+            densities = model.density_maps(prepared)
+            return model.count_density(densities), None, densities
+        return model.count_prepared(prepared), None, None
 
     depth = 2 if model.get_backbone().runtime == "onnxruntime" else 1
     for frames, (counts, familiarity, densities) in computed_in_order(batches, compute, depth):

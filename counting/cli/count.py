@@ -123,13 +123,23 @@ FEATURE_CHUNK = 4096
 def predict_rows(model: Any, array: np.ndarray, source: str) -> np.ndarray:
     """``model.predict_features`` of ``array`` (possibly a memory map) FEATURE_CHUNK rows at a
     time; each chunk is read, predicted and dropped, and its mapped pages are released."""
-    parts = []
+    return predict_scored_rows(model, array, source)[0]
+
+
+def predict_scored_rows(model: Any, array: np.ndarray, source: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`predict_rows` and, from the same chunks, the rows' familiarity: a descriptor
+    model's probe is its rows (None without a section, or for a density head's sums)."""
+    section = getattr(model, "familiarity", None)
+    scored = section is not None and section.probe == "descriptor"
+    parts, familiarity = [], []
     for start in range(0, len(array), FEATURE_CHUNK):
         rows = np.array(array[start : start + FEATURE_CHUNK], dtype=float)
         parts.append(model.predict_features(rows, source=source))
+        if scored:
+            familiarity.append(model.familiarity_scores(rows))
         if isinstance(array, np.memmap):
             _release(array, start, len(rows))
-    return np.concatenate(parts)
+    return np.concatenate(parts), np.concatenate(familiarity) if scored else None
 
 
 def _release(array: np.memmap, start: int, count: int) -> None:
@@ -254,7 +264,7 @@ def count(
         sources, array = read_feature_file(features)
         if len(array) == 0:
             raise CountingError(f"{features}: the features file holds no rows")
-        counts = predict_rows(counting_model, array, str(features))
+        counts, familiarity = predict_scored_rows(counting_model, array, str(features))
         low, high = counting_model.intervals(counts)
         ok = np.isfinite(counts if counts.ndim == 1 else counts.sum(axis=1))
         if not ok.any():
@@ -263,7 +273,7 @@ def count(
             sources[k]: f"{sources[k]}: NaN or infinite features (an image that failed to load)"
             for k in np.flatnonzero(~ok)
         }
-        result = CountResult(sources, counts, low, high, ok, errors)
+        result = CountResult(sources, counts, low, high, ok, errors, familiarity=familiarity)
     else:
         if not paths:
             raise ImageError("no images given: pass image files, folders or glob patterns")

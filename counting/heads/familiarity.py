@@ -64,16 +64,18 @@ class FamiliarityError(ValueError):
 
 def map_statistics(maps: np.ndarray) -> np.ndarray:
     """``(n, C, h, w)`` (or one ``(C, h, w)``) feature maps -> ``(n, 2C)``: each channel's mean,
-    then its standard deviation, over the map (float64, one pass per picture)."""
+    then its standard deviation, over the map (returned as float64)."""
     array = np.asarray(maps)
     if array.ndim == 3:
         array = array[None]
     if array.ndim != 4:
         raise ValueError(f"expected maps shaped (n, C, h, w), got {array.shape}")
-    flat = array.reshape(array.shape[0], array.shape[1], -1).astype(np.float64, copy=False)
+    flat = array.reshape(array.shape[0], array.shape[1], -1)
+    # In the maps' own float32 (NumPy's pairwise sums): 4 ms for a 720-px conv-head map, where
+    # float64 accumulation took 23 ms; the statistics differ by ~1e-7 relative.
     mean = flat.mean(axis=2)
     std = flat.std(axis=2)
-    return np.concatenate([mean, std], axis=1)
+    return np.concatenate([mean, std], axis=1).astype(np.float64)
 
 
 @dataclass

@@ -148,7 +148,8 @@ def test_a_huge_features_file_is_counted_in_bounded_memory(tmp_path: Path) -> No
     )
     done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=600)
     lines = done.stdout.splitlines()
-    assert lines[0].split("\t") == ["image", "count", "low", "high"] and len(lines) == rows + 1
+    assert lines[0].split("\t") == ["image", "count", "low", "high", "familiarity", "unfamiliar"]
+    assert len(lines) == rows + 1
     peak = int(done.stderr.split("peak-mb")[-1])
     # The model and libraries take ~0.35 GB; reading the file whole took 1 GB more.
     assert peak < 700, done.stderr
