@@ -21,7 +21,7 @@ from counting.cli.app import COMMANDS, _load_command, app
 from counting.core import defaults
 
 # Every command computes descriptors (report with --dataset/--root, compare always).
-DESCRIPTOR_COMMANDS = ("count", "video", "evaluate", "report", "compare", "train", "features")
+DESCRIPTOR_COMMANDS = ("count", "video", "evaluate", "report", "compare", "train", "features", "familiarize")
 # Same name, default and help text in every command that has them.
 SHARED = ("--progress", "--quiet", "--no-cache", "--cache-dir", "--smooth", "--runtime", "--threads", "--weights")
 # --batch-size is shared by the commands that read pictures; video's counts frames with a smaller
