@@ -563,6 +563,9 @@ def count_video(
             prepare=prepare,
             skip_bad_frames=skip_bad_frames,
             on_problem=on_problem,
+            # Prepared frames waiting: the two batches in flight can be read ahead, no more (a
+            # 720-px frame is 8 MB as network input; 32 of them held 270 MB, issue 21 item 4).
+            buffer=max(2 * batch_size, 4),
         )
         with reader:
             run.source_fps = reader.fps

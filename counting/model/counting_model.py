@@ -759,16 +759,27 @@ class CountingModel:
         shape, from one forward pass; density maps only for a density-head model with
         ``with_density`` (the annotated video draws them)."""
         if self.density_head is not None:
-            from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
-
-            head = self.density_head
-            batch = np.stack([np.asarray(tensor) for tensor in tensors])
-            maps = maps_on_grid(self.get_backbone(weights), batch, head.layers, getattr(head, "stride", HEAD_STRIDE))
-            density = head.density(maps)
-            familiarity = None if self.familiarity is None else self.familiarity.scores(map_statistics(maps))
+            # At most DENSITY_BATCH frames through the network at once, as count_paths does: the
+            # runtime's buffers for 8 frames at 720 px took ~1 GB more (video, issue 21 item 4).
+            parts = [
+                self._density_part(tensors[start : start + DENSITY_BATCH], weights)
+                for start in range(0, len(tensors), DENSITY_BATCH)
+            ]
+            density = np.concatenate([part[0] for part in parts])
+            familiarity = None if self.familiarity is None else np.concatenate([part[1] for part in parts])
             return self.count_density(density), familiarity, density if with_density else None
         features = self._prepared_features(tensors, weights)
         return self.predict_features(features, source="frames"), self.familiarity_scores(features), None
+
+    def _density_part(self, tensors: Sequence[Any], weights: str | Path | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Density maps and familiarity of a few prepared inputs (one forward pass)."""
+        from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
+
+        head = self.density_head
+        batch = np.stack([np.asarray(tensor) for tensor in tensors])
+        maps = maps_on_grid(self.get_backbone(weights), batch, head.layers, getattr(head, "stride", HEAD_STRIDE))
+        familiarity = None if self.familiarity is None else self.familiarity.scores(map_statistics(maps))
+        return head.density(maps), familiarity
 
     def _prepared_features(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """The regressor's input rows of prepared inputs of one shape (not density-head models)."""
