@@ -197,17 +197,23 @@ def fit_familiarity(
     flag_rate: float = FLAG_RATE,
     whiten: bool = WHITEN,
     order: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
     settings: dict[str, Any] | None = None,
 ) -> Familiarity:
     """Fit the score on the training pictures' ``probes`` ``(n, D)`` (rows with NaN are left out).
 
     ``order``: the pictures' frame numbers (contiguous folds follow them; default: as given).
+    ``groups``: a label per picture (its dataset, for a model trained on several): each group
+    is cut into ``n_folds`` contiguous runs on its own, so every fold holds part of every
+    group (one fold holding a whole dataset would calibrate on distances to other datasets).
     ``whiten``: divide each principal axis by its spread (every axis counts alike).
     """
     array = np.asarray(probes, dtype=np.float64).reshape(len(probes), -1)
     keep = np.isfinite(array).all(axis=1)
-    positions = np.argsort(np.arange(len(array)) if order is None else np.asarray(order), kind="stable")
+    labels = np.zeros(len(array), dtype=np.int64) if groups is None else np.unique(groups, return_inverse=True)[1]
+    positions = np.lexsort((np.arange(len(array)) if order is None else np.asarray(order), labels))
     positions = positions[keep[positions]]
+    labels = labels[positions]
     array = array[positions]
     n = len(array)
     if n < max(2 * n_folds, neighbours + 2):
@@ -222,7 +228,9 @@ def fit_familiarity(
     if whiten:
         components = components / np.maximum(singular[:k] / np.sqrt(n), _SMALL)
     projected = standard @ components
-    folds = np.array_split(np.arange(n), n_folds)  # contiguous runs in frame order
+    # Contiguous runs in frame order, within each group.
+    runs = [np.array_split(np.flatnonzero(labels == label), n_folds) for label in np.unique(labels)]
+    folds = [np.concatenate([parts[k] for parts in runs]) for k in range(n_folds)]
     calibration = np.empty(n)
     for fold in folds:
         rest = np.setdiff1d(np.arange(n), fold, assume_unique=True)

@@ -21,10 +21,17 @@ from counting.heads.familiarity import FLAG_RATE, Familiarity, fit_familiarity
 __all__ = ["add_familiarity", "familiarity_from_rows"]
 
 
-def _fit(model: Any, probes: np.ndarray, order: np.ndarray, flag_rate: float, settings: dict[str, Any]) -> Familiarity:
+def _fit(
+    model: Any,
+    probes: np.ndarray,
+    order: np.ndarray,
+    flag_rate: float,
+    settings: dict[str, Any],
+    groups: np.ndarray | None = None,
+) -> Familiarity:
     kind = "map-statistics" if model.density_head is not None else "descriptor"
     try:
-        return fit_familiarity(probes, probe=kind, order=order, flag_rate=flag_rate, settings=settings)
+        return fit_familiarity(probes, probe=kind, order=order, groups=groups, flag_rate=flag_rate, settings=settings)
     except ValueError as error:
         raise TrainingError(f"{model.name}: {error}") from None
 
@@ -64,6 +71,7 @@ def add_familiarity(
     paths: Sequence[str],
     *,
     order: Sequence[int] | None = None,
+    groups: Sequence[str] | None = None,
     cache: Any = None,
     batch_size: int = defaults.BATCH_SIZE,
     progress: bool = False,
@@ -71,13 +79,21 @@ def add_familiarity(
     trained_on: str = "",
 ) -> Familiarity:
     """Fit ``model.familiarity`` on the model's training pictures ``paths`` (in frame ``order``
-    for the contiguous calibration folds) and set it; the counts are untouched. Pictures that
-    fail to load are left out; TrainingError when too few remain."""
+    for the contiguous calibration folds; ``groups``: each picture's dataset, for a model trained
+    on several) and set it; the counts are untouched. Pictures that fail to load are left out;
+    TrainingError when too few remain."""
     probes, ok, errors = model.probe_paths(list(paths), cache=cache, batch_size=batch_size, progress=progress)
     probes[~ok] = np.nan
     if not ok.any():
         first = next(iter(errors.values()), "no picture could be read")
         raise TrainingError(f"{model.name}: no training picture could be read ({first})")
     order_array = np.arange(len(paths)) if order is None else np.asarray(order)
-    model.familiarity = _fit(model, probes, order_array, flag_rate, {"trained_on": trained_on, "from": "familiarize"})
+    model.familiarity = _fit(
+        model,
+        probes,
+        order_array,
+        flag_rate,
+        {"trained_on": trained_on, "from": "familiarize"},
+        None if groups is None else np.asarray(groups),
+    )
     return model.familiarity

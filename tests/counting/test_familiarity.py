@@ -178,3 +178,17 @@ def test_a_shanghaitech_b_model_trained_here_marks_few_held_out_photos(shanghait
     result = model.count_paths(held, cache=cache)
     marked = model.familiarity.unfamiliar(result.familiarity[result.ok])
     assert len(held) >= 150 and marked.mean() <= 0.05, marked.mean()
+
+
+def test_pictures_of_several_datasets_are_calibrated_within_each() -> None:
+    """Each dataset is cut into its own contiguous runs: with runs over the whole list, the first
+    fold holds every picture of a small dataset, whose out-of-fold neighbours are then all in
+    the other dataset: 60 inflated calibration distances, a threshold that marks nothing."""
+    rng = np.random.default_rng(3)
+    small, large = rng.normal(scale=0.05, size=(60, 2)), rng.normal(size=(540, 2)) + 10
+    probes, groups = np.vstack([small, large]), np.array(["small"] * 60 + ["large"] * 540)
+    within = fit_familiarity(probes, groups=groups, n_components=2)
+    across = fit_familiarity(probes, n_components=2)
+    assert across.calibration[-60:].min() > within.calibration.max()
+    one_group = fit_familiarity(probes, groups=np.zeros(600), n_components=2)
+    np.testing.assert_array_equal(one_group.calibration, across.calibration)
