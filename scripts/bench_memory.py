@@ -12,7 +12,7 @@ mall_gt.mat; the real ROI and perspective map), or for `video` an MJPG video of 
 Then runs the command in a fresh interpreter per N (no feature cache: --no-cache) and prints
 the child's own peak RSS (VmHWM from /proc/self/status, written at exit; not ru_maxrss, which
 counts the forking parent), the wall time, and the growth per 1000 frames. The split is
-train=1-1,test=2-N for evaluate / report / compare (compare also fits its baselines on frame 1).
+train=1-16,test=17-N for evaluate / report / compare (compare fits its baselines on those 16).
 Prints the CPU model and load average: time depends on both, memory should not.
 Exits 1 when a peak is above --limit-mb (2048 by default: issue 21's bound).
 """
@@ -77,7 +77,7 @@ def video_of(path: Path, n: int) -> Path:
 
 
 def command_line(command: str, work: Path, n: int, extra: list[str]) -> list[str]:
-    split = f"train=1-1,test=2-{n}"
+    split = f"train=1-16,test=17-{n}"
     if command == "count":
         return ["count", str(mall_of(work / "mall", n) / "frames"), "--csv", str(work / "out.csv"), *extra]
     if command == "video":
