@@ -15,6 +15,21 @@ counts the forking parent), the wall time, and the growth per 1000 frames. The s
 train=1-16,test=17-N for evaluate / report / compare (compare fits its baselines on those 16).
 Prints the CPU model and load average: time depends on both, memory should not.
 Exits 1 when a peak is above --limit-mb (2048 by default: issue 21's bound).
+
+Measured with models/mall-accurate.npz (720 px, conv head) on AMD EPYC, 2 cores shared with
+other jobs (load average 4-14, so the times vary; the memory does not):
+
+    command   frames   before (10e210e)   after
+    count         16          1249 MB    1067 MB
+    count         96          1411 MB    1078 MB
+    count       2000                 -    1106 MB
+    video         16          2372 MB    1168 MB
+    video         96          2908 MB    1412 MB
+    video        400                 -    1423 MB
+    video       2000                 -    1453 MB
+    evaluate      96                 -    1142 MB
+    report        96                 -    1113 MB
+    compare       96                 -     857 MB
 """
 
 from __future__ import annotations
