@@ -14,7 +14,10 @@ counts.as_dict()                                # what ``counting count --json``
 The records are the ones ``counting count`` prints and writes to ``--csv``/``--json``
 (:func:`count_rows`): ``image``, ``count`` and, for calibrated models, ``low``/``high``; a
 per-class model gives ``total`` and ``count_CLASS``/``low_CLASS``/``high_CLASS``
-(:mod:`counting.core.columns`).
+(:mod:`counting.core.columns`). Every record ends with ``familiarity`` (how much the picture
+resembles the model's training pictures, in (0, 1]; :mod:`counting.heads.familiarity`) and
+``unfamiliar`` (True below the model's threshold: the count is unreliable); both are None for a
+model file without a familiarity section ("unknown").
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from counting.core.errors import CountingError, ImageError
 from counting.core.files import unique_files
 from counting.model.counting_model import CountingModel, CountResult, load_model
 
-__all__ = ["Counts", "count", "count_rows", "load_model"]
+__all__ = ["Counts", "count", "count_rows", "familiarity_warning", "load_model"]
 
 
 def count_rows(
@@ -64,8 +67,26 @@ def count_rows(
                 row["low"], row["high"] = float(low[k]), float(high[k])
         if zone_records is not None:
             row.update(zone_fields(zone_records[source]))
+        row.update(familiarity_fields(model, result.familiarity, k))
         rows.append(row)
     return rows
+
+
+def familiarity_fields(model: CountingModel, familiarity: np.ndarray | None, k: int) -> dict[str, Any]:
+    """``familiarity`` and ``unfamiliar`` of picture ``k`` (None and None: unknown)."""
+    section = getattr(model, "familiarity", None)
+    if section is None or familiarity is None or not np.isfinite(familiarity[k]):
+        return {"familiarity": None, "unfamiliar": None}
+    value = float(familiarity[k])
+    return {"familiarity": value, "unfamiliar": bool(section.unfamiliar(np.array([value]))[0])}
+
+
+def familiarity_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The one summary line for records marked ``unfamiliar`` (None when none is)."""
+    from counting.heads.familiarity import unfamiliar_summary
+
+    scored = [row for row in rows if row.get("unfamiliar") is not None]
+    return unfamiliar_summary(sum(bool(row["unfamiliar"]) for row in scored), len(scored))
 
 
 @dataclass
@@ -84,6 +105,11 @@ class Counts:
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.rows[index]
+
+    @property
+    def unfamiliar(self) -> list[str]:
+        """Pictures unlike the model's training pictures (their counts are unreliable)."""
+        return [row["image"] for row in self.rows if row.get("unfamiliar")]
 
     @property
     def counts(self) -> np.ndarray:
@@ -182,8 +208,10 @@ def count(
                 record = count_frames(counting_model, [item], zone_list)[0]
                 counts = np.array([record["count"]])
                 zone_records = {source: record["zones"]}
+                familiarity = None if record.get("familiarity") is None else np.array([record["familiarity"]])
             else:
-                counts = np.asarray(counting_model.count_images([item]))
+                prepared = [counting_model.prepare_image(item)]
+                counts, familiarity, _ = counting_model.count_prepared_scored(prepared)
         except CountingError as error:
             skipped[source] = f"{source}: {str(error).splitlines()[0]}"
             continue
@@ -192,7 +220,8 @@ def count(
                 f"{source}: cannot decode the image ({str(error).splitlines()[0] or type(error).__name__})"
             )
             continue
-        rows.extend(count_rows(counting_model, _one_result(counting_model, source, counts), zone_records))
+        result = _one_result(counting_model, source, np.asarray(counts), familiarity)
+        rows.extend(count_rows(counting_model, result, zone_records))
     count_run()
     if not rows:
         reasons = list(skipped.values())
@@ -265,7 +294,11 @@ def _feature_cache(cache: Any) -> Any:
     raise TypeError(f"cache must be a FeatureCache or a folder for one, got {type(cache).__name__}")
 
 
-def _one_result(model: CountingModel, source: str, counts: np.ndarray) -> CountResult:
+def _one_result(
+    model: CountingModel, source: str, counts: np.ndarray, familiarity: np.ndarray | None = None
+) -> CountResult:
     """A :class:`CountResult` for one in-memory picture, with the model's interval."""
     low, high = model.intervals(counts)
-    return CountResult(sources=[source], counts=counts, low=low, high=high, ok=np.array([True]), errors={})
+    return CountResult(
+        sources=[source], counts=counts, low=low, high=high, ok=np.array([True]), errors={}, familiarity=familiarity
+    )

@@ -58,4 +58,5 @@ def count_in_chunks(
         high=joined("high"),
         ok=np.concatenate([part.ok for part in parts]),
         errors=errors,
+        familiarity=joined("familiarity"),
     )

@@ -482,6 +482,10 @@ class VideoRun:
     retries: int = 0
     interrupted: bool = False
     mean_count: float | None = None
+    # Frames with a familiarity score, and those of them below the model's threshold
+    # (counting.heads.familiarity); both 0 for a model file without a familiarity section.
+    scored_frames: int = 0
+    unfamiliar_frames: int = 0
     records: list[dict] = field(default_factory=list)
     problems: list[DecodeProblem] = field(default_factory=list)  # frames that could not be decoded
 
@@ -548,6 +552,7 @@ def count_video(
         fields += [class_column(kind, name) for kind in smoothed_kinds for name in names] if names else smoothed_kinds
     zone_kinds = ["count"] + (["low", "high"] if model.interval is not None else [])
     fields += [zone_column(kind, zone.name) for zone in zones for kind in zone_kinds]
+    fields += ["familiarity", "unfamiliar"]  # empty for a model file without a familiarity section
     smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
     sink = None
     writer = None
@@ -574,6 +579,9 @@ def count_video(
             prepare=prepare,
             skip_bad_frames=skip_bad_frames,
             on_problem=on_problem,
+            # Prepared frames waiting: the two batches in flight can be read ahead, no more (a
+            # 720-px frame is 8 MB as network input; 32 of them held 270 MB, issue 21 item 4).
+            buffer=max(2 * batch_size, 4),
         )
         with reader:
             run.source_fps = reader.fps
@@ -589,13 +597,16 @@ def count_video(
                 # A density-head model draws its map on the annotated video: one pass gives both.
                 head = getattr(model, "density_head", None)
                 with_density = (writer is not None or bool(zones)) and head is not None
-                for batch, counts, densities in _counted_batches(model, reader.batches(batch_size), with_density):
+                for batch, counts, familiarity, densities in _counted_batches(
+                    model, reader.batches(batch_size), with_density
+                ):
                     lows, highs = model.intervals(counts)
                     in_zones = (
                         density_records(model, zones, batch[0].image.shape[:2], densities, counts)
                         if zones and densities is not None
                         else None
                     )
+                    marked = None if familiarity is None else model.familiarity.unfamiliar(familiarity)
                     for k, frame in enumerate(batch):
                         record: dict[str, Any] = {"frame": frame.index, "time_s": round(frame.time_s, 3)}
                         count = counts[k]
@@ -613,6 +624,11 @@ def count_video(
                             record.update(_smoothed_fields(model, names, smoother.update(count)))
                         if in_zones is not None:
                             record.update(zone_fields(in_zones[k]["zones"]))
+                        record["familiarity"], record["unfamiliar"] = None, None
+                        if marked is not None and np.isfinite(familiarity[k]):
+                            record["familiarity"], record["unfamiliar"] = float(familiarity[k]), bool(marked[k])
+                            run.scored_frames += 1
+                            run.unfamiliar_frames += int(marked[k])
                         if records_path is not None:
                             if sink is None:  # opened at the first row: a source that gives
                                 sink = RecordSink(records_path, fields, records_format)  # no frame keeps the file
@@ -664,21 +680,25 @@ def _smoothed_fields(model: Any, names: list[str] | None, smoothed: Any) -> dict
 
 def _counted_batches(
     model: Any, batches: Iterator[list[Frame]], with_density: bool
-) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None]]:
-    """``(frames, counts, density maps or None)`` per batch, in order; on onnxruntime the next
-    batch's forward pass runs while the caller writes this one's records (torch's intra-op
-    threads already take every core)."""
+) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None, np.ndarray | None]]:
+    """``(frames, counts, familiarity or None, density maps or None)`` per batch, in order; on
+    onnxruntime the next batch's forward pass runs while the caller writes this one's records
+    (torch's intra-op threads already take every core)."""
 
-    def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None]:
+    def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         prepared = [frame.prepared for frame in frames]
+        scored = getattr(model, "count_prepared_scored", None)
+        if scored is not None:
+            return scored(prepared, with_density=with_density)
+        # A model-like object with only count_prepared (and density_maps): familiarity unknown.
         if with_density:
             densities = model.density_maps(prepared)
-            return model.count_density(densities), densities
-        return model.count_prepared(prepared), None
+            return model.count_density(densities), None, densities
+        return model.count_prepared(prepared), None, None
 
     depth = 2 if model.get_backbone().runtime == "onnxruntime" else 1
-    for frames, (counts, densities) in computed_in_order(batches, compute, depth):
-        yield frames, counts, densities
+    for frames, (counts, familiarity, densities) in computed_in_order(batches, compute, depth):
+        yield frames, counts, familiarity, densities
 
 
 def _temporary_beside(target: Path) -> Path:

@@ -239,16 +239,27 @@ def count_frames_with_density(
         raise ValueError(f"count_frames takes frames of one size, got {sorted(sizes)}")
     frame_size = sizes.pop()
     weights = zone_weights(zones, frame_size, model)  # before the forward pass: a bad zone costs nothing
-    density = model.density_maps([model.prepare_image(frame) for frame in frames])
-    counts = np.asarray(model.count_density(density), dtype=float)
-    return density_records(model, zones, frame_size, density, counts, weights), density
+    prepared = [model.prepare_image(frame) for frame in frames]
+    counts, familiarity, density = model.count_prepared_scored(prepared, with_density=True)
+    counts = np.asarray(counts, dtype=float)
+    records = density_records(model, zones, frame_size, density, counts, weights)
+    return _with_familiarity(records, familiarity), density
+
+
+def _with_familiarity(records: list[dict[str, Any]], familiarity: np.ndarray | None) -> list[dict[str, Any]]:
+    """Each record's ``familiarity`` (counting.heads.familiarity; None for a model file without it)."""
+    for k, record in enumerate(records):
+        known = familiarity is not None and bool(np.isfinite(familiarity[k]))
+        record["familiarity"] = float(familiarity[k]) if known else None
+    return records
 
 
 def _whole_frame_records(model: Any, frames: Sequence[Any]) -> list[dict[str, Any]]:
     """Records of a model without a density map (no zones): the frame's count and interval."""
     if len(frames) == 0:
         return []
-    counts = np.asarray(model.count_images(list(frames)), dtype=float)
+    scored, familiarity, _ = model.count_prepared_scored([model.prepare_image(frame) for frame in frames])
+    counts = np.asarray(scored, dtype=float)
     low, high = model.intervals(counts)
     names = getattr(model, "class_names", None)
     records = []
@@ -265,7 +276,7 @@ def _whole_frame_records(model: Any, frames: Sequence[Any]) -> list[dict[str, An
         if low is not None and high is not None:
             record["low"], record["high"] = float(low[k]), float(high[k])
         records.append(record | {"zones": {}})
-    return records
+    return _with_familiarity(records, familiarity)
 
 
 def _frame_size(frame: Any) -> tuple[int, int]:

@@ -43,7 +43,7 @@ typer.rich_utils._get_rich_console = _help_console
 # Each command is the function of the same name in counting/cli/<name>.py. A module is imported
 # only when its command runs or shows its --help: together they pull in torch, scikit-learn,
 # Dask and OpenCV (~4 s), which `counting --help` and `counting --version` do not need.
-COMMANDS = ("train", "evaluate", "report", "count", "video", "features", "compare", "serve", "models")
+COMMANDS = ("train", "evaluate", "report", "count", "video", "features", "compare", "familiarize", "serve", "models")
 
 
 def _without_flag_placeholders(params: list[click.Parameter]) -> list[click.Parameter]:

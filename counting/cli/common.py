@@ -213,3 +213,13 @@ def use_runtime(runtime: str, threads: int | None) -> None:
         configure_runtime(runtime, threads)
     except ValueError as error:
         raise CountingError(f"--threads {threads}: {error}") from None
+
+
+def familiarity_cell(row: dict) -> str:
+    """The table's familiarity cell: the score, marked when below the model's threshold."""
+    value = row.get("familiarity")
+    if value is None:
+        return "[dim]unknown[/]"
+    if row.get("unfamiliar"):
+        return f"[bold red]{value:.3f} unlike training[/]"
+    return f"{value:.3f}"

@@ -14,11 +14,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from agp.persistence import NPY_READ_ERRORS, npy_problem
-from counting.apply.api import count_rows
+from counting.apply.api import count_rows, familiarity_warning
 from counting.apply.chunks import count_in_chunks
 from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
     console,
+    error_console,
+    familiarity_cell,
     informational,
     load_model_option,
     optional_cache,
@@ -111,8 +113,18 @@ def print_plain_rows(rows: list[dict]) -> None:
     out = sys.stdout
     out.write("\t".join(columns) + "\n")
     for row in rows:
-        out.write("\t".join(printable(row[c]) if c == "image" else f"{row[c]:.2f}" for c in columns) + "\n")
+        out.write("\t".join(_plain_cell(c, row[c]) for c in columns) + "\n")
     out.flush()
+
+
+def _plain_cell(column: str, value: Any) -> str:
+    if column == "image":
+        return printable(value)
+    if value is None:  # an unknown familiarity (a model file without one)
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    return f"{value:.3f}" if column == "familiarity" else f"{value:.2f}"
 
 
 # Rows of a features file counted at once: memory stays flat in the file's length.
@@ -122,13 +134,23 @@ FEATURE_CHUNK = 4096
 def predict_rows(model: Any, array: np.ndarray, source: str) -> np.ndarray:
     """``model.predict_features`` of ``array`` (possibly a memory map) FEATURE_CHUNK rows at a
     time; each chunk is read, predicted and dropped, and its mapped pages are released."""
-    parts = []
+    return predict_scored_rows(model, array, source)[0]
+
+
+def predict_scored_rows(model: Any, array: np.ndarray, source: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`predict_rows` and, from the same chunks, the rows' familiarity: a descriptor
+    model's probe is its rows (None without a section, or for a density head's sums)."""
+    section = getattr(model, "familiarity", None)
+    scored = section is not None and section.probe == "descriptor"
+    parts, familiarity = [], []
     for start in range(0, len(array), FEATURE_CHUNK):
         rows = np.array(array[start : start + FEATURE_CHUNK], dtype=float)
         parts.append(model.predict_features(rows, source=source))
+        if scored:
+            familiarity.append(model.familiarity_scores(rows))
         if isinstance(array, np.memmap):
             _release(array, start, len(rows))
-    return np.concatenate(parts)
+    return np.concatenate(parts), np.concatenate(familiarity) if scored else None
 
 
 def _release(array: np.memmap, start: int, count: int) -> None:
@@ -181,12 +203,13 @@ def counts_table(
         table.add_column("high", justify="right")
     for zone in zones:  # a zone's count with its interval in one cell: the table stays narrow
         table.add_column(escape(zone_column("count", zone.name)), justify="right")
+    table.add_column("familiarity", justify="right")
     for row in rows:
         cells = [display_path(row["image"]), f"{row['count']:.1f}"]
         if "low" in row:
             cells += [f"{row['low']:.1f}", f"{row['high']:.1f}"]
         cells += [zone_cell(row, zone.name) for zone in zones]
-        table.add_row(*cells)
+        table.add_row(*cells, familiarity_cell(row))
     return table
 
 
@@ -304,7 +327,7 @@ def count(
         sources, array = read_feature_file(features)
         if len(array) == 0:
             raise CountingError(f"{features}: the features file holds no rows")
-        counts = predict_rows(counting_model, array, str(features))
+        counts, familiarity = predict_scored_rows(counting_model, array, str(features))
         low, high = counting_model.intervals(counts)
         ok = np.isfinite(counts if counts.ndim == 1 else counts.sum(axis=1))
         if not ok.any():
@@ -313,7 +336,7 @@ def count(
             sources[k]: f"{sources[k]}: NaN or infinite features (an image that failed to load)"
             for k in np.flatnonzero(~ok)
         }
-        result = CountResult(sources, counts, low, high, ok, errors)
+        result = CountResult(sources, counts, low, high, ok, errors, familiarity=familiarity)
     else:
         if not paths:
             raise ImageError("no images given: pass image files, folders or glob patterns")
@@ -345,6 +368,9 @@ def count(
         raise ImageError(messages[0])  # one image, one problem: the error line says which
     for message in messages:  # diagnostics: on stderr, the table alone on stdout
         print_skipped(message)
+    warning = familiarity_warning(rows)
+    if warning is not None:  # one line for the run, whatever the number of pictures
+        error_console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if not rows:
         only = result.sources[0] if len(result.sources) == 1 else None
         raise ImageError(f"{printable(only) if only else 'all images'}: nothing could be counted")

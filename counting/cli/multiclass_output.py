@@ -7,6 +7,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from counting.cli.common import familiarity_cell
 from counting.core.columns import class_column
 from counting.core.files import printable
 
@@ -60,6 +61,7 @@ def class_counts_table(model: Any, rows: list[dict], display: Any, threshold: fl
     table.add_column("image", overflow="fold")
     table.add_column("total", justify="right")
     table.add_column(f"classes (count ≥ {threshold:g})")
+    table.add_column("familiarity", justify="right")
     for row in rows:
         counts = {name: row[class_column("count", name)] for name in model.class_names}
         present = sorted((name for name in counts if counts[name] >= threshold), key=lambda n: -counts[n])
@@ -69,7 +71,7 @@ def class_counts_table(model: Any, rows: list[dict], display: Any, threshold: fl
             if class_column("low", name) in row:
                 text += f" [{row[class_column('low', name)]:.1f}–{row[class_column('high', name)]:.1f}]"
             parts.append(text)
-        table.add_row(display(row["image"]), f"{row['total']:.1f}", ", ".join(parts) or "–")
+        table.add_row(display(row["image"]), f"{row['total']:.1f}", ", ".join(parts) or "–", familiarity_cell(row))
     return table
 
 

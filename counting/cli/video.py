@@ -46,6 +46,7 @@ from counting.cli.options import (
 from counting.core import defaults
 from counting.core.columns import zone_column
 from counting.core.signals import EXIT_TERMINATED, was_terminated
+from counting.heads.familiarity import unfamiliar_summary
 
 
 def records_file(csv: Path | None, jsonl: Path | None, counts: Path | None) -> tuple[Path | None, str | None]:
@@ -234,6 +235,11 @@ def video(
         f"[green]{status}:[/] {run.frames} frames in {run.seconds:.1f} s "
         f"({run.frames_per_second:.1f} frames/s, {run.realtime_ratio:.2f}× real time){mean}"
     )
+    if run.unfamiliar_frames:  # one line for the run (counting.heads.familiarity)
+        error_console.print(
+            f"[yellow]warning:[/] {unfamiliar_summary(run.unfamiliar_frames, run.scored_frames, 'frames')}",
+            soft_wrap=True,
+        )
     if records is not None:
         say(f"counts written to {records}")
     if output_video is not None:

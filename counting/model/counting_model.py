@@ -16,8 +16,10 @@ import numpy as np
 
 from counting.core import defaults
 from counting.core.errors import CountingError, ModelFileError
+from counting.core.memory import release_freed_memory
 from counting.core.version import __version__
 from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views, stack_views
+from counting.heads.familiarity import map_statistics
 from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.uncertainty import ConformalInterval
 
@@ -26,7 +28,9 @@ MODEL_KIND = "counting-model"
 # most it runs through the network together. Measured with models/mall-accurate.npz (720 px) on
 # 48 Mall frames, 2 cores: batch 8 peaks at 2.19 GB RSS, 4 at 1.49 GB, 2 at 1.14 GB, all at the
 # same speed (4.8-5.2 s); chunks of 64 held 1.7 GB more maps than chunks of 8.
-DENSITY_CHUNK = 16
+# Chunks of 8 (issue 21 item 4): a chunk's maps (~10 MB a frame at 720 px) were held twice while
+# joined, ~320 MB at 16; now once, ~80 MB, and the freed pages go back to the system per chunk.
+DENSITY_CHUNK = 8
 DENSITY_BATCH = 2
 # Version 2 adds the descriptor record (feature-map sums); class-score models are still written
 # as version 1, byte for byte as before, so older readers keep reading them.
@@ -96,6 +100,9 @@ class CountResult:
     high: np.ndarray | None
     ok: np.ndarray  # (n,) bool
     errors: dict[str, str] = field(default_factory=dict)
+    # (n,) familiarity in (0, 1] (counting.heads.familiarity), NaN for failed pictures; None when
+    # the model file has no familiarity section (an older model: "unknown").
+    familiarity: np.ndarray | None = None
 
 
 @dataclass
@@ -135,6 +142,8 @@ class CountingModel:
     # count is the head's sum plus ``correction_weight`` times the regressor's correction.
     count_offset: str = "none"
     correction_weight: float = 1.0
+    # counting.heads.familiarity.Familiarity: how much a picture resembles the training pictures.
+    familiarity: Any = None
     _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -232,6 +241,8 @@ class CountingModel:
         if self.count_offset != "none":
             record["count_offset"] = self.count_offset
             record["correction_weight"] = float(self.correction_weight)
+        if self.familiarity is not None:
+            record["familiarity"] = self.familiarity.to_document()
         return record
 
     def save(self, path: str | Path) -> Path:
@@ -335,7 +346,9 @@ class CountingModel:
                 class_density_head=class_density_head,
                 count_offset=metadata.get("count_offset", "none"),
                 correction_weight=metadata.get("correction_weight", 1.0),
+                familiarity=_read_familiarity(metadata.get("familiarity")),
             )
+            model.check_familiarity()
         except ModelFileError as error:
             raise ModelFileError(f"{source}: {error}") from None
         except (KeyError, TypeError, ValueError, IndexError) as error:
@@ -512,57 +525,20 @@ class CountingModel:
         ``on_density(source, density)``: called with each counted picture's ``(h, w)`` density
         map (density-head models; zones are counted from it, counting.apply.zones).
         """
-        from counting.features import extract_features
-
         backbone = self.get_backbone(weights)
-
-        extractor = extract if extract is not None else extract_features
-        if self.flip_average:
-            from counting.features.flip import flip_averaging
-
-            extractor = flip_averaging(extractor)
-
-        # Only non-default descriptors are passed on: any extractor takes the classic call.
-        kind = {} if self.descriptor is None else {"descriptor": self.descriptor}
-
-        def views(grid: tuple[int, int] | None) -> Any:
-            return extractor(
-                list(paths),
-                backbone,
-                self.preprocessing(),
-                grid=grid,
-                cache=cache,
-                batch_size=batch_size,
-                progress=progress,
-                on_error="skip",
-                **kind,
-            )
-
         if self.density_head is not None:
             return self._count_paths_by_density(paths, backbone, cache, batch_size, progress, on_density)
-        if self.class_density_head is not None:
-            from counting.heads.density.multiclass import class_head_features
-
-            features, ok, errors = class_head_features(
-                self.class_density_head, paths, backbone, self.preprocessing(), cache, batch_size
-            )
-            counts = self.predict_features(features)
-            low, high = self.intervals(counts)
-            return CountResult(
-                sources=[str(path) for path in paths], counts=counts, low=low, high=high, ok=ok, errors=errors
-            )
-        feature_set = views(self.grid)
-        features, ok = feature_set.features, np.asarray(feature_set.ok, dtype=bool)
-        errors = dict(feature_set.errors)
-        if self.layout == "pyramid":
-            whole = views(None)
-            features = stack_views(whole.features, features)
-            ok &= np.asarray(whole.ok, dtype=bool)
-            errors = dict(whole.errors) | errors
+        features, ok, errors = self._features_of_paths(paths, cache, weights, batch_size, progress, extract)
         counts = self.predict_features(features)
         low, high = self.intervals(counts)
         return CountResult(
-            sources=[str(path) for path in paths], counts=counts, low=low, high=high, ok=ok, errors=errors
+            sources=[str(path) for path in paths],
+            counts=counts,
+            low=low,
+            high=high,
+            ok=ok,
+            errors=errors,
+            familiarity=self.familiarity_scores(features),
         )
 
     def _count_paths_by_density(
@@ -588,6 +564,8 @@ class CountingModel:
         batch_size = max(1, min(batch_size, DENSITY_BATCH))
         sources = [str(path) for path in paths]
         features = np.full((len(sources), self.feature_dim), np.nan)
+        # The familiarity probe of each picture, from the same maps (counting.heads.familiarity).
+        probes = None if self.familiarity is None else np.full((len(sources), self.familiarity.dim), np.nan)
         ok = np.zeros(len(sources), dtype=bool)
         errors: dict[str, str] = {}
         for piece in chunk_slices(len(sources), whole_batches(DENSITY_CHUNK, batch_size), progress):
@@ -608,11 +586,152 @@ class CountingModel:
                     features[piece.start + offset] = head.sum_regions(density, self.roi_mask, head.grid)[0]
                     if on_density is not None:
                         on_density(sources[piece.start + offset], density[0])
+                    if probes is not None:
+                        probes[piece.start + offset] = map_statistics(item)[0]
             ok[piece] = map_set.ok
             errors.update(map_set.errors)
+            del map_set  # the next chunk's maps replace these, not join them
+            release_freed_memory()
         counts = self.predict_features(features)
         low, high = self.intervals(counts)
-        return CountResult(sources=sources, counts=counts, low=low, high=high, ok=ok, errors=errors)
+        return CountResult(
+            sources=sources,
+            counts=counts,
+            low=low,
+            high=high,
+            ok=ok,
+            errors=errors,
+            familiarity=None if probes is None else self.familiarity.scores(probes),
+        )
+
+    def probe_paths(
+        self,
+        paths: Sequence[str | Path],
+        cache: Any = None,
+        weights: str | Path | None = None,
+        batch_size: int = defaults.BATCH_SIZE,
+        progress: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
+        """``(probes, ok, errors)``: the familiarity probe of each image file (what
+        :mod:`counting.heads.familiarity` fits on): the regressor's input rows of a descriptor
+        model, the per-channel statistics of the head's maps of a density-head model."""
+        if self.density_head is None:
+            features, ok, errors = self._features_of_paths(paths, cache, weights, batch_size, progress)
+            return np.reshape(features, (len(features), -1)), ok, errors
+        from counting.features.extract import chunk_slices, whole_batches
+        from counting.heads.density.maps import HEAD_STRIDE, extract_maps
+
+        head = self.density_head
+        backbone = self.get_backbone(weights)
+        batch_size = max(1, min(batch_size, DENSITY_BATCH))
+        sources = [str(path) for path in paths]
+        probes: np.ndarray | None = None
+        ok = np.zeros(len(sources), dtype=bool)
+        errors: dict[str, str] = {}
+        for piece in chunk_slices(len(sources), whole_batches(DENSITY_CHUNK, batch_size), progress):
+            map_set = extract_maps(
+                sources[piece],
+                backbone,
+                self.preprocessing(),
+                head.layers,
+                cache,
+                batch_size,
+                False,
+                on_error="skip",
+                stride=getattr(head, "stride", HEAD_STRIDE),
+            )
+            for offset, item in enumerate(map_set.maps):
+                if item is not None:
+                    stats = map_statistics(item)[0]
+                    if probes is None:
+                        probes = np.full((len(sources), stats.size), np.nan)
+                    probes[piece.start + offset] = stats
+            ok[piece] = map_set.ok
+            errors.update(map_set.errors)
+            del map_set
+            release_freed_memory()
+        if probes is None:
+            probes = np.full((len(sources), 2 * head.n_channels), np.nan)
+        return probes, ok, errors
+
+    def _features_of_paths(
+        self,
+        paths: Sequence[str | Path],
+        cache: Any,
+        weights: str | Path | None,
+        batch_size: int,
+        progress: bool,
+        extract: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
+        """The regressor's input rows of image files (descriptor and class-density models);
+        ``extract`` replaces :func:`~counting.features.extract_features` (same signature)."""
+        if self.class_density_head is not None:
+            from counting.heads.density.multiclass import class_head_features
+
+            features, ok, errors = class_head_features(
+                self.class_density_head, paths, self.get_backbone(weights), self.preprocessing(), cache, batch_size
+            )
+            return features, np.asarray(ok, dtype=bool), dict(errors)
+        from counting.features import extract_features
+
+        extractor = extract if extract is not None else extract_features
+        if self.flip_average:
+            from counting.features.flip import flip_averaging
+
+            extractor = flip_averaging(extractor)
+        kind = {} if self.descriptor is None else {"descriptor": self.descriptor}
+        backbone = self.get_backbone(weights)
+
+        def views(grid: tuple[int, int] | None) -> Any:
+            return extractor(
+                list(paths),
+                backbone,
+                self.preprocessing(),
+                grid=grid,
+                cache=cache,
+                batch_size=batch_size,
+                progress=progress,
+                on_error="skip",
+                **kind,
+            )
+
+        feature_set = views(self.grid)
+        features, ok = feature_set.features, np.asarray(feature_set.ok, dtype=bool)
+        errors = dict(feature_set.errors)
+        if self.layout == "pyramid":
+            whole = views(None)
+            features = stack_views(whole.features, features)
+            ok &= np.asarray(whole.ok, dtype=bool)
+            errors = dict(whole.errors) | errors
+        return features, ok, errors
+
+    # ------------------------------------------------------------------ familiarity
+    def familiarity_scores(self, probes: np.ndarray | None) -> np.ndarray | None:
+        """Familiarity of each picture from its probes (the regressor's input rows for a
+        descriptor model), or None when the model has no familiarity section."""
+        if self.familiarity is None or probes is None:
+            return None
+        array = np.asarray(probes, dtype=float)
+        return self.familiarity.scores(array.reshape(len(array), -1))
+
+    def familiarity_dim(self) -> int:
+        """Numbers per picture the familiarity probe holds for this model."""
+        if self.density_head is not None:
+            return 2 * int(self.density_head.n_channels)
+        return int(self.views_per_image * self.feature_dim)
+
+    def check_familiarity(self) -> None:
+        """ModelFileError when a familiarity section does not fit the model's probe."""
+        section = self.familiarity
+        if section is None:
+            return
+        wanted = "map-statistics" if self.density_head is not None else "descriptor"
+        if section.probe != wanted:
+            raise ModelFileError(f"familiarity probe {section.probe!r} does not fit this model (it needs {wanted!r})")
+        if section.dim != self.familiarity_dim():
+            raise ModelFileError(
+                f"familiarity takes {section.dim} numbers per picture, this model's probe has {self.familiarity_dim()}"
+            )
 
     def density_maps(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """``(n, h, w)`` density maps (people per head-grid cell) of prepared inputs of one shape."""
@@ -643,20 +762,49 @@ class CountingModel:
 
     def count_prepared(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for prepared inputs of one shape: one forward pass for the batch."""
+        return self.count_prepared_scored(tensors, weights)[0]
+
+    def count_prepared_scored(
+        self, tensors: Sequence[Any], weights: str | Path | None = None, with_density: bool = False
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """``(counts, familiarity or None, density maps or None)`` of prepared inputs of one
+        shape, from one forward pass; density maps only for a density-head model with
+        ``with_density`` (the annotated video draws them)."""
         if self.density_head is not None:
-            return self.count_density(self.density_maps(tensors, weights))
+            # At most DENSITY_BATCH frames through the network at once, as count_paths does: the
+            # runtime's buffers for 8 frames at 720 px took ~1 GB more (video, issue 21 item 4).
+            parts = [
+                self._density_part(tensors[start : start + DENSITY_BATCH], weights)
+                for start in range(0, len(tensors), DENSITY_BATCH)
+            ]
+            density = np.concatenate([part[0] for part in parts])
+            familiarity = None if self.familiarity is None else np.concatenate([part[1] for part in parts])
+            return self.count_density(density), familiarity, density if with_density else None
+        features = self._prepared_features(tensors, weights)
+        return self.predict_features(features, source="frames"), self.familiarity_scores(features), None
+
+    def _density_part(self, tensors: Sequence[Any], weights: str | Path | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Density maps and familiarity of a few prepared inputs (one forward pass)."""
+        from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
+
+        head = self.density_head
+        batch = np.stack([np.asarray(tensor) for tensor in tensors])
+        maps = maps_on_grid(self.get_backbone(weights), batch, head.layers, getattr(head, "stride", HEAD_STRIDE))
+        familiarity = None if self.familiarity is None else self.familiarity.scores(map_statistics(maps))
+        return head.density(maps), familiarity
+
+    def _prepared_features(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
+        """The regressor's input rows of prepared inputs of one shape (not density-head models)."""
         if self.class_density_head is not None:
             from counting.heads.density.multiclass import class_head_batch_features
 
             batch = np.stack([np.asarray(tensor) for tensor in tensors])
-            features = class_head_batch_features(self.class_density_head, self.get_backbone(weights), batch)
-            return self.predict_features(features, source="frames")
+            return np.asarray(class_head_batch_features(self.class_density_head, self.get_backbone(weights), batch))
         backbone = self.get_backbone(weights)
         batch = list(tensors)  # stacked by the backbone, in the layout its runtime takes
         if self.uses_maps:
             # Sums of feature maps: one pass, no class scores.
-            features = np.asarray(self.descriptor.compute(backbone, batch, self.preprocessing().roi_mask))
-            return self.predict_features(features, source="frames")
+            return np.asarray(self.descriptor.compute(backbone, batch, self.preprocessing().roi_mask))
         pooled = self.descriptor is not None and self.descriptor.pooled
         whole = backbone.forward_pooled if pooled else backbone.forward
         if self.grid is None:
@@ -670,7 +818,7 @@ class CountingModel:
             if self.layout == "pyramid":
                 # Two trunk passes; a pyramid model is a study option, not the video default.
                 features = stack_views(np.asarray(whole(batch)), features)
-        return self.predict_features(features, source="frames")
+        return features
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for in-memory images (PIL images or RGB arrays of one size, e.g. video frames)."""
@@ -697,6 +845,18 @@ class CountingModel:
             "interval": None if self.interval is None else self.interval.level,
             "descriptor": "scores" if self.descriptor is None else self.descriptor.text,
         }
+
+
+def _read_familiarity(record: Any) -> Any:
+    """The model file's familiarity section, or None (files written before it: "unknown")."""
+    if record is None:
+        return None
+    from counting.heads.familiarity import Familiarity, FamiliarityError
+
+    try:
+        return Familiarity.from_document(record)
+    except FamiliarityError as error:
+        raise ModelFileError(str(error)) from None
 
 
 def default_model_path() -> Path:

@@ -221,6 +221,8 @@ _COUNTING_FIELDS = (
     "correction_weight",
     "density_head",
     "class_density_head",
+    # counting.heads.familiarity (checked where it is read, Familiarity.from_document)
+    "familiarity",
 )
 
 

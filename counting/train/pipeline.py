@@ -23,6 +23,7 @@ from counting.features.layouts import check_layout, model_features, training_row
 from counting.heads.kinds import HeadRows, TrainingInputs, head_kind_for
 from counting.heads.multiclass import apply_gate, check_transform, choose_gate, forward_transform
 from counting.model.counting_model import CountingModel
+from counting.train.familiarity import familiarity_from_rows
 
 # auto = cv: every train image calibrates the interval (out of fold), the model is fitted on all.
 CALIBRATION_MODES = ("auto", "cv", "tail", "blocks", "random", "none")
@@ -210,6 +211,15 @@ def train_model(
     fitted = fit_rows(plan, rows, log)
     model = assemble_model(plan, rows, fitted, split)
     calibrate(model, plan, rows, fitted, log)
+    familiarity_from_rows(  # how much a new picture resembles these (counting.heads.familiarity)
+        model,
+        rows,
+        plan.inputs.layout,
+        cache=cache,
+        batch_size=plan.config.batch_size,
+        dataset=f"{dataset.name} {split or dataset.split}",
+        log=log,
+    )
     return model
 
 

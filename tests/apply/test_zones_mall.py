@@ -99,7 +99,7 @@ def test_count_command_writes_zone_columns(tmp_path: Path, frame_paths, records)
     assert list(rows[0])[:4] == ["image", "count", "low", "high"]
     assert list(rows[0])[4:] == [
         f"zone_{name}{kind}" for name in ("left", "right", "all") for kind in ("", "_low", "_high")
-    ]
+    ] + ["familiarity", "unfamiliar"]
     for row, record in zip(rows, records):
         assert float(row["zone_left"]) + float(row["zone_right"]) == pytest.approx(float(row["count"]), abs=2e-3)
         assert float(row["zone_left"]) == pytest.approx(record["zones"]["left"]["count"], abs=2e-3)

@@ -154,7 +154,8 @@ def test_per_class_model_writes_a_column_per_class(runner, voc_root: Path, tmp_p
     assert result.exit_code == 0, result.output
     with open(out, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 5 and list(rows[0]) == ["image", "total", *(f"count_{name}" for name in VOC_CLASSES)]
+    assert len(rows) == 5 and list(rows[0])[:-2] == ["image", "total", *(f"count_{name}" for name in VOC_CLASSES)]
+    assert list(rows[0])[-2:] == ["familiarity", "unfamiliar"]
     for row in rows:
         per_class = np.array([float(row[f"count_{name}"]) for name in VOC_CLASSES])
         assert (per_class >= 0).all() and float(row["total"]) == pytest.approx(per_class.sum(), abs=0.01)

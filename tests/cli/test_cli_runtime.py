@@ -14,7 +14,7 @@ from counting.features.backbones import configure_runtime
 from counting.model.counting_model import CountingModel
 
 FRAMES = (121, 122)
-DESCRIPTOR_COMMANDS = ("features", "train", "evaluate", "report", "count", "video", "compare")
+DESCRIPTOR_COMMANDS = ("features", "train", "evaluate", "report", "count", "video", "compare", "familiarize")
 
 
 @pytest.fixture(autouse=True)

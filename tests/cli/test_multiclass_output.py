@@ -44,8 +44,11 @@ def test_rows_have_a_column_per_class_with_its_interval_and_skip_failed_images()
         "count_dog",
         "low_dog",
         "high_dog",
+        "familiarity",
+        "unfamiliar",
     ]
     assert rows[0]["total"] == pytest.approx(2.9) and rows[0]["high_dog"] == pytest.approx(1.7)
+    assert rows[0]["familiarity"] is None and rows[0]["unfamiliar"] is None  # a model without: unknown
 
 
 def test_table_lists_only_classes_at_the_threshold_largest_first() -> None:

@@ -136,8 +136,10 @@ def test_video_rows_and_overlay_never_put_a_smoothed_count_beside_a_raw_interval
     )
     assert run.frames == 14 and len(drawn) == 14
     with open(out, newline="") as handle:
-        rows = [{key: float(value) for key, value in row.items()} for row in csv.DictReader(handle)]
+        rows = [{key: float(value) for key, value in row.items() if value != ""} for row in csv.DictReader(handle)]
     assert list(rows[0]) == ["frame", "time_s", "count", "low", "high", "smoothed", "smoothed_low", "smoothed_high"]
+    with open(out, newline="") as handle:  # a model without familiarity: its columns are there, empty
+        assert next(csv.reader(handle))[-2:] == ["familiarity", "unfamiliar"]
     counts = np.array([row["count"] for row in rows])
     assert counts.tolist() == [10.0] * 5 + [40.0] * 5 + [10.0] * 4
     smoothed = np.array([row["smoothed"] for row in rows])

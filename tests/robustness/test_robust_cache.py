@@ -21,7 +21,12 @@ from counting.features import FeatureCache
 
 
 def warnings_in(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("warning:")]
+    """The warning lines, less the familiarity summary (generated pictures are unlike Mall's)."""
+    return [
+        line
+        for line in stderr.splitlines()
+        if line.startswith("warning:") and "unlike this model's training pictures" not in line
+    ]
 
 
 # -- point 6: read-only, non-folder or full cache folder ------------------------------------------

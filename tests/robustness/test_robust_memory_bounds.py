@@ -147,7 +147,11 @@ def test_a_one_pixel_image_is_counted_with_one_warning_line(cli, tmp_path: Path)
     result = cli("count", dot, "--csv", out)
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning: ")]
-    assert len(warnings) == 1 and "dot.png" in warnings[0] and "1x1 pixels" in warnings[0]
+    # The picture's own warning, and the familiarity summary (a dot is unlike Mall's frames).
+    assert len(warnings) == 2 and "dot.png" in warnings[0] and "1x1 pixels" in warnings[0]
+    assert (
+        warnings[1] == "warning: 1 of 1 pictures is unlike this model's training pictures; their counts are unreliable"
+    )
     assert len(out.read_text().splitlines()) == 2  # still counted: header and its row
 
 

@@ -238,9 +238,11 @@ def test_arrays_past_the_absolute_cap_are_refused(tmp_path: Path, monkeypatch: p
 
 
 def test_metadata_past_its_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(model_schema, "MAX_METADATA_BYTES", 10_000)  # the shipped model's: 21,152 bytes
+    monkeypatch.setattr(
+        model_schema, "MAX_METADATA_BYTES", 10_000
+    )  # the shipped model's: 625,904 bytes (its familiarity section)
     refusal(
-        DEFAULT_MODEL, "member metadata.npy holds 21,152 bytes, more than the 10,000 of metadata a model file may have"
+        DEFAULT_MODEL, "member metadata.npy holds 625,904 bytes, more than the 10,000 of metadata a model file may have"
     )
 
 

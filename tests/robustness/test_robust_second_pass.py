@@ -148,7 +148,8 @@ def test_a_huge_features_file_is_counted_in_bounded_memory(tmp_path: Path) -> No
     )
     done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=600)
     lines = done.stdout.splitlines()
-    assert lines[0].split("\t") == ["image", "count", "low", "high"] and len(lines) == rows + 1
+    assert lines[0].split("\t") == ["image", "count", "low", "high", "familiarity", "unfamiliar"]
+    assert len(lines) == rows + 1
     peak = int(done.stderr.split("peak-mb")[-1])
     # The model and libraries take ~0.35 GB; reading the file whole took 1 GB more.
     assert peak < 700, done.stderr
@@ -237,7 +238,8 @@ def test_stdout_holds_only_results_when_a_pipe_reads_them(cli, tmp_path: Path, m
     np.save(features, np.random.default_rng(0).normal(size=(3, 1000)))
     result = cli("count", "--features", features, "--csv", tmp_path / "c.csv")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[0] == "image\tcount\tlow\thigh" and len(result.stdout.splitlines()) == 4
+    header = result.stdout.splitlines()[0]
+    assert header == "image\tcount\tlow\thigh\tfamiliarity\tunfamiliar" and len(result.stdout.splitlines()) == 4
     assert "counts written to" in result.stderr
     image = make_image(tmp_path / "a.png")
     quiet = cli("features", image, "-o", tmp_path / "d.npy", "--no-cache", "--no-progress", "-q")

@@ -164,7 +164,8 @@ def extract_maps(
     result: list[np.ndarray | None] = []
     for index in range(len(path_list)):
         if all(index in found for found in per_layer):
-            result.append(np.concatenate([found[index] for found in per_layer], axis=0))
+            # Popped: each layer's copy is dropped once joined, so the maps are not held twice.
+            result.append(np.concatenate([found.pop(index) for found in per_layer], axis=0))
         else:
             result.append(None)
     return MapSet(maps=result, errors=errors)
