@@ -28,6 +28,7 @@ other jobs (load average 4-14, so the times vary; the memory does not):
     video        400                 -    1423 MB
     video       2000                 -    1453 MB
     evaluate      96                 -    1142 MB
+    evaluate    2000                 -    1101 MB
     report        96                 -    1113 MB
     compare       96                 -     857 MB
 """
