@@ -37,6 +37,9 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=defaults.width)
     parser.add_argument("--correction-weight", type=float, default=defaults.correction_weight)
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--share", action="append", default=[], metavar="SET=SHARE", help="relative share of crops of a set (default 1)"
+    )
     args = parser.parse_args()
 
     settings = CrowdSettings(
@@ -47,6 +50,7 @@ def main() -> None:
         width=args.width,
         correction_weight=args.correction_weight,
         seed=args.seed,
+        shares=tuple((name, float(value)) for name, value in (item.split("=") for item in args.share)),
     )
     cache = FeatureCache()
     dataset = read_crowd(args.data)

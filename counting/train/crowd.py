@@ -48,6 +48,9 @@ class CrowdSettings:
     sequence_stride: int = 3
     # Crops drawn per set: "balanced" (each set an equal share) or "uniform" (each picture alike).
     sampling: str = "balanced"
+    # With balanced sampling: (set, relative share) pairs for sets that get more or fewer crops
+    # than the others (default share 1).
+    shares: tuple[tuple[str, float], ...] = ()
     steps: int = 4000
     width: int = 32
     depth: int = 3
@@ -70,7 +73,10 @@ class CrowdSettings:
         )
 
     def record(self) -> dict:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__} | {"grid": list(self.grid)}
+        return {name: getattr(self, name) for name in self.__dataclass_fields__} | {
+            "grid": list(self.grid),
+            "shares": dict(self.shares),
+        }
 
 
 def thinned_train_part(dataset: Any, stride: int) -> Any:
@@ -93,10 +99,12 @@ def thinned_train_part(dataset: Any, stride: int) -> Any:
 VIDEO_SETS = ("mall",)
 
 
-def balanced_weights(sources: np.ndarray) -> np.ndarray:
-    """Per-picture draw weights giving every set the same share: 1 / (pictures of its set)."""
+def balanced_weights(sources: np.ndarray, shares: dict[str, float] | None = None) -> np.ndarray:
+    """Per-picture draw weights giving every set the same share of crops (1 / its pictures), or
+    the relative share ``shares`` names for it (default 1)."""
     names, inverse, sizes = np.unique(np.asarray(sources, dtype=str), return_inverse=True, return_counts=True)
-    return 1.0 / sizes[inverse]
+    share = np.array([(shares or {}).get(name, 1.0) for name in names])
+    return share[inverse] / sizes[inverse]
 
 
 def train_crowd_model(
@@ -126,7 +134,7 @@ def train_crowd_model(
     plan = plan_training(train, config, cache=cache, progress=progress, log=log)
     inputs = plan.inputs
     sources = train.source_names()
-    weights = balanced_weights(sources) if settings.sampling == "balanced" else None
+    weights = balanced_weights(sources, dict(settings.shares)) if settings.sampling == "balanced" else None
     head, frame = fit_conv_descriptors(
         inputs.samples,
         train,
