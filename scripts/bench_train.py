@@ -56,17 +56,18 @@ def run_cli(root: Path, input_size: int, folder: Path) -> float:
 
 
 def run_crowd(root: Path, input_size: int, folder: Path) -> float:
+    # The crowd reader's dataset type over one folder: every photo is one set's.
+    from counting.data.datasets.crowd import CrowdDataset
     from counting.data.datasets.shanghaitech import read_shanghaitech
     from counting.features import FeatureCache
     from counting.train.crowd import CrowdSettings, train_crowd_model
 
-    # The crowd reader's dataset type over one folder: every photo is one set's.
-    from counting.data.datasets.crowd import CrowdDataset
-
     plain = read_shanghaitech(root, split="random:0.25:0")
     dataset = CrowdDataset(**{**vars(plain), "sources": {str(s.path): "folder" for s in plain.samples}})
     started = time.perf_counter()
-    model = train_crowd_model(dataset, replace(CrowdSettings(), input_size=input_size), cache=FeatureCache(folder / "cache"))
+    model = train_crowd_model(
+        dataset, replace(CrowdSettings(), input_size=input_size), cache=FeatureCache(folder / "cache")
+    )
     model.save(folder / "crowd.npz")
     return time.perf_counter() - started
 

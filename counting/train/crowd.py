@@ -176,7 +176,15 @@ def head_rows(model: CountingModel, paths: list, cache: Any = None, batch_size: 
     for start in range(0, len(paths), 64):
         chunk = [str(path) for path in paths[start : start + 64]]
         found = extract_maps(
-            chunk, backbone, model.preprocessing(), head.layers, cache, batch_size, False, on_error="skip", stride=head.stride
+            chunk,
+            backbone,
+            model.preprocessing(),
+            head.layers,
+            cache,
+            batch_size,
+            False,
+            on_error="skip",
+            stride=head.stride,
         )
         for offset, item in enumerate(found.maps):
             if item is not None:

@@ -29,7 +29,13 @@ def crowd(shared_data: Path):
 @pytest.mark.slow  # reads 1,559 annotation files (ShanghaiTech's .mat files hold 200,000 dots)
 def test_every_set_keeps_its_counts_and_fixed_validation_part(crowd, shared_data: Path) -> None:
     sources, splits = crowd.source_names(), crowd.splits
-    sizes = {name: (int(((sources == name) & (splits == "train")).sum()), int(((sources == name) & (splits == "test")).sum())) for name in CROWD_SETS}
+    sizes = {
+        name: (
+            int(((sources == name) & (splits == "train")).sum()),
+            int(((sources == name) & (splits == "test")).sum()),
+        )
+        for name in CROWD_SETS
+    }
     # ShanghaiTech: a seeded random quarter; Mall: frames 601-800; coco: a quarter of the 534
     # photos without a person crowd box.
     assert sizes == {
@@ -67,9 +73,7 @@ def test_coco_persons_are_the_non_crowd_person_boxes(shared_data: Path) -> None:
         sample = kept[xml.stem]
         assert sample.count == len(persons)
         people += len(persons)
-        centres = sorted(
-            ((float(o.find("bndbox/xmin").text) + float(o.find("bndbox/xmax").text)) / 2) for o in persons
-        )
+        centres = sorted(((float(o.find("bndbox/xmin").text) + float(o.find("bndbox/xmax").text)) / 2) for o in persons)
         np.testing.assert_allclose(sorted(sample.dots[:, 0]), centres)
     assert crowd_box_photos == 25 and len(kept) == 534
     assert sum(s.count for s in coco.samples) == people == 896  # 322 more are in the crowd-box photos

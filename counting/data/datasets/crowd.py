@@ -68,7 +68,9 @@ def read_crowd(
     the fixed validation parts above). ``sets``: a subset of :data:`CROWD_SETS` (default: all)."""
     root = Path(root).expanduser().resolve()
     if split != "standard":
-        raise DatasetError(f"{root}: the crowd dataset has one split, 'standard' (fixed validation parts), not {split!r}")
+        raise DatasetError(
+            f"{root}: the crowd dataset has one split, 'standard' (fixed validation parts), not {split!r}"
+        )
     names = tuple(CROWD_SETS) if sets is None else tuple(sets)
     unknown = [name for name in names if name not in CROWD_SETS]
     if unknown:

@@ -207,7 +207,12 @@ def fit_conv_head(
     draw = None
     if sample_weights is not None:
         chances = np.asarray(sample_weights, dtype=float)[fit_part]
-        if chances.shape != fit_part.shape or not np.isfinite(chances).all() or (chances < 0).any() or chances.sum() <= 0:
+        if (
+            chances.shape != fit_part.shape
+            or not np.isfinite(chances).all()
+            or (chances < 0).any()
+            or chances.sum() <= 0
+        ):
             raise ValueError("sample_weights must be one finite, non-negative weight per image, not all zero")
         draw = chances / chances.sum()
     start = time.perf_counter()
