@@ -37,7 +37,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "counts.csv"
         started = time.perf_counter()
-        subprocess.run([command, "count", *truth, "--csv", str(out), "--quiet", "--no-progress"], check=True)
+        subprocess.run(
+            [command, "count", *truth, "--csv", str(out), "--quiet", "--no-progress"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         seconds = time.perf_counter() - started
         with out.open(newline="") as handle:
             rows = list(csv.DictReader(handle))
