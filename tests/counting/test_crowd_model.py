@@ -125,7 +125,7 @@ def test_small_crowd_training_end_to_end(shared_data: Path, tmp_path: Path) -> N
     from counting.train.crowd import CrowdSettings, crowd_figures, train_crowd_model
 
     crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
-    few = [s for s in crowd.samples if s.split == "train"][::40] + [s for s in crowd.samples if s.split == "test"][::30]
+    few = [s for s in crowd.samples if s.split == "train"][::15] + [s for s in crowd.samples if s.split == "test"][::30]
     crowd = replace(crowd, samples=few)
     settings = CrowdSettings(input_size=128, steps=20)
     cache = FeatureCache(tmp_path / "cache")
