@@ -151,7 +151,7 @@ ModelOption = Annotated[
         "--model",
         "-m",
         metavar="FILE",
-        help="Model file (default: the shipped models/default.npz).",
+        help="Model file (default: the shipped general crowd model, models/crowd.npz).",
         show_default=False,
     ),
 ]

@@ -10,6 +10,10 @@ from __future__ import annotations
 BACKBONE: str = "efficientnet-lite0"
 # Short side in pixels the frame is resized to (aspect kept, whole frame); None = native size.
 INPUT_SIZE: int | None = 224
+# The model used when --model is not given (under models/ in a checkout, or the installed data
+# files): the general crowd model (issue 21; docs/density.md, "General crowd model"). The Mall
+# models keep their names (default.npz, mall-sums.npz, mall-accurate.npz).
+MODEL_FILE: str = "crowd.npz"
 # Localised counting: (rows, cols) of tiles pooled from one forward pass; None = whole frame.
 GRID: tuple[int, int] | None = None
 # Also train on whole-frame descriptors (count/grid-cells) beside the tiles when a grid is used.

@@ -860,13 +860,14 @@ def _read_familiarity(record: Any) -> Any:
 
 
 def default_model_path() -> Path:
-    """The shipped model: ``models/default.npz`` in a checkout, or the installed data files."""
+    """The shipped default model (``defaults.MODEL_FILE``, the general crowd model) under
+    ``models/`` in a checkout, or in the installed data files."""
     import sys
 
-    checkout = Path(__file__).resolve().parents[2] / "models" / "default.npz"
+    checkout = Path(__file__).resolve().parents[2] / "models" / defaults.MODEL_FILE
     if checkout.is_file():
         return checkout
-    installed = Path(sys.prefix) / "share" / "counting" / "models" / "default.npz"
+    installed = Path(sys.prefix) / "share" / "counting" / "models" / defaults.MODEL_FILE
     return installed if installed.is_file() else checkout
 
 

@@ -109,10 +109,12 @@ def test_features_of_the_wrong_dimension_one_line(trained, runner, tmp_path: Pat
 
 def test_counts_from_a_features_file(runner, mall_root: Path, tmp_path: Path, session_cache_dir: Path) -> None:
     """`counting features` output counted with --features equals counting the images directly
-    (the default model: no ROI, default input size, so the descriptors are the same)."""
-    from counting.model.counting_model import load_model
+    (the Mall class-score model, models/default.npz: no ROI, default input size, so the descriptors are the same;
+    the default crowd model counts from feature maps, not descriptor files)."""
+    from counting.model.counting_model import default_model_path, load_model
 
-    model = load_model(None)
+    mall = default_model_path().parent / "default.npz"
+    model = load_model(mall)
     assert model.roi_mask is None  # scripts/train_default_model.py trains without the ROI
     frames = [str(mall_root / "frames" / f"seq_{k:06d}.jpg") for k in FRAMES]
     features = tmp_path / "f.npy"
@@ -125,9 +127,9 @@ def test_counts_from_a_features_file(runner, mall_root: Path, tmp_path: Path, se
     )
     assert extracted.exit_code == 0, extracted.output
     from_features, from_images = tmp_path / "a.json", tmp_path / "b.json"
-    result = runner.invoke(app, ["count", "--features", str(features), "--json", str(from_features)])
+    result = runner.invoke(app, ["count", "--features", str(features), "-m", str(mall), "--json", str(from_features)])
     assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["count", *frames, "--json", str(from_images)])
+    result = runner.invoke(app, ["count", *frames, "-m", str(mall), "--json", str(from_images)])
     assert result.exit_code == 0, result.output
     counts_a = [row["count"] for row in json.loads(from_features.read_text())["images"]]
     counts_b = [row["count"] for row in json.loads(from_images.read_text())["images"]]

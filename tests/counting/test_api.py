@@ -35,7 +35,7 @@ def test_count_of_paths_is_the_cli_json(frames: list[Path], tmp_path: Path) -> N
         for key in ("count", "low", "high"):
             assert ours[key] == pytest.approx(theirs[key], abs=1e-9)
     assert counts.as_dict()["model"] == written["model"]
-    assert Path(written["model"]).name == "default.npz"
+    assert Path(written["model"]).name == "crowd.npz"  # the shipped default (issue 21)
     assert counts.skipped == {}
 
 

@@ -193,9 +193,9 @@ def test_model_round_trip_and_count_with_a_sum_model(mall_small, tmp_path: Path,
 
 
 def test_default_model_still_counts_with_class_scores() -> None:
-    from counting.model.counting_model import load_model
+    from counting.model.counting_model import default_model_path, load_model
 
-    model = load_model()
+    model = load_model(default_model_path().parent / "default.npz")  # the Mall class-score model
     assert model.descriptor is None and "descriptor" not in model.metadata()
     assert model.metadata()["format_version"] == 1
 

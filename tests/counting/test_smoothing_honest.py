@@ -169,7 +169,7 @@ def test_default_model_on_real_mall_frames_draws_every_count_inside_its_own_inte
     writer.release()
     drawn: list[str] = []
     monkeypatch.setattr(video_module, "annotate", lambda image, text: drawn.append(text) or image)
-    model = load_model(default_model_path())
+    model = load_model(default_model_path().parent / "default.npz")  # the Mall model (fast)
     run = count_video(model, str(path), smooth_window=smooth, output_video=tmp_path / "a.avi", keep_records=True)
     assert run.frames == 24
     key = "smoothed" if smooth > 1 else "count"

@@ -88,8 +88,11 @@ def _header(path: Path) -> list[str]:
 # -- --show-above on a single-count model ---------------------------------------------------------
 def test_show_above_on_a_single_count_model_is_refused(cli, features_file: Path) -> None:
     # Was: exit 0, the option silently ignored.
-    assert_one_error(cli("count", "--features", features_file, "--show-above", "2"), "default.npz", "--show-above")
-    assert cli("count", "--features", features_file).exit_code == 0
+    mall = ("-m", DEFAULT_MODEL)  # a descriptor model (the default crowd model reads feature maps)
+    assert_one_error(
+        cli("count", "--features", features_file, *mall, "--show-above", "2"), "default.npz", "--show-above"
+    )
+    assert cli("count", "--features", features_file, *mall).exit_code == 0
 
 
 # -- Ctrl-C during `counting train` -----------------------------------------------------------------

@@ -80,9 +80,12 @@ def test_evaluate_refuses_the_model_and_the_labels(cli, tmp_path: Path, folder_d
 
 
 def test_evaluate_refuses_the_shipped_default_model_when_no_model_is_given(cli, folder_dataset: Path) -> None:
-    before = snapshot(DEFAULT_MODEL)
+    from counting.model.counting_model import default_model_path
+
+    shipped = default_model_path()  # the model used without --model (models/crowd.npz)
+    before = snapshot(shipped)
     data = ("-d", "folder", "-r", folder_dataset, "--split", "random:0.25:0", "--no-progress")
-    assert_one_error(cli("evaluate", *data, "--json", DEFAULT_MODEL), "is also an input")
+    assert_one_error(cli("evaluate", *data, "--json", shipped), "is also an input")
     assert_unchanged(before)
 
 

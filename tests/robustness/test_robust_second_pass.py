@@ -236,7 +236,9 @@ def test_stdout_holds_only_results_when_a_pipe_reads_them(cli, tmp_path: Path, m
     monkeypatch.setattr(count_command, "TABLE_ROWS", 2)
     features = tmp_path / "f.npy"
     np.save(features, np.random.default_rng(0).normal(size=(3, 1000)))
-    result = cli("count", "--features", features, "--csv", tmp_path / "c.csv")
+    # A descriptor model (the default crowd model counts from feature maps, not descriptor files).
+    mall = default_model_path().parent / "default.npz"
+    result = cli("count", "--features", features, "-m", mall, "--csv", tmp_path / "c.csv")
     assert result.exit_code == 0, result.output
     header = result.stdout.splitlines()[0]
     assert header == "image\tcount\tlow\thigh\tfamiliarity\tunfamiliar" and len(result.stdout.splitlines()) == 4

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from robust_helpers import REPO_ROOT, assert_one_error, make_image, model_parts, write_model
+from robust_helpers import DEFAULT_MODEL, REPO_ROOT, assert_one_error, make_image, model_parts, write_model
 
 MALL_SUMS = REPO_ROOT / "models" / "mall-sums.npz"
 
@@ -49,7 +49,8 @@ def test_features_file_without_rows_says_so(cli, tmp_path: Path) -> None:
 def test_features_file_of_nan_rows_names_the_file(cli, tmp_path: Path) -> None:
     path = tmp_path / "failed.npy"
     np.save(path, np.full((3, 1000), np.nan, np.float32))
-    assert_one_error(cli("count", "--features", path), str(path), "NaN or infinite")
+    # A descriptor model: the default crowd model counts from feature maps, not descriptor files.
+    assert_one_error(cli("count", "--features", path, "-m", DEFAULT_MODEL), str(path), "NaN or infinite")
 
 
 def test_features_file_with_one_nan_row_reports_it_skipped(cli, tmp_path: Path) -> None:
@@ -58,7 +59,7 @@ def test_features_file_with_one_nan_row_reports_it_skipped(cli, tmp_path: Path) 
     rows[1] = np.nan
     np.save(path, rows)
     out = tmp_path / "counts.csv"
-    result = cli("count", "--features", path, "--csv", out)
+    result = cli("count", "--features", path, "-m", DEFAULT_MODEL, "--csv", out)
     assert result.exit_code == 0, result.output
     assert "skipped: partly.npy[1]: NaN or infinite features" in result.stderr
     lines = out.read_text().splitlines()

@@ -189,6 +189,7 @@ def fit_conv_head(
     settings: ConvSettings = ConvSettings(),
     log: Callable[[str], None] | None = None,
     statistics: tuple[np.ndarray, np.ndarray] | None = None,
+    sample_weights: np.ndarray | None = None,
 ) -> ConvFit:
     """Train on the images where ``validation`` is False; keep the weights best on the others, or
     the last ones (``settings.keep``).
@@ -196,12 +197,24 @@ def fit_conv_head(
     ``maps``: ``(C, h, w)`` stride-8 maps (float16 or float32); ``targets``: their ``(h, w)``
     densities; ``counts``: true counts (the validation MAE is measured against them).
     ``statistics``: the channels' ``(mean, scale)`` (default: measured on the fit part); the heads of
-    an ensemble share one.
+    an ensemble share one. ``sample_weights``: how often each image is drawn for a crop, relative
+    to the others (default: uniform); the crowd model balances its sets with it.
     """
     validation = np.asarray(validation, dtype=bool)
     fit_part, val_part = np.flatnonzero(~validation), np.flatnonzero(validation)
     if not len(fit_part) or not len(val_part):
         raise ValueError("the conv head needs images both to fit on and to validate on")
+    draw = None
+    if sample_weights is not None:
+        chances = np.asarray(sample_weights, dtype=float)[fit_part]
+        if (
+            chances.shape != fit_part.shape
+            or not np.isfinite(chances).all()
+            or (chances < 0).any()
+            or chances.sum() <= 0
+        ):
+            raise ValueError("sample_weights must be one finite, non-negative weight per image, not all zero")
+        draw = chances / chances.sum()
     start = time.perf_counter()
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
@@ -246,7 +259,7 @@ def fit_conv_head(
     waited = 0
     network.train()
     for step in range(1, settings.max_steps + 1):
-        choice = rng.choice(fit_part, settings.batch)
+        choice = rng.choice(fit_part, settings.batch, p=draw)
         x, y, w = _crop_batch(maps, targets, roi, choice, settings.crop, rng)
         inputs = (torch.from_numpy(x) - shift) * inverse
         target = torch.from_numpy(y) * settings.output_scale
@@ -316,6 +329,7 @@ def fit_conv_heads(
     grid: tuple[int, int] | None = None,
     settings: ConvSettings = ConvSettings(),
     log: Callable[[str], None] | None = None,
+    sample_weights: np.ndarray | None = None,
 ) -> tuple[list[ConvFit], np.ndarray]:
     """One head per boolean mask of ``parts``, each validated on its part and trained on the
     other images (several heads share one standardisation, measured on every image: it uses no
@@ -342,6 +356,7 @@ def fit_conv_heads(
             settings=settings,
             log=log,
             statistics=statistics,
+            sample_weights=sample_weights,
         )
         rows[part] = fit.validation_sums
         fits.append(fit)

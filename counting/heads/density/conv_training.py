@@ -110,9 +110,11 @@ def fit_conv_descriptors(
     layers: Sequence[str] = CONV_LAYERS,
     targets: TargetSettings | None = None,
     settings: ConvSettings | None = None,
+    sample_weights: np.ndarray | None = None,
 ) -> tuple[ConvDensityHead, np.ndarray]:
     """``(trained head, (n, 1 + cells) region sums)``: each image's sums by the head validated on it
-    (``folds`` > 1: every image; one head: its validation quarter, NaN elsewhere)."""
+    (``folds`` > 1: every image; one head: its validation quarter, NaN elsewhere).
+    ``sample_weights``: relative chance of each sample to be drawn for a training crop."""
     targets = targets or TargetSettings()
     settings = settings or replace(DEFAULT_SETTINGS, seed=seed)
     indices = np.array([sample.index for sample in samples])
@@ -133,7 +135,16 @@ def fit_conv_descriptors(
     )
     counts = np.array([float(sample.count) for sample in samples])
     fits, rows = fit_conv_heads(
-        maps, density, counts, layers, parts, roi_mask=prep.roi_mask, grid=grid, settings=settings, log=log
+        maps,
+        density,
+        counts,
+        layers,
+        parts,
+        roi_mask=prep.roi_mask,
+        grid=grid,
+        settings=settings,
+        log=log,
+        sample_weights=sample_weights,
     )
     heads = [fit.head for fit in fits]
     head = ensemble(heads)

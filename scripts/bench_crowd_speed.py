@@ -1,0 +1,56 @@
+"""Speed of the default model (the general crowd model) on 1024x768 photos, end to end.
+
+    python scripts/bench_crowd_speed.py --images ../shared/data/shanghaitech-B-train/images --n 40
+
+`counting.count` on N ShanghaiTech B photos (1024x768 JPEGs) with no feature cache: decoding,
+resizing, the trunk, the density head and the AGP, as `counting count photos/` runs them. One
+warm-up call (model load, ONNX session) is not timed; then each of --rounds rounds counts the
+same photos again from scratch. Prints pictures per second per round, the CPU model, the
+thread count and the load average before and after (a shared machine's figures are lower bounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import counting
+from counting.data.imaging import image_size
+from counting.features.backbones.runtime import cpu_description, default_threads
+from counting.model.counting_model import default_model_path, load_model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=Path, default=Path("../shared/data/shanghaitech-B-train/images"))
+    parser.add_argument("--n", type=int, default=40, help="photos per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", type=Path, default=None, help="model file (default: the shipped default)")
+    args = parser.parse_args()
+
+    photos = sorted(str(path) for path in args.images.glob("*.jpg"))
+    photos = [path for path in photos if image_size(path) == (768, 1024)][: args.n]
+    if len(photos) < args.n:
+        raise SystemExit(f"{args.images}: only {len(photos)} photos of 1024x768 found, {args.n} asked for")
+    model = load_model(args.model)
+    print(f"model: {args.model or default_model_path()} (input short side {model.input_size})")
+    print(f"CPU: {cpu_description()}; threads {default_threads()}; load before {os.getloadavg()[0]:.2f}")
+    counting.count(photos[:2], model)  # warm-up: ONNX session, first shapes
+    speeds = []
+    for number in range(1, args.rounds + 1):
+        started = time.perf_counter()
+        result = counting.count(photos, model)
+        seconds = time.perf_counter() - started
+        speeds.append(len(result.rows) / seconds)
+        print(f"round {number}: {len(result.rows)} photos in {seconds:.1f} s = {speeds[-1]:.2f} pictures/s")
+    print(
+        f"median {statistics.median(speeds):.2f} pictures/s (1024x768, end to end, no cache); "
+        f"load after {os.getloadavg()[0]:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

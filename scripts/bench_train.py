@@ -1,0 +1,91 @@
+"""Wall time of training on a 400-photo folder: `counting train` with the conv density head, and
+the crowd route on the same photos.
+
+    python scripts/bench_train.py --root ../shared/data/shanghaitech-B-train            # both
+    python scripts/bench_train.py --root ../shared/data/shanghaitech-B-train --only crowd
+
+Each run starts from an empty feature cache (a temporary folder), so the time includes the
+feature maps, as a user's first `train` does. `cli`: the command line's conv route (four heads of
+1500 steps, the AGP on their out-of-fold sums) at the crowd model's input size; `crowd`:
+counting.train.crowd on the same photos (one head, balanced crops; the route of models/crowd.npz).
+Prints each time with the CPU and the load before and after (a shared machine's times are upper
+bounds of the idle figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from counting.features.backbones.runtime import cpu_description
+
+
+def run_cli(root: Path, input_size: int, folder: Path) -> float:
+    command = [
+        sys.executable,
+        "-m",
+        "counting.cli.app",
+        "train",
+        "-d",
+        "shanghaitech",
+        "-r",
+        str(root),
+        "--split",
+        "random:0.25:0",
+        "--input-size",
+        str(input_size),
+        "--grid",
+        "2x2",
+        "--density-head",
+        "--head-kind",
+        "conv",
+        "--cache-dir",
+        str(folder / "cache"),
+        "-o",
+        str(folder / "cli.npz"),
+    ]
+    started = time.perf_counter()
+    subprocess.run(command, check=True)
+    return time.perf_counter() - started
+
+
+def run_crowd(root: Path, input_size: int, folder: Path) -> float:
+    # The crowd reader's dataset type over one folder: every photo is one set's.
+    from counting.data.datasets.crowd import CrowdDataset
+    from counting.data.datasets.shanghaitech import read_shanghaitech
+    from counting.features import FeatureCache
+    from counting.train.crowd import CrowdSettings, train_crowd_model
+
+    plain = read_shanghaitech(root, split="random:0.25:0")
+    dataset = CrowdDataset(**{**vars(plain), "sources": {str(s.path): "folder" for s in plain.samples}})
+    started = time.perf_counter()
+    model = train_crowd_model(
+        dataset, replace(CrowdSettings(), input_size=input_size), cache=FeatureCache(folder / "cache")
+    )
+    model.save(folder / "crowd.npz")
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path("../shared/data/shanghaitech-B-train"))
+    parser.add_argument("--input-size", type=int, default=576)
+    parser.add_argument("--only", choices=("cli", "crowd"), default=None)
+    args = parser.parse_args()
+    print(f"CPU: {cpu_description()}; load before {os.getloadavg()[0]:.2f}", flush=True)
+    for name, runner in (("cli", run_cli), ("crowd", run_crowd)):
+        if args.only not in (None, name):
+            continue
+        with tempfile.TemporaryDirectory(prefix=f"bench-train-{name}-") as folder:
+            seconds = runner(args.root.resolve(), args.input_size, Path(folder))
+        print(f"{name}: {seconds / 60:.1f} min (load after {os.getloadavg()[0]:.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

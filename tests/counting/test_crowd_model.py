@@ -1,0 +1,143 @@
+"""The general crowd model's data (the combined reader on the real shared sets), its training
+route (balanced crops, thinned video frames, a small end-to-end run) and the default model path."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from counting.core import defaults
+from counting.core.errors import DatasetError
+from counting.data.datasets.crowd import CROWD_SETS, read_crowd
+from counting.data.datasets.mall import read_mall
+from counting.data.datasets.shanghaitech import read_shanghaitech
+from counting.model.counting_model import default_model_path
+from counting.train.crowd import balanced_weights, thinned_train_part
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def crowd(shared_data: Path):
+    return read_crowd(shared_data)
+
+
+@pytest.mark.slow  # reads 1,559 annotation files (ShanghaiTech's .mat files hold 200,000 dots)
+def test_every_set_keeps_its_counts_and_fixed_validation_part(crowd, shared_data: Path) -> None:
+    sources, splits = crowd.source_names(), crowd.splits
+    sizes = {
+        name: (
+            int(((sources == name) & (splits == "train")).sum()),
+            int(((sources == name) & (splits == "test")).sum()),
+        )
+        for name in CROWD_SETS
+    }
+    # ShanghaiTech: a seeded random quarter; Mall: frames 601-800; coco: a quarter of the 534
+    # photos without a person crowd box.
+    assert sizes == {
+        "shanghaitech-A": (225, 75),
+        "shanghaitech-B": (300, 100),
+        "mall": (600, 200),
+        "coco-voc20": (400, 134),
+    }
+    for sample in crowd.samples:
+        assert sample.count == len(sample.dots)
+    # The same images and counts as the sets' own readers under the same split.
+    own = read_shanghaitech(shared_data / "shanghaitech-A-train", split="random:0.25:0")
+    mine = crowd.of_source("shanghaitech-A")
+    assert [(s.path, s.count, s.split) for s in mine.samples] == [(s.path, s.count, s.split) for s in own.samples]
+    assert sum(s.count for s in mine.samples) == 162707  # the README's total of head dots
+    mall = crowd.of_source("mall")
+    frames = [int(s.path.stem.split("_")[1]) for s in mall.samples if s.split == "test"]
+    assert frames == list(range(601, 801))
+    assert [s.count for s in mall.samples] == [s.count for s in read_mall(shared_data / "mall-train").samples]
+    assert len({s.index for s in crowd.samples}) == len(crowd.samples)
+
+
+def test_coco_persons_are_the_non_crowd_person_boxes(shared_data: Path) -> None:
+    annotations = shared_data / "coco-voc20" / "VOCdevkit" / "VOC2007" / "Annotations"
+    coco = read_crowd(shared_data, sets=("coco-voc20",))
+    kept = {s.path.stem: s for s in coco.samples}
+    crowd_box_photos = people = 0
+    for xml in sorted(annotations.glob("*.xml")):
+        persons = [o for o in ElementTree.parse(xml).getroot().iter("object") if o.findtext("name") == "person"]
+        flagged = [o for o in persons if o.findtext("difficult").strip() == "1"]
+        if flagged:
+            crowd_box_photos += 1
+            assert xml.stem not in kept  # its true count is unknown
+            continue
+        sample = kept[xml.stem]
+        assert sample.count == len(persons)
+        people += len(persons)
+        centres = sorted(((float(o.find("bndbox/xmin").text) + float(o.find("bndbox/xmax").text)) / 2) for o in persons)
+        np.testing.assert_allclose(sorted(sample.dots[:, 0]), centres)
+    assert crowd_box_photos == 25 and len(kept) == 534
+    assert sum(s.count for s in coco.samples) == people == 896  # 322 more are in the crowd-box photos
+    assert sum(s.split == "test" for s in coco.samples) == 134
+
+
+def test_crowd_boxes_can_be_kept(shared_data: Path) -> None:
+    coco = read_crowd(shared_data, sets=("coco-voc20",), include_crowd_boxes=True)
+    assert len(coco.samples) == 559
+
+
+def test_reader_refuses_other_splits_and_sets(shared_data: Path, tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="one split"):
+        read_crowd(shared_data, split="random:0.5")
+    with pytest.raises(DatasetError, match="unknown crowd set"):
+        read_crowd(shared_data, sets=("ucsd",))
+    with pytest.raises(DatasetError, match="folder not found"):
+        read_crowd(tmp_path, sets=("mall",))
+
+
+def test_balanced_weights_give_each_set_one_share() -> None:
+    sources = np.array(["a"] * 6 + ["b"] * 2 + ["c"])
+    weights = balanced_weights(sources)
+    shares = {name: weights[sources == name].sum() for name in "abc"}
+    assert shares == pytest.approx({"a": 1.0, "b": 1.0, "c": 1.0})
+
+
+@pytest.mark.slow  # the whole crowd dataset
+def test_thinning_keeps_every_kth_video_frame_and_no_validation_picture(crowd) -> None:
+    train = thinned_train_part(crowd, 3)
+    sources = train.source_names()
+    assert set(train.splits) == {"train"}
+    assert (sources == "mall").sum() == 200
+    assert (sources == "shanghaitech-B").sum() == 300
+    mall_frames = [int(s.path.stem.split("_")[1]) for s, src in zip(train.samples, sources) if src == "mall"]
+    assert mall_frames[:3] == [1, 4, 7]
+
+
+def test_default_model_is_the_shipped_crowd_model() -> None:
+    assert defaults.MODEL_FILE == "crowd.npz"
+    assert default_model_path() == ROOT / "models" / "crowd.npz"
+    assert default_model_path().is_file()
+
+
+@pytest.mark.slow
+def test_small_crowd_training_end_to_end(shared_data: Path, tmp_path: Path) -> None:
+    from counting.features import FeatureCache
+    from counting.model.counting_model import load_model
+    from counting.train.crowd import CrowdSettings, crowd_figures, train_crowd_model
+
+    crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
+    few = [s for s in crowd.samples if s.split == "train"][::15] + [s for s in crowd.samples if s.split == "test"][::30]
+    crowd = replace(crowd, samples=few)
+    settings = CrowdSettings(input_size=128, steps=20)
+    cache = FeatureCache(tmp_path / "cache")
+    model = train_crowd_model(crowd, settings, cache=cache)
+    path = model.save(tmp_path / "crowd.npz")
+    loaded = load_model(path)
+    assert loaded.input_size == 128 and loaded.count_offset == "head_sum"
+    assert loaded.correction_weight == settings.correction_weight
+    assert loaded.density_head.settings["crowd"]["sampling"] == "balanced"
+    figures = crowd_figures(loaded, crowd, cache=cache, correction_weights=(0.0,))
+    assert set(figures) == {"shanghaitech-B", "coco-voc20"}
+    for entry in figures.values():
+        assert entry["n"] > 0 and np.isfinite(entry["mae"]) and entry["mae_w0"] == pytest.approx(entry["head_mae"])
+    counts = loaded.count_paths([str(s.path) for s in few[:3]], cache=cache).counts
+    assert np.isfinite(counts).all() and (counts >= 0).all()
