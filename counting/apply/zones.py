@@ -137,7 +137,7 @@ def zone_shares(density: np.ndarray, weights: np.ndarray, roi: np.ndarray) -> np
     detections whose centre lies in each zone instead.
     """
     mass = np.clip(np.asarray(density, dtype=float), 0.0, None).reshape(len(density), -1)
-    zone_matrix = weights.reshape(len(weights), -1)
+    zone_matrix = weights.reshape(len(weights), mass.shape[1])  # explicit: no zones is (0, cells)
     inside = mass @ zone_matrix.T
     total = mass @ roi.ravel()
     by_area = zone_matrix.sum(axis=1) / max(float(roi.sum()), _NO_MASS)

@@ -26,6 +26,9 @@ from counting.apply.zones import (
 from counting.features.backbones import Preprocessing
 from counting.heads.uncertainty import ConformalInterval
 
+# Whole-frame class scores: a model with no density map, which cannot count zones.
+DESCRIPTOR_MODEL = Path(__file__).resolve().parents[2] / "models" / "default.npz"
+
 FRAME = (480, 640)  # (height, width), as Mall's frames
 
 
@@ -296,13 +299,13 @@ def test_descriptor_models_refuse_zones_in_one_line() -> None:
     import counting
     from counting.model.counting_model import load_model
 
-    model = load_model()  # the shipped default: class scores of the whole frame
+    model = load_model(DESCRIPTOR_MODEL)  # class scores of the whole frame
     with pytest.raises(ZoneError) as caught:
         check_localises(model)
     assert "cannot count zones" in str(caught.value) and "density-head model" in str(caught.value)
     frame = np.zeros((48, 64, 3), dtype=np.uint8)
     with pytest.raises(ZoneError, match="cannot count zones"):
-        counting.count([frame], zones=["a:0,0,1,0,1,1"])
+        counting.count([frame], model=DESCRIPTOR_MODEL, zones=["a:0,0,1,0,1,1"])
     per_class = SimpleNamespace(name="voc", density_head=None, class_density_head=object())
     with pytest.raises(ZoneError, match="per-class density models"):
         check_localises(per_class)

@@ -25,6 +25,8 @@ from counting.model.counting_model import load_model
 pytestmark = pytest.mark.slow
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "mall-accurate.npz"
+# Whole-frame class scores: a model with no density map, which cannot count zones.
+DESCRIPTOR_MODEL = MODEL.with_name("default.npz")
 FRAMES = (1, 400)
 # A partition of the 640x480 frame whose edges cut the map's cells anywhere (5.33-pixel cells).
 PARTITION = [
@@ -110,7 +112,7 @@ def test_count_command_writes_zone_columns(tmp_path: Path, frame_paths, records)
 
 def test_commands_refuse_zones_a_model_cannot_count(tmp_path: Path, frame_paths) -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["count", str(frame_paths[0]), "--zone", "a:0,0,1,0,1,1"])
+    result = runner.invoke(app, ["count", str(frame_paths[0]), "-m", str(DESCRIPTOR_MODEL), "--zone", "a:0,0,1,0,1,1"])
     assert result.exit_code == 1
     assert "cannot count zones" in result.output and "Traceback" not in result.output
     result = runner.invoke(app, ["count", str(frame_paths[0]), "-m", str(MODEL), "--zone", "far:700,0,800,0,800,9"])
@@ -158,8 +160,18 @@ def test_annotated_frame_draws_heat_map_zones_and_count(model, frame_paths, reco
 
 
 def test_count_frames_without_zones_takes_any_model(frame_paths) -> None:
-    default = load_model()  # whole-frame class scores: no map, no zones
+    default = load_model(DESCRIPTOR_MODEL)  # whole-frame class scores: no map, no zones
     rgb = np.asarray(load_image(frame_paths[0]))
     (record,) = count_frames(default, [rgb], [])
     assert record["zones"] == {} and record["low"] <= record["count"] <= record["high"]
     assert record["count"] == pytest.approx(counting.count([rgb], model=default)[0]["count"], abs=1e-9)
+
+
+def test_count_frames_without_zones_takes_a_density_model(frame_paths) -> None:
+    # An empty zone list on a density model (serve's cameras without zones; the default crowd
+    # model) was a reshape error on the (0, h, w) weights.
+    model = load_model(MODEL)
+    rgb = np.asarray(load_image(frame_paths[0]))
+    (record,) = count_frames(model, [rgb], [])
+    assert record["zones"] == {} and record["low"] <= record["count"] <= record["high"]
+    assert record["count"] == pytest.approx(counting.count([rgb], model=model)[0]["count"], abs=1e-9)
