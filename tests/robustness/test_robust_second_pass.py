@@ -140,13 +140,17 @@ def test_a_huge_features_file_is_counted_in_bounded_memory(tmp_path: Path) -> No
     script = (
         "import sys\n"
         "from counting.cli.app import main\n"
-        "sys.argv = ['counting', 'count', '--features', sys.argv[1], '-q']\n"
+        "sys.argv = ['counting', 'count', '--features', sys.argv[1], '-m', sys.argv[2], '-q']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         # VmHWM, not ru_maxrss: the latter keeps the forking pytest process's peak across exec.
         "hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM')][0]\n"
         "print('peak-mb', int(hwm.split()[1]) // 1024, file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=600)
+    # 1000-d class scores: the Mall descriptor model (the default crowd model counts from maps).
+    descriptor_model = Path(__file__).resolve().parents[2] / "models" / "default.npz"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path), str(descriptor_model)], capture_output=True, text=True, timeout=600
+    )
     lines = done.stdout.splitlines()
     assert lines[0].split("\t") == ["image", "count", "low", "high", "familiarity", "unfamiliar"]
     assert len(lines) == rows + 1
