@@ -76,9 +76,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def bench_uploads(folder: Path, requests: int, concurrency: int, threads: int | None) -> None:
+def bench_uploads(folder: Path, requests: int, concurrency: int, threads: int | None, model: Path) -> None:
     config = folder / "uploads.toml"
-    config.write_text(f'[server]\ndatabase = "uploads.sqlite"\nmodel = "{ROOT / "models" / "default.npz"}"\n')
+    config.write_text(f'[server]\ndatabase = "uploads.sqlite"\nmodel = "{model}"\n')
     process, url = start(config, threads)
     picture = (FRAMES / "seq_000001.jpg").read_bytes()  # 640x480 JPEG
     headers = {"Content-Type": "image/jpeg"}
@@ -107,11 +107,10 @@ def bench_uploads(folder: Path, requests: int, concurrency: int, threads: int | 
     )
 
 
-def bench_cameras(folder: Path, cameras: int, fps: float, minutes: float, threads: int | None) -> None:
+def bench_cameras(folder: Path, cameras: int, fps: float, minutes: float, threads: int | None, model: Path) -> None:
     video = frames_to_video([FRAMES / f"seq_{k:06d}.jpg" for k in range(1, 401)], folder / "mall.avi", 10.0)
     blocks = "".join(
-        f'[[camera]]\nname = "cam{k}"\nsource = "{video}"\nmodel = "{ROOT / "models" / "default.npz"}"\nfps = {fps}\n'
-        for k in range(cameras)
+        f'[[camera]]\nname = "cam{k}"\nsource = "{video}"\nmodel = "{model}"\nfps = {fps}\n' for k in range(cameras)
     )
     config = folder / "cameras.toml"
     config.write_text(f'[server]\ndatabase = "cameras.sqlite"\n{blocks}')
@@ -159,20 +158,25 @@ def main() -> None:
     parser.add_argument("--fps", type=float, default=5.0)
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--threads", type=int, default=None, help="--threads of the server (default: every core)")
+    parser.add_argument("--model", type=Path, default=None, help="model file (default: the shipped default model)")
     parser.add_argument("--skip-uploads", action="store_true")
     parser.add_argument("--skip-cameras", action="store_true")
     args = parser.parse_args()
     if not 1 <= args.requests <= 10_000 or not 0 < args.minutes <= 60:
         raise SystemExit("--requests 1-10000 and --minutes up to 60: this benchmark is bounded")
+    from counting.model.counting_model import default_model_path
+
+    model = (args.model or default_model_path()).resolve()
+    print(f"model: {model}")
     print(
         f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} ({os.cpu_count()} cores)"
     )
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as name:
         folder = Path(name)
         if not args.skip_uploads:
-            bench_uploads(folder, args.requests, args.concurrency, args.threads)
+            bench_uploads(folder, args.requests, args.concurrency, args.threads, model)
         if not args.skip_cameras:
-            bench_cameras(folder, args.cameras, args.fps, args.minutes, args.threads)
+            bench_cameras(folder, args.cameras, args.fps, args.minutes, args.threads, model)
     print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
 
