@@ -272,8 +272,8 @@ def count(
         Optional[Path],
         typer.Option(
             "--annotated",
-            help="Detector models (--descriptor detector): write each photo into this folder with its "
-            "detections drawn (boxes coloured by class, the model's counts in the corner).",
+            help="Write each photo into this folder with what the model saw drawn on it: a detector "
+            "model's boxes (coloured by class), a density model's heat map and zones; the counts in the corner.",
             show_default=False,
             metavar="DIR",
         ),
@@ -397,5 +397,5 @@ def count(
     if annotated is not None:
         from counting.apply.annotated_photos import write_annotated_photos
 
-        written = write_annotated_photos(counting_model, rows, annotated)
+        written = write_annotated_photos(counting_model, rows, annotated, zones)
         say(f"{len(written)} annotated photos written to {escape(printable(str(annotated)))}")

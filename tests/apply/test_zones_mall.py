@@ -175,3 +175,19 @@ def test_count_frames_without_zones_takes_a_density_model(frame_paths) -> None:
     (record,) = count_frames(model, [rgb], [])
     assert record["zones"] == {} and record["low"] <= record["count"] <= record["high"]
     assert record["count"] == pytest.approx(counting.count([rgb], model=model)[0]["count"], abs=1e-9)
+
+
+def test_count_annotated_draws_a_density_models_heat_map_and_zones(tmp_path: Path, frame_paths) -> None:
+    out = tmp_path / "drawn"
+    args = ["count", str(frame_paths[0]), "-m", str(MODEL), "--zone", HALVES[0], "--zone", HALVES[1]]
+    result = CliRunner().invoke(app, [*args, "--annotated", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    drawn = cv2.imread(str(out / frame_paths[0].with_suffix(".jpg").name))
+    original = cv2.imread(str(frame_paths[0]))
+    assert drawn.shape == original.shape
+    # the heat map, the zones and the labels change the picture
+    assert np.abs(drawn.astype(int) - original.astype(int)).mean() > 5
+    descriptor = CliRunner().invoke(
+        app, ["count", str(frame_paths[0]), "-m", str(DESCRIPTOR_MODEL), "--annotated", str(out)]
+    )
+    assert descriptor.exit_code == 1 and "has neither" in " ".join(descriptor.output.split())
