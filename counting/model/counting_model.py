@@ -7,7 +7,7 @@ its JSON metadata, so later commands need nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -557,9 +557,6 @@ class CountingModel:
         most :data:`DENSITY_BATCH` per forward pass: memory stays flat in the number of pictures
         (2000 frames held every map at once, 11.7 GB).
         """
-        from counting.features.extract import chunk_slices, whole_batches
-        from counting.heads.density.maps import HEAD_STRIDE, extract_maps
-
         head = self.density_head
         batch_size = max(1, min(batch_size, DENSITY_BATCH))
         sources = [str(path) for path in paths]
@@ -568,6 +565,43 @@ class CountingModel:
         probes = None if self.familiarity is None else np.full((len(sources), self.familiarity.dim), np.nan)
         ok = np.zeros(len(sources), dtype=bool)
         errors: dict[str, str] = {}
+        for k, item in self._each_picture_maps(sources, backbone, cache, batch_size, progress, ok, errors):
+            density = head.density(item)  # what head.region_counts sums
+            features[k] = head.sum_regions(density, self.roi_mask, head.grid)[0]
+            if on_density is not None:
+                on_density(sources[k], density[0])
+            if probes is not None:
+                probes[k] = map_statistics(item)[0]
+        counts = self.predict_features(features)
+        low, high = self.intervals(counts)
+        return CountResult(
+            sources=sources,
+            counts=counts,
+            low=low,
+            high=high,
+            ok=ok,
+            errors=errors,
+            familiarity=None if probes is None else self.familiarity.scores(probes),
+        )
+
+    def _each_picture_maps(
+        self,
+        sources: list[str],
+        backbone: Any,
+        cache: Any,
+        batch_size: int,
+        progress: bool,
+        ok: np.ndarray,
+        errors: dict[str, str],
+    ) -> Iterator[tuple[int, Any]]:
+        """``(index, maps)`` of each readable picture, the density head's layers made
+        :data:`DENSITY_CHUNK` pictures at a time (``batch_size`` <= :data:`DENSITY_BATCH` per pass)
+        and released before the next chunk: memory stays flat in the number of pictures. Fills
+        ``ok`` and ``errors`` (unreadable pictures are skipped) as the chunks go."""
+        from counting.features.extract import chunk_slices, whole_batches
+        from counting.heads.density.maps import HEAD_STRIDE, extract_maps
+
+        head = self.density_head
         for piece in chunk_slices(len(sources), whole_batches(DENSITY_CHUNK, batch_size), progress):
             map_set = extract_maps(
                 sources[piece],
@@ -582,27 +616,11 @@ class CountingModel:
             )
             for offset, item in enumerate(map_set.maps):
                 if item is not None:
-                    density = head.density(item)  # what head.region_counts sums
-                    features[piece.start + offset] = head.sum_regions(density, self.roi_mask, head.grid)[0]
-                    if on_density is not None:
-                        on_density(sources[piece.start + offset], density[0])
-                    if probes is not None:
-                        probes[piece.start + offset] = map_statistics(item)[0]
+                    yield piece.start + offset, item
             ok[piece] = map_set.ok
             errors.update(map_set.errors)
             del map_set  # the next chunk's maps replace these, not join them
             release_freed_memory()
-        counts = self.predict_features(features)
-        low, high = self.intervals(counts)
-        return CountResult(
-            sources=sources,
-            counts=counts,
-            low=low,
-            high=high,
-            ok=ok,
-            errors=errors,
-            familiarity=None if probes is None else self.familiarity.scores(probes),
-        )
 
     def probe_paths(
         self,
@@ -618,9 +636,6 @@ class CountingModel:
         if self.density_head is None:
             features, ok, errors = self._features_of_paths(paths, cache, weights, batch_size, progress)
             return np.reshape(features, (len(features), -1)), ok, errors
-        from counting.features.extract import chunk_slices, whole_batches
-        from counting.heads.density.maps import HEAD_STRIDE, extract_maps
-
         head = self.density_head
         backbone = self.get_backbone(weights)
         batch_size = max(1, min(batch_size, DENSITY_BATCH))
@@ -628,28 +643,11 @@ class CountingModel:
         probes: np.ndarray | None = None
         ok = np.zeros(len(sources), dtype=bool)
         errors: dict[str, str] = {}
-        for piece in chunk_slices(len(sources), whole_batches(DENSITY_CHUNK, batch_size), progress):
-            map_set = extract_maps(
-                sources[piece],
-                backbone,
-                self.preprocessing(),
-                head.layers,
-                cache,
-                batch_size,
-                False,
-                on_error="skip",
-                stride=getattr(head, "stride", HEAD_STRIDE),
-            )
-            for offset, item in enumerate(map_set.maps):
-                if item is not None:
-                    stats = map_statistics(item)[0]
-                    if probes is None:
-                        probes = np.full((len(sources), stats.size), np.nan)
-                    probes[piece.start + offset] = stats
-            ok[piece] = map_set.ok
-            errors.update(map_set.errors)
-            del map_set
-            release_freed_memory()
+        for k, item in self._each_picture_maps(sources, backbone, cache, batch_size, progress, ok, errors):
+            stats = map_statistics(item)[0]
+            if probes is None:
+                probes = np.full((len(sources), stats.size), np.nan)
+            probes[k] = stats
         if probes is None:
             probes = np.full((len(sources), 2 * head.n_channels), np.nan)
         return probes, ok, errors
