@@ -53,6 +53,9 @@ WHITEN = True  # each axis divided by its spread
 NEIGHBOURS = 5  # training pictures a distance averages over
 N_FOLDS = 5  # out-of-fold calibration
 FLAG_RATE = 0.01  # default threshold: about 1 % of pictures like the training ones are marked
+# Distance below which a reference is the probe itself (references are stored as float32; whitened
+# distances between different pictures are of order 1).
+IDENTICAL = 1e-4
 # Training pictures kept as references: enough for a 5-NN distance, bounded so the model file stays small.
 MAX_REFERENCES = 4000
 _SMALL = 1e-8
@@ -111,6 +114,15 @@ class Familiarity:
     def scores(self, probes: np.ndarray) -> np.ndarray:
         """Familiarity in (0, 1] per probe (NaN for a NaN probe: a picture that failed)."""
         distance = self.distances(probes)
+        return self.scores_of_distances(distance)
+
+    def scores_without_self(self, probes: np.ndarray) -> np.ndarray:
+        """Scores of training pictures as a new picture would get them: a reference identical
+        to the probe (the picture itself) is not one of its neighbours. What a model fitted on
+        training pictures' familiarity (the sparse gate) must see, or it learns from scores
+        that new pictures never reach."""
+        projected = self.project(probes)
+        distance = _knn_distance(projected, self.references, self.neighbours, skip_identical=True)
         return self.scores_of_distances(distance)
 
     def scores_of_distances(self, distance: np.ndarray) -> np.ndarray:
@@ -268,19 +280,25 @@ def unfamiliar_summary(n_unfamiliar: int, n_scored: int, what: str = "pictures")
     )
 
 
-def _knn_distance(queries: np.ndarray, references: np.ndarray, neighbours: int) -> np.ndarray:
-    """Mean Euclidean distance of each query row to its ``neighbours`` nearest reference rows."""
+def _knn_distance(
+    queries: np.ndarray, references: np.ndarray, neighbours: int, skip_identical: bool = False
+) -> np.ndarray:
+    """Mean Euclidean distance of each query row to its ``neighbours`` nearest reference rows
+    (``skip_identical``: references at distance ~0 from the query are not counted)."""
     out = np.full(len(queries), np.nan)
     finite = np.isfinite(queries).all(axis=1)
     if not finite.any():
         return out
     from scipy.spatial.distance import cdist
 
-    count = min(neighbours, len(references))
+    count = max(1, min(neighbours, len(references) - int(skip_identical)))
     rows = np.flatnonzero(finite)
     for start in range(0, len(rows), 1024):  # bounds the (queries x references) block
         part = rows[start : start + 1024]
         distance = cdist(queries[part], references)
+        if skip_identical:
+            # Stored as float32: a picture's own reference lies within rounding of it.
+            distance[distance < IDENTICAL] = np.inf
         nearest = np.partition(distance, count - 1, axis=1)[:, :count]
         out[part] = nearest.mean(axis=1)
     return out

@@ -7,6 +7,7 @@ its JSON metadata, so later commands need nothing else.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from counting.core import defaults
-from counting.core.errors import CountingError, ModelFileError
+from counting.core.errors import BackboneError, CountingError, ModelFileError
 from counting.core.memory import release_freed_memory
 from counting.core.version import __version__
 from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views, stack_views
@@ -144,6 +145,9 @@ class CountingModel:
     correction_weight: float = 1.0
     # counting.heads.familiarity.Familiarity: how much a picture resembles the training pictures.
     familiarity: Any = None
+    # counting.heads.sparse_gate.SparseGate (crowd density models): sparse photos are counted by
+    # the detector's person count instead of the density head's sum.
+    sparse_gate: Any = None
     _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -164,6 +168,10 @@ class CountingModel:
             raise ModelFileError(f"correction weight must be a number from 0 to 2, got {weight!r:.60}")
         if weight != 1.0 and self.count_offset == "none":
             raise ModelFileError("a correction weight other than 1 needs the count offset 'head_sum'")
+        if self.sparse_gate is not None and (
+            self.density_head is None or self.familiarity is None or self.class_names is not None
+        ):
+            raise ModelFileError("a sparse gate needs a one-class density head and a familiarity section")
 
     @property
     def uses_maps(self) -> bool:
@@ -243,6 +251,8 @@ class CountingModel:
             record["correction_weight"] = float(self.correction_weight)
         if self.familiarity is not None:
             record["familiarity"] = self.familiarity.to_document()
+        if self.sparse_gate is not None:
+            record["sparse_gate"] = self.sparse_gate.to_document()
         return record
 
     def save(self, path: str | Path) -> Path:
@@ -347,6 +357,7 @@ class CountingModel:
                 count_offset=metadata.get("count_offset", "none"),
                 correction_weight=metadata.get("correction_weight", 1.0),
                 familiarity=_read_familiarity(metadata.get("familiarity")),
+                sparse_gate=_read_sparse_gate(metadata.get("sparse_gate")),
             )
             model.check_familiarity()
         except ModelFileError as error:
@@ -573,6 +584,13 @@ class CountingModel:
             if probes is not None:
                 probes[k] = map_statistics(item)[0]
         counts = self.predict_features(features)
+        familiarity = None if probes is None else self.familiarity.scores(probes)
+        persons = (
+            None if self.sparse_gate is None else _without_detector(self.person_rows, sources, ok, errors, backbone)
+        )
+        if persons is not None:
+            counts = self.sparse_gate.apply(counts, persons, familiarity, self.familiarity.project(probes))[0]
+            counts[~ok] = np.nan
         low, high = self.intervals(counts)
         return CountResult(
             sources=sources,
@@ -581,8 +599,35 @@ class CountingModel:
             high=high,
             ok=ok,
             errors=errors,
-            familiarity=None if probes is None else self.familiarity.scores(probes),
+            familiarity=familiarity,
         )
+
+    def person_rows(
+        self, sources: Sequence[str], ok: np.ndarray, errors: dict[str, str], backbone: Any = None
+    ) -> np.ndarray:
+        """The detector's person rows of the counted pictures (NaN elsewhere), from the same
+        prepared inputs as frames and arrays (counting.features.detector.evidence). A picture
+        that cannot be read again is dropped from ``ok`` and named in ``errors``."""
+        from counting.data.imaging import load_image
+        from counting.features.detector.evidence import DETECTOR_BATCH, PERSON_QUANTITIES, person_evidence
+
+        backbone = backbone if backbone is not None else self.get_backbone()
+        sources = [str(source) for source in sources]
+        persons = np.full((len(sources), len(PERSON_QUANTITIES)), np.nan)
+        prep = self.preprocessing()
+        readable = np.flatnonzero(ok)
+        for start in range(0, len(readable), DETECTOR_BATCH):
+            indices, tensors = [], []
+            for k in readable[start : start + DETECTOR_BATCH]:
+                try:
+                    tensors.append(backbone.prepare(load_image(sources[k]), prep, sources[k]))
+                    indices.append(k)
+                except (CountingError, OSError, ValueError) as error:
+                    ok[k] = False
+                    errors[sources[k]] = f"{sources[k]}: {str(error).splitlines()[0] if str(error) else error!r}"
+            if tensors:
+                persons[indices] = person_evidence(tensors, backbone.normalisation)
+        return persons
 
     def _each_picture_maps(
         self,
@@ -777,19 +822,33 @@ class CountingModel:
             ]
             density = np.concatenate([part[0] for part in parts])
             familiarity = None if self.familiarity is None else np.concatenate([part[1] for part in parts])
-            return self.count_density(density), familiarity, density if with_density else None
+            counts = self.count_density(density)
+            persons = None
+            if self.sparse_gate is not None:
+                from counting.features.detector.evidence import person_evidence
+
+                persons = _without_detector(person_evidence, list(tensors), self.get_backbone(weights).normalisation)
+            if persons is not None:
+                projected = np.concatenate([part[2] for part in parts])
+                counts = self.sparse_gate.apply(counts, persons, familiarity, projected)[0]
+            return counts, familiarity, density if with_density else None
         features = self._prepared_features(tensors, weights)
         return self.predict_features(features, source="frames"), self.familiarity_scores(features), None
 
-    def _density_part(self, tensors: Sequence[Any], weights: str | Path | None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Density maps and familiarity of a few prepared inputs (one forward pass)."""
+    def _density_part(
+        self, tensors: Sequence[Any], weights: str | Path | None
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """Density maps, familiarity and the familiarity probes on their principal axes of a few
+        prepared inputs (one forward pass)."""
         from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
 
         head = self.density_head
         batch = np.stack([np.asarray(tensor) for tensor in tensors])
         maps = maps_on_grid(self.get_backbone(weights), batch, head.layers, getattr(head, "stride", HEAD_STRIDE))
-        familiarity = None if self.familiarity is None else self.familiarity.scores(map_statistics(maps))
-        return head.density(maps), familiarity
+        if self.familiarity is None:
+            return head.density(maps), None, None
+        probes = map_statistics(maps)
+        return head.density(maps), self.familiarity.scores(probes), self.familiarity.project(probes)
 
     def _prepared_features(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """The regressor's input rows of prepared inputs of one shape (not density-head models)."""
@@ -854,6 +913,33 @@ def _read_familiarity(record: Any) -> Any:
     try:
         return Familiarity.from_document(record)
     except FamiliarityError as error:
+        raise ModelFileError(str(error)) from None
+
+
+def _without_detector(compute: Any, *args: Any) -> np.ndarray | None:
+    """``compute(*args)`` (the detector's person rows), or None with one warning when the detector
+    cannot be had (no npm, no $COUNTING_DETECTOR_SOURCE, a broken conversion): the model then
+    counts by its density head alone, which over-counts some sparse photos, instead of failing."""
+    try:
+        return compute(*args)
+    except BackboneError as error:
+        warnings.warn(
+            f"{str(error).splitlines()[0]}; counting by the density head alone (sparse photos may be over-counted)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+def _read_sparse_gate(record: Any) -> Any:
+    """The model file's sparse-gate section, or None (models without one count by the head alone)."""
+    if record is None:
+        return None
+    from counting.heads.sparse_gate import SparseGate, SparseGateError
+
+    try:
+        return SparseGate.from_document(record)
+    except SparseGateError as error:
         raise ModelFileError(str(error)) from None
 
 

@@ -223,6 +223,8 @@ _COUNTING_FIELDS = (
     "class_density_head",
     # counting.heads.familiarity (checked where it is read, Familiarity.from_document)
     "familiarity",
+    # counting.heads.sparse_gate (checked where it is read, SparseGate.from_document)
+    "sparse_gate",
 )
 
 

@@ -31,7 +31,9 @@ __all__ = [
     "CrowdSettings",
     "balanced_weights",
     "crowd_figures",
+    "fit_crowd_gate",
     "head_rows",
+    "head_validation_samples",
     "thinned_train_part",
     "train_crowd_model",
 ]
@@ -170,6 +172,70 @@ def train_crowd_model(
     return model
 
 
+def head_validation_samples(dataset: Any, settings: CrowdSettings = CrowdSettings()) -> list:
+    """The train pictures the head never trained on: the quarter of the thinned train part it is
+    early-stopped on (:func:`~counting.heads.density.conv_training.validation_part`), the rows its
+    AGP learns from. What the sparse gate is fitted on."""
+    from counting.heads.density.conv_training import validation_part
+
+    train = thinned_train_part(dataset, settings.sequence_stride)
+    indices = np.array([sample.index for sample in train.samples])
+    held = validation_part(indices, False, settings.seed)
+    return [sample for sample, keep in zip(train.samples, held, strict=True) if keep]
+
+
+def fit_crowd_gate(
+    model: CountingModel,
+    dataset: Any,
+    settings: CrowdSettings = CrowdSettings(),
+    *,
+    cache: Any = None,
+    batch_size: int = 4,
+    log: Callable[[str], None] | None = None,
+) -> CountingModel:
+    """The model with a sparse gate (counting.heads.sparse_gate) fitted on the head's held-out
+    quarter, and its interval recalibrated on the gate's out-of-fold counts there.
+
+    The model needs its familiarity section first (``scripts/familiarize_several.py``): the gate
+    reads the familiarity, taken without each picture's own reference (it is a training picture).
+    """
+    from counting.heads.sparse_gate import fit_sparse_gate
+    from counting.heads.uncertainty import ConformalInterval, choose_scale
+
+    if model.familiarity is None:
+        raise ValueError(f"{model.name}: the sparse gate reads familiarity; add it first (counting familiarize)")
+    started = time.perf_counter()
+    samples = head_validation_samples(dataset, settings)
+    paths = [str(sample.path) for sample in samples]
+    truth = np.array([float(sample.count) for sample in samples])
+    plain = replace(model, sparse_gate=None)
+    heads = plain.count_paths(paths, cache=cache, batch_size=batch_size).counts
+    probes, _, _ = plain.probe_paths(paths, cache=cache, batch_size=batch_size)
+    familiarity = model.familiarity.scores_without_self(probes)
+    persons = plain.person_rows(paths, np.isfinite(heads), {})
+    projected = model.familiarity.project(probes)
+    gate, oof = fit_sparse_gate(heads, persons, familiarity, projected, truth, seed=settings.seed)
+    level = model.interval.level if model.interval is not None else 0.9
+    scale, widths = choose_scale(truth, oof, level=level, seed=settings.seed)
+    interval = ConformalInterval.fit(truth, oof, level=level, scale=scale)
+    gate.settings |= {
+        "fitted_on": f"{len(paths)} train pictures the head never trained on (its early-stopping quarter)",
+        "out_of_fold_mae": float(np.mean(np.abs(oof - truth))),
+        "head_mae": float(np.mean(np.abs(np.clip(heads, 0, None) - truth))),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    if log is not None:
+        log(
+            f"sparse gate: C={gate.settings['C']:g}, detector threshold {gate.settings['detector_threshold']:g}, "
+            f"{gate.settings['n_sparse']} of {gate.settings['n_pictures']} held-out pictures sparse; "
+            f"out-of-fold MAE {gate.settings['out_of_fold_mae']:.2f} (head alone {gate.settings['head_mae']:.2f}); "
+            f"interval scale {scale}"
+        )
+    gated = replace(model, sparse_gate=gate, interval=interval)
+    gated.training = dict(model.training) | {"sparse_gate": gate.settings, "interval_scale_widths_gated": widths}
+    return gated
+
+
 def head_rows(model: CountingModel, paths: list, cache: Any = None, batch_size: int = 4) -> np.ndarray:
     """``(n, 1 + cells)`` region sums of the model's head on image files (what its AGP reads)."""
     from counting.heads.density.maps import extract_maps
@@ -204,7 +270,8 @@ def crowd_figures(
     correction_weights: tuple[float, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Per set: MAE / MSE / RMSE of the model on ``part`` (the validation part), the head's sum
-    alone, the interval coverage, and the figures at other ``correction_weights``."""
+    alone, the interval coverage, and the head's figures at other ``correction_weights``
+    (without the sparse gate)."""
     figures: dict[str, dict[str, Any]] = {}
     chosen = dataset.subset(part)
     sources = chosen.source_names()
@@ -212,14 +279,15 @@ def crowd_figures(
         members = [sample for sample, source in zip(chosen.samples, sources, strict=True) if source == name]
         truth = np.array([sample.count for sample in members], dtype=float)
         rows = head_rows(model, [sample.path for sample in members], cache)
-        counts = model.predict_features(rows)
-        low, high = model.intervals(counts)
+        # The model's own counts (sparse gate included), as `counting count` gives them.
+        result = model.count_paths([sample.path for sample in members], cache=cache, batch_size=4)
+        counts, low, high = result.counts, result.low, result.high
         entry: dict[str, Any] = {"n": len(members)} | crowd_metrics(truth, counts)
         entry["head_mae"] = float(np.mean(np.abs(np.clip(rows[:, 0], 0, None) - truth)))
         if low is not None:
             entry["coverage"] = float(np.mean((truth >= low) & (truth <= high)))
         for weight in correction_weights:
-            other = replace(model, correction_weight=weight).predict_features(rows)
+            other = replace(model, correction_weight=weight, sparse_gate=None).predict_features(rows)
             entry[f"mae_w{weight:g}"] = float(np.mean(np.abs(other - truth)))
         figures[name] = entry
     return figures

@@ -1,0 +1,61 @@
+"""Fit the crowd model's sparse gate (counting.heads.sparse_gate) and print the validation figures.
+
+    export COUNTING_CACHE_DIR=/work/cache-crowd     # optional: reuses the training maps
+    python scripts/fit_crowd_gate.py --data ../shared/data -m models/crowd.npz -o models/crowd.npz
+
+The third step of the crowd model's reproduction, after `scripts/train_crowd_model.py` and
+`scripts/familiarize_several.py` (the gate reads familiarity). The gate is fitted on the quarter of
+the train part the head never trained on (counting.train.crowd.head_validation_samples), its
+interval recalibrated on the gate's out-of-fold counts there; then each set's fixed validation
+part is scored with and without the gate. The output replaces the model file only when it is
+written completely (CountingModel.save is atomic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import replace
+
+from counting.data.datasets.crowd import read_crowd
+from counting.features import FeatureCache
+from counting.model.counting_model import load_model
+from counting.train.crowd import crowd_figures, fit_crowd_gate
+
+
+def _table(title: str, figures: dict) -> None:
+    print(title)
+    print(f"  {'set':<16}{'n':>5}{'MAE':>9}{'RMSE':>9}{'cover90':>9}")
+    for name, entry in figures.items():
+        print(
+            f"  {name:<16}{entry['n']:>5}{entry['mae']:>9.2f}{entry['rmse']:>9.2f}"
+            f"{entry.get('coverage', float('nan')):>9.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="../shared/data", help="folder holding the shared sets")
+    parser.add_argument("-m", "--model", default="models/crowd.npz", help="crowd model with a familiarity section")
+    parser.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
+    args = parser.parse_args()
+    cache = FeatureCache()
+    dataset = read_crowd(args.data)
+    model = load_model(args.model)
+    print(f"load before: {os.getloadavg()[0]:.1f}", flush=True)
+    started = time.perf_counter()
+    gated = fit_crowd_gate(
+        replace(model, sparse_gate=None), dataset, cache=cache, log=lambda line: print(line, file=sys.stderr)
+    )
+    print(f"gate fitted in {time.perf_counter() - started:.0f} s (load now {os.getloadavg()[0]:.1f})", flush=True)
+    gated.save(args.output)
+    print(f"model -> {args.output}")
+    _table("validation parts, with the gate:", crowd_figures(gated, dataset, cache=cache))
+    plain = replace(model, sparse_gate=None)
+    _table("validation parts, the input model without a gate:", crowd_figures(plain, dataset, cache=cache))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The sparse gate (counting.heads.sparse_gate): fitting, routing, its model-file section, and the
+familiarity a training picture gets without its own reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from counting.features.detector.descriptor import QUANTITIES, THRESHOLDS
+from counting.heads.familiarity import fit_familiarity
+from counting.heads.sparse_gate import SparseGate, SparseGateError, fit_sparse_gate, gate_features
+
+
+def _pictures(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Sparse photos (0-12 people) where the head over-counts textures and the detector is right
+    at score 0.3, and crowds (40-900) where the head is right and the detector saturates."""
+    rng = np.random.default_rng(seed)
+    sparse = rng.random(n) < 0.5
+    truth = np.where(sparse, rng.integers(0, 13, n), rng.integers(40, 900, n)).astype(float)
+    head = np.where(sparse, truth + rng.gamma(1.0, 30.0, n), truth * rng.normal(1.0, 0.1, n))
+    familiarity = np.where(sparse, rng.uniform(0.01, 0.3, n), rng.uniform(0.2, 1.0, n))
+    persons = np.zeros((n, len(QUANTITIES)))
+    for k, threshold in enumerate(THRESHOLDS):
+        # Lower thresholds find extra false people; at 0.3 the sparse counts are exact.
+        extra = np.round(max(0.0, 0.3 - threshold) * 20 * rng.random(n))
+        seen = np.where(sparse, truth + extra, np.minimum(100, rng.integers(0, 30, n)))
+        persons[:, k] = np.sqrt(seen)
+    persons[:, -2] = np.sqrt(truth.clip(0, 40) * 0.6)
+    persons[:, -1] = np.sqrt(np.where(sparse, truth, 40 + truth / 20))
+    # Familiarity axes: the first two tell the regimes apart, the rest is noise.
+    projected = rng.normal(size=(n, 16))
+    projected[:, :2] += np.where(sparse, 1.5, -1.5)[:, None]
+    return head, persons, familiarity, projected, truth
+
+
+def test_the_gate_sends_sparse_pictures_to_the_detector_count_at_the_best_threshold() -> None:
+    head, persons, familiarity, projected, truth = _pictures(300)
+    gate, oof = fit_sparse_gate(head, persons, familiarity, projected, truth)
+    assert THRESHOLDS[gate.count_index] == 0.3
+    assert gate.settings["n_sparse"] == int((truth <= 20).sum())
+    new_head, new_persons, new_familiarity, new_projected, new_truth = _pictures(200, seed=1)
+    counts, sparse = gate.apply(new_head, new_persons, new_familiarity, new_projected)
+    few = new_truth <= 20
+    assert np.mean(sparse == few) > 0.95
+    # Sparse pictures get the detector's count (exact at 0.3 here), crowds keep the head's.
+    assert np.mean(np.abs(counts - new_truth)[few & sparse]) == 0.0
+    np.testing.assert_array_equal(counts[~sparse], new_head[~sparse])
+    assert np.mean(np.abs(counts - new_truth)[few]) < np.mean(np.abs(new_head - new_truth)[few]) / 5
+    # Out-of-fold counts: every picture routed by a fit without it.
+    assert oof.shape == truth.shape and np.isfinite(oof).all()
+    assert np.mean(np.abs(oof - truth)[truth <= 20]) < np.mean(np.abs(head - truth)[truth <= 20]) / 5
+
+
+def test_pictures_without_familiarity_keep_the_heads_count() -> None:
+    head, persons, familiarity, projected, truth = _pictures(120)
+    gate, _ = fit_sparse_gate(head, persons, familiarity, projected, truth)
+    unknown = familiarity.copy()
+    unknown[:10] = np.nan
+    counts, sparse = gate.apply(head, persons, unknown, projected)
+    assert not sparse[:10].any()
+    np.testing.assert_array_equal(counts[:10], head[:10])
+
+
+def test_the_section_round_trips_and_damaged_sections_are_refused() -> None:
+    head, persons, familiarity, projected, truth = _pictures(120)
+    gate, _ = fit_sparse_gate(head, persons, familiarity, projected, truth)
+    again = SparseGate.from_document(gate.to_document())
+    features = gate_features(head, persons, familiarity, projected[:, : gate.axes])
+    np.testing.assert_allclose(again.probability(features), gate.probability(features), rtol=1e-12)
+    document = gate.to_document()
+    for broken, reason in [
+        (document | {"coef": document["coef"][:-1]}, "numbers per array"),
+        (document | {"scale": [0.0] * len(document["scale"])}, "positive"),
+        (document | {"intercept": "x"}, "not numeric"),
+        (document | {"count_index": len(THRESHOLDS)}, "not a detector threshold"),
+        (document | {"axes": 17}, "familiarity axes"),
+        ({k: v for k, v in document.items() if k != "mean"}, "incomplete"),
+        ([1, 2], "not a JSON object"),
+    ]:
+        with pytest.raises(SparseGateError, match=reason):
+            SparseGate.from_document(broken)
+
+
+def test_a_fit_needs_both_kinds_of_picture() -> None:
+    head, persons, familiarity, projected, truth = _pictures(60)
+    with pytest.raises(ValueError, match="both sparse"):
+        fit_sparse_gate(head, persons, familiarity, projected, np.full_like(truth, 500.0))
+
+
+def test_training_pictures_scored_without_their_own_reference() -> None:
+    rng = np.random.default_rng(0)
+    probes = rng.normal(size=(200, 6))
+    familiarity = fit_familiarity(probes)
+    plain = familiarity.scores(probes)
+    honest = familiarity.scores_without_self(probes)
+    # With its own reference at distance 0 a training picture looks more familiar than it is.
+    assert np.mean(honest) < np.mean(plain)
+    assert (honest <= plain + 1e-12).all()
+    # A new picture has no reference of its own: both give the same score.
+    fresh = rng.normal(size=(20, 6))
+    np.testing.assert_array_equal(familiarity.scores_without_self(fresh), familiarity.scores(fresh))
+
+
+# --------------------------------------------------------------------------- the shipped crowd model
+COCO = "coco-voc20/VOCdevkit/VOC2007/JPEGImages"
+
+
+@pytest.fixture(scope="module")
+def crowd_model():
+    import os
+    import shutil
+    from pathlib import Path
+
+    from counting.features.detector.fetch import SOURCE_ENV, model_files_present
+    from counting.model.counting_model import load_model
+
+    if not model_files_present() and shutil.which("npm") is None and not os.environ.get(SOURCE_ENV):
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the real detector: npm is missing")
+        pytest.skip(f"the detector's files cannot be had here: no npm and no {SOURCE_ENV}")
+    return load_model(Path(__file__).resolve().parents[2] / "models" / "crowd.npz")
+
+
+@pytest.mark.slow
+def test_the_shipped_crowd_model_hands_an_empty_texture_photo_to_the_detector(crowd_model, shared_data) -> None:
+    """coco-voc20 000000567982 holds nobody; the density head alone counts 225 people in it (a
+    texture it takes for a crowd). A ShanghaiTech B street keeps the head's count."""
+    from dataclasses import replace
+
+    photos = [str(shared_data / COCO / "000000567982.jpg"), str(shared_data / "shanghaitech-B-train/images/IMG_10.jpg")]
+    gated = crowd_model.count_paths(photos)
+    alone = replace(crowd_model, sparse_gate=None).count_paths(photos)
+    assert alone.counts[0] > 200
+    assert gated.counts[0] <= 1
+    assert gated.low[0] == 0.0 and gated.high[0] < 10
+    assert gated.counts[1] == pytest.approx(alone.counts[1], abs=1e-9)
+    assert 150 < gated.counts[1] < 200
+
+
+@pytest.mark.slow
+def test_files_and_in_memory_pictures_get_the_same_gated_counts(crowd_model, shared_data) -> None:
+    """The detector reads the prepared backbone input on every path, so a photo counted from its
+    file (count, evaluate) and from pixels (video, serve, counting.count on arrays) agree."""
+    from counting.data.imaging import load_image
+
+    names = ["000000567982.jpg", "000000000036.jpg", "000000002299.jpg"]
+    paths = [str(shared_data / COCO / name) for name in names]
+    from_files = crowd_model.count_paths(paths).counts
+    from_pixels = np.concatenate([crowd_model.count_images([np.asarray(load_image(path))]) for path in paths])
+    np.testing.assert_allclose(from_pixels, from_files, rtol=0, atol=1e-6)
+
+
+def test_without_the_detector_the_model_counts_by_its_head_with_one_warning(monkeypatch, shared_data) -> None:
+    from dataclasses import replace
+    from pathlib import Path
+
+    from counting.core.errors import BackboneError
+    from counting.features.detector import evidence
+    from counting.model.counting_model import load_model
+
+    model = load_model(Path(__file__).resolve().parents[2] / "models" / "crowd.npz")
+
+    def missing(*args, **kwargs):
+        raise BackboneError("the detector's model files are missing: run `counting models fetch`")
+
+    monkeypatch.setattr(evidence, "person_evidence", missing)
+    photo = [str(shared_data / COCO / "000000567982.jpg")]
+    with pytest.warns(RuntimeWarning, match="counting by the density head alone"):
+        counts = model.count_paths(photo).counts
+    np.testing.assert_allclose(counts, replace(model, sparse_gate=None).count_paths(photo).counts)
