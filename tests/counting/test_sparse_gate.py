@@ -168,3 +168,24 @@ def test_without_the_detector_the_model_counts_by_its_head_with_one_warning(monk
     with pytest.warns(RuntimeWarning, match="counting by the density head alone"):
         counts = model.count_paths(photo).counts
     np.testing.assert_allclose(counts, replace(model, sparse_gate=None).count_paths(photo).counts)
+
+
+def test_model_files_with_a_damaged_or_misplaced_gate_are_refused_in_one_line(tmp_path) -> None:
+    from pathlib import Path
+
+    from counting.core.errors import ModelFileError
+    from counting.model.counting_model import load_model
+
+    models = Path(__file__).resolve().parents[2] / "models"
+    crowd = load_model(models / "crowd.npz")
+    assert crowd.sparse_gate is not None and crowd.sparse_gate.axes == 4
+    crowd.sparse_gate.scale = -crowd.sparse_gate.scale
+    crowd.save(tmp_path / "negative.npz")
+    with pytest.raises(ModelFileError, match=r"negative\.npz: the sparse gate's scales must be positive"):
+        load_model(tmp_path / "negative.npz")
+    # A descriptor model has no head count to gate: a gate copied into it is refused.
+    mall = load_model(models / "default.npz")
+    with pytest.raises(ModelFileError, match="a sparse gate needs a one-class density head"):
+        from dataclasses import replace
+
+        replace(mall, sparse_gate=load_model(models / "crowd.npz").sparse_gate)
