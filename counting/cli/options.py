@@ -244,7 +244,8 @@ _DESCRIPTOR_HELP = (
     "What each image becomes: scores (ImageNet class scores), pooled (trunk features), or "
     "sum:MAPS / mean:MAPS (feature maps block0..block15, final, summed over the ROI), then "
     ",perspective (weighted by the dataset's map) and ,levels=1+2 (per cell of 1x1, 2x2 grids); "
-    "e.g. sum:block10+final,levels=1+2. One pass per image."
+    "e.g. sum:block10+final,levels=1+2; detector / detector-letterbox: per-class counts of the COCO "
+    "detector fed the photo stretched / with its aspect kept. One pass per image."
 )
 _DESCRIPTOR_METAVAR = "SPEC"
 DescriptorOption = Annotated[

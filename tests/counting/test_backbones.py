@@ -217,7 +217,8 @@ def test_stack_prepared_gives_a_channels_last_batch(effnet: Backbone) -> None:
 
 def test_unknown_backbone_is_a_one_line_error() -> None:
     with pytest.raises(
-        BackboneError, match=r"^vgg16: unknown backbone \(choose from efficientnet-lite0, resnet50, centernet\)$"
+        BackboneError,
+        match=r"^vgg16: unknown backbone \(choose from efficientnet-lite0, resnet50, centernet, centernet-letterbox\)$",
     ):
         get_backbone("vgg16")
 

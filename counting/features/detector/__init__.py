@@ -10,9 +10,11 @@ people = counts[:, PERSON]
 - ``convert``: tfjs graph model -> ONNX (``onnx.helper``; no TensorFlow, no node at run time);
 - ``decode``: the top-100 decode of the heat map and box sides in NumPy;
 - ``runner``: the converted model on ONNX Runtime (picture -> 512x512 stretched input);
+- ``letterbox``: the aspect-preserving input of the ``detector-letterbox`` descriptor;
 - ``descriptor``: per-class counts at several thresholds, soft counts, heat mass (the
-  ``detector`` descriptor kind), whole frame or per grid cell;
-- ``backbone``: all of it behind the backbone protocol (``get_backbone("centernet")``).
+  ``detector`` and ``detector-letterbox`` descriptor kinds), whole frame or per grid cell;
+- ``backbone``: all of it behind the backbone protocol (``get_backbone("centernet")``,
+  ``get_backbone("centernet-letterbox")``).
 """
 
 from __future__ import annotations
@@ -34,17 +36,18 @@ PERSON = VOC_CLASSES.index("person")
 # classes' thresholds fit a handful of photos).
 DEFAULT_THRESHOLD = 0.25
 
-_backbones: dict[int, Any] = {}
+_backbones: dict[tuple[int, bool], Any] = {}
 
 
-def detector_backbone(threads: int | None = None) -> Any:
-    """The detector behind the backbone protocol (built once per thread count)."""
+def detector_backbone(threads: int | None = None, letterbox: bool = False) -> Any:
+    """The detector behind the backbone protocol (built once per thread count and input kind);
+    ``letterbox``: the picture's aspect kept (the ``detector-letterbox`` descriptor)."""
     from counting.features.detector.backbone import DetectorBackbone
 
-    count = int(threads) if threads else 2
-    if count not in _backbones:
-        _backbones[count] = DetectorBackbone(threads=count)
-    return _backbones[count]
+    key = (int(threads) if threads else 2, bool(letterbox))
+    if key not in _backbones:
+        _backbones[key] = DetectorBackbone(threads=key[0], letterbox=key[1])
+    return _backbones[key]
 
 
 def detect_counts(

@@ -73,3 +73,37 @@ def test_detect_counts_people(detector, shared_data: Path) -> None:
 
     arrays = [np.asarray(load_image(path)) for path in paths[:2]]
     np.testing.assert_array_equal(detect_counts(arrays, thresholds=0.3), counts[:2])
+
+
+def test_letterbox_descriptor_counts_its_own_detections(shared_data: Path) -> None:
+    """`detector-letterbox`: the columns count the letterboxed input's detections, whose boxes land
+    on the photo (not the grey border), and the people of a group photo are found."""
+    if not model_files_present() and shutil.which("npm") is None and not os.environ.get(SOURCE_ENV):
+        pytest.skip(f"the detector's files cannot be had here: no npm and no {SOURCE_ENV}")
+    from counting.data.imaging import load_image
+    from counting.features.detector import PERSON, detector_backbone
+    from counting.features.detector.decode import COCO_TO_VOC
+    from counting.features.detector.descriptor import THRESHOLDS, count_columns
+
+    backbone = detector_backbone(2, letterbox=True)
+    assert backbone.name == "centernet-letterbox"
+    stems = sorted(REFERENCE["photos"])
+    pictures = [np.asarray(load_image(shared_data / PHOTOS / f"{stem}.jpg")) for stem in stems]
+    descriptors = backbone.forward(np.stack([backbone.to_input(p) for p in pictures]))
+    found = backbone.detect_pictures(pictures)
+    person = 0  # COCO class 0, VOC column PERSON
+    columns = count_columns(THRESHOLDS.index(0.25))
+    assert COCO_TO_VOC[PERSON] == person
+    for index, picture in enumerate(pictures):
+        height, width = picture.shape[:2]
+        people = (found.classes[index] == person) & (found.scores[index] >= 0.25)
+        assert round(float(descriptors[index, columns][PERSON]) ** 2) == int(people.sum())
+        boxes = found.boxes[index][people]
+        centres_x, centres_y = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+        assert ((centres_x >= 0) & (centres_x <= width) & (centres_y >= 0) & (centres_y <= height)).all()
+    # 000000000257 holds 13 annotated people
+    group = stems.index("000000000257")
+    assert 8 <= round(float(descriptors[group, columns][PERSON]) ** 2) <= 16
+    # a different view of the photo than the stretched input's
+    stretched = detector_backbone(2).forward(np.stack([detector_backbone(2).to_input(p) for p in pictures]))
+    assert not np.allclose(stretched, descriptors)
