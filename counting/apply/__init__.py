@@ -8,27 +8,18 @@ from __future__ import annotations
 
 from counting.core.lazy import lazy_exports
 
-_EXPORTS = {
-    "Counts": ".api",
-    "count": ".api",
-    "count_in_chunks": ".chunks",
-    # video and smoothing
-    "count_video": ".video",
-    "overlay_label": ".video",
-    "StreamingSmoother": ".smoothing",
-    "causal_label": ".smoothing",
-    "causal_smooth": ".smoothing",
-    "smooth_counts": ".smoothing",
-    "frames_to_video": ".serve.videos",
-    # zones
-    "Zone": ".zone_specs",
-    "load_zones": ".zone_specs",
-    "parse_zone": ".zone_specs",
-    # scale-out
-    "cluster_extractor": ".distributed",
-    "extract_features_distributed": ".distributed",
-    "open_cluster": ".distributed",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".api": "Counts count",
+        ".chunks": "count_in_chunks",
+        # video and smoothing
+        ".video": "count_video overlay_label",
+        ".smoothing": "StreamingSmoother causal_label causal_smooth smooth_counts",
+        ".serve.videos": "frames_to_video",
+        # zones
+        ".zone_specs": "Zone load_zones parse_zone",
+        # scale-out
+        ".distributed": "cluster_extractor extract_features_distributed open_cluster",
+    },
+)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from counting.core.lazy import lazy_exports
 
-_EXPORTS = {"main": ".app"}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {},
+)

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from counting.core.lazy import lazy_exports
 
-_EXPORTS = {
-    "defaults": ".defaults:",  # the module: default settings of every command
-    "CountingError": ".errors",
-    "crowd_metrics": ".metrics",
-    "voc_metrics": ".metrics",
-    "atomic_write": ".files",
-    "check_outputs": ".files",
-    "__version__": ".version",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".defaults": "defaults",
+        ".errors": "CountingError",
+        ".metrics": "crowd_metrics voc_metrics",
+        ".files": "atomic_write check_outputs",
+        ".version": "__version__",
+    },
+)

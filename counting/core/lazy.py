@@ -15,24 +15,36 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for ``package``. ``exports`` maps a public name to where it is
-    defined, relative to the package: ``".datasets"`` (the same name in that module),
-    ``".density.conv_training:DEFAULT_SETTINGS"`` (another name there: the surface renames it) or
-    ``".defaults:"`` (the module itself). The first lookup stores the object in the package, so
-    later ones are plain attribute reads."""
+def lazy_exports(
+    package: str, exports: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """``(__getattr__, __dir__, __all__)`` for ``package``.
+
+    ``exports`` maps a module, relative to the package (``".datasets"``), to the names it gives,
+    separated by spaces: ``"load_dataset parse_split"``. ``"NEW=OLD"`` exports the module's ``OLD``
+    as ``NEW`` (a name that says little at the package's level); a name that is the module's own
+    and not one of its attributes (``".defaults": "defaults"``) is the module itself. The first
+    lookup stores the object in the package, so later ones are plain attribute reads.
+    """
+    where: dict[str, tuple[str, str]] = {}
+    for module_name, names in exports.items():
+        for entry in names.split():
+            public, _, attribute = entry.partition("=")
+            if public in where:
+                raise ValueError(f"{package}: {public} exported twice")
+            where[public] = (module_name, attribute or public)
 
     def __getattr__(name: str) -> Any:
-        where = exports.get(name)
-        if where is None:
+        if name not in where:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module_name, _, attribute = where.partition(":")
+        module_name, attribute = where[name]
         module = importlib.import_module(module_name, package)
-        value = getattr(module, attribute or name) if attribute or ":" not in where else module
+        own_module = module_name.rsplit(".", 1)[-1] == attribute and not hasattr(module, attribute)
+        value = module if own_module else getattr(module, attribute)
         setattr(sys.modules[package], name, value)
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(vars(sys.modules[package])) | set(exports))
+        return sorted(set(vars(sys.modules[package])) | set(where))
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, sorted(where)

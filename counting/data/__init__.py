@@ -12,23 +12,17 @@ from __future__ import annotations
 
 from counting.core.lazy import lazy_exports
 
-_EXPORTS = {
-    # datasets and splits
-    "DATASETS": ".datasets",
-    "CountingDataset": ".datasets",
-    "Sample": ".datasets",
-    "load_dataset": ".datasets",
-    "parse_split": ".datasets",
-    "cv_folds": ".datasets.splits",
-    "read_shanghaitech": ".datasets.shanghaitech",
-    # the general crowd model's data (several datasets, fixed validation parts)
-    "CrowdDataset": ".datasets.crowd",
-    "read_crowd": ".datasets.crowd",
-    # pictures
-    "load_image": ".imaging",
-    "image_size": ".imaging",
-    "expand_image_paths": ".paths",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        # datasets and splits
+        ".datasets": "DATASETS CountingDataset Sample load_dataset parse_split",
+        ".datasets.splits": "cv_folds",
+        ".datasets.shanghaitech": "read_shanghaitech",
+        # the general crowd model's data (several datasets, fixed validation parts)
+        ".datasets.crowd": "CrowdDataset read_crowd",
+        # pictures
+        ".imaging": "load_image image_size",
+        ".paths": "expand_image_paths",
+    },
+)

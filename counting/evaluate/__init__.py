@@ -9,29 +9,21 @@ from __future__ import annotations
 
 from counting.core.lazy import lazy_exports
 
-_EXPORTS = {
-    "evaluate_model": ".evaluation",
-    "plot_loss": ".plots",
-    "write_report": ".report",
-    "load_published": ".published",
-    # peers
-    "build_exact_gp": ".peers.regression",
-    "build_ridge": ".peers.regression",
-    # every method on the same descriptors and split
-    "ComparisonData": ".comparison",
-    "holdout": ".comparison",
-    "run_feature_method": ".comparison",
-    # settings chosen on a validation hold-out (the accuracy scripts)
-    "Candidate": ".comparison.study",
-    "Study": ".comparison.study",
-    "choose_window": ".comparison.study",
-    "final_study_figures": ".comparison.study:final",
-    "print_study_row": ".comparison.study:print_row",
-    "select_candidate": ".comparison.study:select",
-    "size_text": ".comparison.study",
-    "study_intervals": ".comparison.study:intervals",
-    "write_study": ".comparison.study",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".evaluation": "evaluate_model",
+        ".plots": "plot_loss",
+        ".report": "write_report",
+        ".published": "load_published",
+        # peers
+        ".peers.regression": "build_exact_gp build_ridge",
+        # every method on the same descriptors and split
+        ".comparison": "ComparisonData holdout run_feature_method",
+        # settings chosen on a validation hold-out (the accuracy scripts)
+        ".comparison.study": (
+            "Candidate Study choose_window final_study_figures=final print_study_row=print_row "
+            "select_candidate=select size_text study_intervals=intervals write_study"
+        ),
+    },
+)

@@ -3,7 +3,8 @@ batched extraction with an on-disk cache.
 
 ```python
 from counting.features import extract_features, FeatureCache, Preprocessing, get_backbone
-fs = extract_features(paths, get_backbone("efficientnet-lite0"), Preprocessing(224), cache=FeatureCache(), on_error="skip")
+backbone = get_backbone("efficientnet-lite0")
+fs = extract_features(paths, backbone, Preprocessing(224), cache=FeatureCache(), on_error="skip")
 fs.features, fs.ok, fs.errors
 ```
 The public surface (``__all__``) is imported from its modules on first use (:mod:`counting.core.lazy`):
@@ -14,35 +15,19 @@ from __future__ import annotations
 
 from counting.core.lazy import lazy_exports
 
-_EXPORTS = {
-    # extraction and its cache
-    "FeatureCache": ".cache",
-    "default_cache_dir": ".cache",
-    "FeatureSet": ".extract",
-    "configure_torch_threads": ".extract",
-    "extract_descriptor_sets": ".extract",
-    "extract_features": ".extract",
-    "prepare_path": ".extract",
-    # backbones and their runtimes
-    "BACKBONES": ".backbones",
-    "Preprocessing": ".backbones",
-    "get_backbone": ".backbones",
-    "configure_runtime": ".backbones",
-    "RUNTIMES": ".backbones.runtime",
-    "available_cpus": ".backbones.runtime",
-    "cpu_description": ".backbones.runtime",
-    "default_threads": ".backbones.runtime",
-    "DetectorBackbone": ".detector.backbone",
-    # descriptor kinds, layouts and tiles
-    "Descriptor": ".descriptors",
-    "DescriptorSpec": ".descriptors",
-    "parse_descriptor": ".descriptors",
-    "training_rows": ".layouts",
-    "predict_rows": ".layouts",
-    "frame_counts": ".layouts",
-    "parse_grid": ".tiles",
-    "tile_counts": ".tiles",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        # extraction and its cache
+        ".cache": "FeatureCache default_cache_dir",
+        ".extract": "FeatureSet configure_torch_threads extract_descriptor_sets extract_features prepare_path",
+        # backbones and their runtimes
+        ".backbones": "BACKBONES Preprocessing get_backbone configure_runtime",
+        ".backbones.runtime": "RUNTIMES available_cpus cpu_description default_threads",
+        ".detector.backbone": "DetectorBackbone",
+        # descriptor kinds, layouts and tiles
+        ".descriptors": "Descriptor DescriptorSpec parse_descriptor",
+        ".layouts": "training_rows predict_rows frame_counts",
+        ".tiles": "parse_grid tile_counts",
+    },
+)

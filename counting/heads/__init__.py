@@ -10,44 +10,29 @@ from __future__ import annotations
 
 from counting.core.lazy import lazy_exports
 
-_EXPORTS = {
-    "ConformalInterval": ".uncertainty",
-    "fit_familiarity": ".familiarity",
-    # per-class counts (VOC)
-    "PerClassRegressor": ".multiclass",
-    "TransformedRegressor": ".multiclass",
-    "apply_gate": ".multiclass",
-    "choose_gate": ".multiclass",
-    # density heads on frozen feature maps
-    "DensityHead": ".density",
-    "extract_maps": ".density",
-    "fit_density_head": ".density",
-    "layer_channels": ".density.maps",
-    "COUNT_WEIGHTS": ".density.fitting",
-    "TargetSettings": ".density.data",
-    "density_targets": ".density.data",
-    # the conv density head, its ensemble and the AGP's correction of the ensemble's sum
-    "ConvSettings": ".density.conv_fitting",
-    "fit_conv_heads": ".density.conv_fitting",
-    "stride8_maps": ".density.conv_fitting",
-    "ensemble": ".density.conv_head",
-    "CONV_LAYERS": ".density.conv_training",
-    "CORRECTION_WEIGHT": ".density.conv_training",
-    "DEFAULT_CONV_SETTINGS": ".density.conv_training:DEFAULT_SETTINGS",
-    "corrected_counts": ".density.conv_training",
-    "correction_targets": ".density.conv_training",
-    "validation_parts": ".density.conv_training",
-    # the per-class density head (VOC)
-    "DEFAULT_CLASS_LAYERS": ".density.class_training",
-    "DEFAULT_SPREAD": ".density.class_training",
-    "fit_class_head_descriptors": ".density.class_training",
-    "accumulate_grams": ".density.multiclass",
-    "annotation_path": ".density.multiclass",
-    "class_density_targets": ".density.multiclass",
-    "class_head_features": ".density.multiclass",
-    "extract_class_maps": ".density.multiclass",
-    "read_boxes": ".density.multiclass",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".uncertainty": "ConformalInterval",
+        ".familiarity": "fit_familiarity",
+        # per-class counts (VOC)
+        ".multiclass": "PerClassRegressor TransformedRegressor apply_gate choose_gate",
+        # density heads on frozen feature maps
+        ".density": "DensityHead extract_maps fit_density_head",
+        ".density.maps": "layer_channels",
+        ".density.fitting": "COUNT_WEIGHTS",
+        ".density.data": "TargetSettings density_targets",
+        # the conv density head, its ensemble and the AGP's correction of the ensemble's sum
+        ".density.conv_fitting": "ConvSettings fit_conv_heads stride8_maps",
+        ".density.conv_head": "ensemble",
+        ".density.conv_training": (
+            "CONV_LAYERS CORRECTION_WEIGHT DEFAULT_CONV_SETTINGS=DEFAULT_SETTINGS "
+            "corrected_counts correction_targets validation_parts"
+        ),
+        # the per-class density head (VOC)
+        ".density.class_training": "DEFAULT_CLASS_LAYERS DEFAULT_SPREAD fit_class_head_descriptors",
+        ".density.multiclass": (
+            "accumulate_grams annotation_path class_density_targets class_head_features extract_class_maps read_boxes"
+        ),
+    },
+)

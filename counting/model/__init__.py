@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from counting.core.lazy import lazy_exports
 
-_EXPORTS = {
-    "CountingModel": ".counting_model",
-    "default_model_path": ".counting_model",
-    "load_model": ".counting_model",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".counting_model": "CountingModel default_model_path load_model",
+    },
+)

@@ -8,18 +8,12 @@ from __future__ import annotations
 
 from counting.core.lazy import lazy_exports
 
-_EXPORTS = {
-    "TrainingConfig": ".pipeline",
-    "make_regressor": ".pipeline",
-    "train_model": ".pipeline",
-    "agp_counts": ".fitting",
-    "conv_ensemble_counts": ".fitting",
-    "fit_agp": ".fitting",
-    "add_familiarity": ".familiarity",
-    "CrowdSettings": ".crowd",
-    "crowd_figures": ".crowd",
-    "train_crowd_model": ".crowd",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".pipeline": "TrainingConfig make_regressor train_model",
+        ".fitting": "agp_counts conv_ensemble_counts fit_agp",
+        ".familiarity": "add_familiarity",
+        ".crowd": "CrowdSettings crowd_figures train_crowd_model",
+    },
+)

@@ -143,3 +143,12 @@ def test_importing_a_surface_or_a_light_module_loads_no_heavy_library() -> None:
     )
     assert process.returncode == 0, process.stderr
     assert process.stdout.strip() == "[]"
+
+
+def test_a_name_exported_twice_is_refused_when_the_surface_is_declared() -> None:
+    from counting.core.lazy import lazy_exports
+
+    with pytest.raises(ValueError, match="counting.fake: load_dataset exported twice"):
+        lazy_exports("counting.fake", {".datasets": "load_dataset", ".other": "x load_dataset=y"})
+    _, _, names = lazy_exports("counting.fake", {".a": "one two=three", ".b": "b"})
+    assert names == ["b", "one", "two"]
