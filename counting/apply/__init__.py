@@ -1,7 +1,5 @@
 """Stage 5, a model on new pictures: counting in bounded chunks, video and streams, smoothing,
 zones, distributed extraction, the live service.
-
-The public surface (``__all__``) is imported from its modules on first use (:mod:`counting.core.lazy`).
 """
 
 from __future__ import annotations

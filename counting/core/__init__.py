@@ -1,8 +1,5 @@
 """Shared foundations every stage uses: one-line errors, safe file output, signals, defaults,
 column names, figures of merit.
-
-The public surface (``__all__``) names what scripts and users need; each is imported from its
-module on first use (:mod:`counting.core.lazy`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ their splits.
 from counting.data import load_dataset, load_image
 ds = load_dataset("mall", root, split="train=1-600,test=601-800")
 ```
-The public surface (``__all__``) is imported from its modules on first use (:mod:`counting.core.lazy`).
 """
 
 from __future__ import annotations

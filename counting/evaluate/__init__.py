@@ -1,6 +1,5 @@
 """Stage 6, figures: evaluation, comparison with peers and published rows, reports and plots.
 
-The public surface (``__all__``) is imported from its modules on first use (:mod:`counting.core.lazy`).
 The accuracy studies' library (``comparison/study.py``) is named here with the word ``study`` in
 the names that would say little on their own.
 """

@@ -1,9 +1,9 @@
 """Stage 3, descriptors or maps -> counts: the density heads, the per-class transform,
 calibrated intervals, the familiarity score.
 
-The public surface (``__all__``) is imported from its modules on first use (:mod:`counting.core.lazy`).
-Besides what a user needs, it names the parts of the density heads that the studies in
-``scripts/`` run one by one (docs/density.md, docs/voc.md).
+Besides what a user needs, the public surface (``__all__``, :mod:`counting.core.lazy`) names
+the parts of the density heads that the studies in ``scripts/`` run one by one (docs/density.md,
+docs/voc.md).
 """
 
 from __future__ import annotations

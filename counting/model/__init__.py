@@ -1,7 +1,5 @@
 """Stage 4, the model file: its schema and CountingModel (a fitted head plus everything needed
 to apply it).
-
-The public surface (``__all__``) is imported from its modules on first use (:mod:`counting.core.lazy`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """Stage 5, a dataset -> a model file: the training pipeline, the general crowd model, the
 familiarity section.
-
-The public surface (``__all__``) is imported from its modules on first use (:mod:`counting.core.lazy`).
 """
 
 from __future__ import annotations
