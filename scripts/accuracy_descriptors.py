@@ -33,12 +33,17 @@ from pathlib import Path
 import numpy as np
 
 from agp import AGPRegressor
-from counting.data.datasets import load_dataset
-from counting.evaluate.peers.regression import build_exact_gp, build_ridge
-from counting.features import FeatureCache, extract_descriptor_sets
-from counting.features.backbones import Preprocessing, get_backbone
-from counting.features.cache import default_cache_dir
-from counting.features.descriptors import Descriptor, DescriptorSpec
+from counting.data import load_dataset
+from counting.evaluate import build_exact_gp, build_ridge, size_text
+from counting.features import (
+    Descriptor,
+    DescriptorSpec,
+    FeatureCache,
+    Preprocessing,
+    default_cache_dir,
+    extract_descriptor_sets,
+    get_backbone,
+)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SETTINGS = {
@@ -78,10 +83,6 @@ REGRESSORS = {
     "agp-diagonal-25": lambda seed: AGPRegressor(n_centers=25, kernel="diagonal", random_state=seed),
     "exact-gp": lambda seed: build_exact_gp(seed=seed),
 }
-
-
-def size_text(size: int | None) -> str:
-    return "native" if size is None else str(size)
 
 
 def spec_of(layers: tuple[str, ...], perspective: bool, levels: tuple[int, ...], kind: str = "sum") -> DescriptorSpec:

@@ -28,20 +28,21 @@ from pathlib import Path
 
 import numpy as np
 
-from counting.evaluate.comparison import ComparisonData, holdout, run_feature_method
-from counting.evaluate.comparison.study import (
+from counting.evaluate import (
     Candidate,
+    ComparisonData,
     Study,
     choose_window,
-    final,
-    intervals,
-    print_row,
-    select,
+    final_study_figures,
+    holdout,
+    print_study_row,
+    run_feature_method,
+    select_candidate,
     size_text,
+    study_intervals,
     write_study,
 )
-from counting.features import FeatureCache
-from counting.features.tiles import parse_grid
+from counting.features import FeatureCache, parse_grid
 
 warnings.filterwarnings("ignore", category=UserWarning)
 warnings.filterwarnings("ignore", module="sklearn")
@@ -55,7 +56,7 @@ def crop_descriptors(
     kept in ``store`` (.npy) because it costs ``cells`` passes per frame."""
     from PIL import Image
 
-    from counting.features.backbones import Preprocessing
+    from counting.features import Preprocessing
 
     if store.exists():
         return np.load(store)
@@ -92,9 +93,8 @@ def speed(root: Path, sizes: list[int | None], grids: list[tuple[int, int]], n_f
     one pass (whole frame, and pooled per cell for each grid) against one pass per tile crop."""
     import torch
 
-    from counting.data.datasets import load_dataset
-    from counting.data.imaging import load_image
-    from counting.features.backbones import Preprocessing, get_backbone
+    from counting.data import load_dataset, load_image
+    from counting.features import Preprocessing, get_backbone
 
     torch.set_num_threads(1)
     dataset = load_dataset("mall", root, split="train=1-600,test=601-800")
@@ -154,8 +154,8 @@ def speed(root: Path, sizes: list[int | None], grids: list[tuple[int, int]], n_f
 
 def crops_study(args: argparse.Namespace) -> None:
     """Validation and test MAE of per-tile crops against one pass pooled per cell (same grid)."""
-    from counting.data.datasets import load_dataset
-    from counting.features.backbones import get_backbone
+    from counting.data import load_dataset
+    from counting.features import get_backbone
 
     grid = parse_grid(args.crops)
     cache = FeatureCache(args.cache_dir)
@@ -181,7 +181,7 @@ def crops_study(args: argparse.Namespace) -> None:
             for stage, part in (("validation", holdout(data, 0.25, 0)), ("test", data)):
                 result = run_feature_method(part, method, layout, 25, 0, 5)
                 name = f"{method} · {layout} {grid[0]}x{grid[1]} · 224 · {label}"
-                print_row(stage, Candidate(method, layout, 224, grid), result)
+                print_study_row(stage, Candidate(method, layout, 224, grid), result)
                 log.append({"stage": stage, "candidate": name, **result.row()})
     write_study(args.out, log, f"# Mall: one pass pooled per cell vs one pass per tile crop ({args.crops})")
 
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
         best = Candidate(method, layout, None if size == "native" else int(size), parse_grid(grid))
         best_agp = Candidate("agp-univariate", layout, best.input_size, best.grid)
         return finish(study, best, best_agp, sizes, log, args.out, started)
-    best, best_mae = select(study, candidates, log)
+    best, best_mae = select_candidate(study, candidates, log)
 
     # AGP kernels and centres on the best layout's descriptors (the paper's levers).
     agp_candidates = [
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
         for method in ("center-gp", "agp-univariate", "agp-diagonal", "agp-lowrank")
         for n in (25, 100, 200)
     ]
-    best_agp, best_agp_mae = select(study, agp_candidates, log)
+    best_agp, best_agp_mae = select_candidate(study, agp_candidates, log)
     best = best if best_mae <= best_agp_mae else best_agp
     finish(study, best, best_agp, sizes, log, args.out, started)
 
@@ -274,8 +274,8 @@ def finish(
         Candidate("ridge", "frame", sizes[-1]),
         best_agp,
     ]
-    final(study, list(dict.fromkeys([*references, best])), window, log)
-    intervals(study, best, 0.9, 0.15, log)
+    final_study_figures(study, list(dict.fromkeys([*references, best])), window, log)
+    study_intervals(study, best, 0.9, 0.15, log)
     write_study(out, log, f"# Mall accuracy study (chosen: {best.name}, smoothing window {window})")
     print(f"done in {time.perf_counter() - started:.0f} s; wrote {out}/study.json and study.md", flush=True)
 

@@ -19,9 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from counting.evaluate.comparison.study import Candidate, Study, final, intervals, select, write_study
-from counting.features import FeatureCache
-from counting.features.tiles import parse_grid
+from counting.evaluate import Candidate, Study, final_study_figures, select_candidate, study_intervals, write_study
+from counting.features import FeatureCache, parse_grid
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,13 +50,13 @@ def main(argv: list[str] | None = None) -> None:
             candidates += [Candidate("gp", "tiles", size, grid)] if grid == grids[0] and not args.quick else []
             if not args.quick:
                 candidates.append(Candidate("gp", "pyramid", size, grid))
-    best, best_mae = select(study, candidates, log)
+    best, best_mae = select_candidate(study, candidates, log)
     agp_candidates = [
         Candidate(method, best.layout, best.input_size, best.grid, best.roi, n)
         for method in ("center-gp", "agp-univariate", "agp-diagonal", "agp-lowrank")
         for n in (25, 100)
     ]
-    best_agp, best_agp_mae = select(study, agp_candidates, log)
+    best_agp, best_agp_mae = select_candidate(study, agp_candidates, log)
     best = best if best_mae <= best_agp_mae else best_agp
     references = [
         Candidate("agp-univariate", "frame", sizes[0]),
@@ -65,8 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         Candidate("gp", "frame", sizes[0]),
         best_agp,
     ]
-    final(study, list(dict.fromkeys([*references, best])), 0, log)
-    intervals(study, best, 0.9, 0.15, log)
+    final_study_figures(study, list(dict.fromkeys([*references, best])), 0, log)
+    study_intervals(study, best, 0.9, 0.15, log)
     write_study(args.out, log, f"# ShanghaiTech B accuracy study (chosen: {best.name})")
     print(f"done in {time.perf_counter() - started:.0f} s; wrote {args.out}/study.json and study.md", flush=True)
 

@@ -41,9 +41,8 @@ MEANS = ("constant", "linear")
 
 def mall_features(root: Path, input_size: int | None, use_roi: bool, cache_dir: Path | None):
     """(X, counts, frame numbers) for the 800 Mall frames, from the feature cache when present."""
-    from counting.data.datasets import load_dataset
-    from counting.features import FeatureCache, extract_features
-    from counting.features.backbones import Preprocessing, get_backbone
+    from counting.data import load_dataset
+    from counting.features import FeatureCache, Preprocessing, extract_features, get_backbone
 
     dataset = load_dataset("mall", root, split=SPLIT)
     prep = Preprocessing(input_size, roi_mask=dataset.roi_mask if use_roi else None)

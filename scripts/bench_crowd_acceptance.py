@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from counting.data.datasets.crowd import read_crowd
+from counting.data import read_crowd
 
 
 def main() -> None:

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import counting
-from counting.data.imaging import image_size
-from counting.features.backbones.runtime import cpu_description, default_threads
-from counting.model.counting_model import default_model_path, load_model
+from counting.data import image_size
+from counting.features import cpu_description, default_threads
+from counting.model import default_model_path, load_model
 
 
 def main() -> None:

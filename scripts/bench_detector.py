@@ -55,10 +55,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from counting.data.imaging import load_image
-    from counting.features import extract_features
-    from counting.features.backbones.runtime import cpu_description
-    from counting.features.detector.backbone import DetectorBackbone
+    from counting.data import load_image
+    from counting.features import DetectorBackbone, cpu_description, extract_features
 
     print(f"CPU: {cpu_description()}; {os.cpu_count()} logical CPUs, {args.threads} threads")
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")

@@ -18,10 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from counting.apply.distributed import extract_features_distributed, open_cluster
-from counting.features import extract_features
-from counting.features.backbones import Preprocessing, get_backbone
-from counting.features.backbones.runtime import RUNTIMES, available_cpus
+from counting.apply import extract_features_distributed, open_cluster
+from counting.features import RUNTIMES, Preprocessing, available_cpus, extract_features, get_backbone
 
 MALL = Path(__file__).resolve().parents[2] / "shared" / "data" / "mall-train" / "frames"
 

@@ -32,11 +32,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from counting.core import defaults
-from counting.data.imaging import load_image
-from counting.features import FeatureCache, configure_torch_threads, extract_features
-from counting.features.backbones import Preprocessing, configure_runtime, get_backbone
-from counting.features.backbones.runtime import cpu_description, default_threads
-from counting.features.extract import prepare_path
+from counting.data import load_image
+from counting.features import (
+    FeatureCache,
+    Preprocessing,
+    configure_runtime,
+    configure_torch_threads,
+    cpu_description,
+    default_threads,
+    extract_features,
+    get_backbone,
+    prepare_path,
+)
 
 DEFAULT_DATA = Path(os.environ.get("COUNTING_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -167,7 +174,7 @@ def main() -> None:
     )
 
     if photos:
-        from counting.data.imaging import image_size
+        from counting.data import image_size
 
         sizes = {image_size(path) for path in photos}
         print(f"\n4. mixed sizes: {len(photos)} coco-voc20 photos, {len(sizes)} sizes, end to end on onnxruntime,")

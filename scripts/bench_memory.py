@@ -56,7 +56,7 @@ def _report():
     with open(os.environ["PEAK_RSS_FILE"], "w") as handle:
         handle.write(peak.split()[1])
 atexit.register(_report)
-from counting.cli.app import main
+from counting.cli import main
 sys.argv[0] = "counting"
 main()
 """
@@ -135,7 +135,7 @@ def main() -> None:
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []  # the command's own options (-m MODEL)
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     args.extra = extra
-    from counting.features.backbones.runtime import cpu_description
+    from counting.features import cpu_description
 
     print(f"CPU: {cpu_description()}; load average {os.getloadavg()[0]:.2f} at start")
     results = []

@@ -39,7 +39,7 @@ def _report():
     with open(os.environ["PEAK_RSS_FILE"], "w") as handle:
         handle.write(peak.split()[1])
 atexit.register(_report)
-from counting.cli.app import main
+from counting.cli import main
 sys.argv[0] = "counting"
 main()
 """
@@ -102,7 +102,7 @@ def main() -> int:
     parser.add_argument("extra", nargs="*", help="more `counting count` options (after --)")
     args = parser.parse_args()
     try:
-        from counting.features.backbones.runtime import cpu_description
+        from counting.features import cpu_description
 
         cpu = cpu_description()
     except ImportError:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 
-from counting.apply.serve.videos import frames_to_video
+from counting.apply import frames_to_video
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAMES = ROOT.parent / "shared" / "data" / "mall-train" / "frames"
@@ -164,7 +164,7 @@ def main() -> None:
     args = parser.parse_args()
     if not 1 <= args.requests <= 10_000 or not 0 < args.minutes <= 60:
         raise SystemExit("--requests 1-10000 and --minutes up to 60: this benchmark is bounded")
-    from counting.model.counting_model import default_model_path
+    from counting.model import default_model_path
 
     model = (args.model or default_model_path()).resolve()
     print(f"model: {model}")

@@ -23,7 +23,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from counting.features.backbones.runtime import cpu_description
+from counting.features import cpu_description
 
 
 def run_cli(root: Path, input_size: int, folder: Path) -> float:
@@ -57,10 +57,9 @@ def run_cli(root: Path, input_size: int, folder: Path) -> float:
 
 def run_crowd(root: Path, input_size: int, folder: Path) -> float:
     # The crowd reader's dataset type over one folder: every photo is one set's.
-    from counting.data.datasets.crowd import CrowdDataset
-    from counting.data.datasets.shanghaitech import read_shanghaitech
+    from counting.data import CrowdDataset, read_shanghaitech
     from counting.features import FeatureCache
-    from counting.train.crowd import CrowdSettings, train_crowd_model
+    from counting.train import CrowdSettings, train_crowd_model
 
     plain = read_shanghaitech(root, split="random:0.25:0")
     dataset = CrowdDataset(**{**vars(plain), "sources": {str(s.path): "folder" for s in plain.samples}})

@@ -27,11 +27,10 @@ from pathlib import Path
 
 import cv2
 
-from counting.apply.video import count_video
+from counting.apply import count_video
 from counting.core import defaults
-from counting.features.backbones import configure_runtime
-from counting.features.backbones.runtime import cpu_description
-from counting.model.counting_model import load_model
+from counting.features import configure_runtime, cpu_description
+from counting.model import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 FPS = 25.0

@@ -44,28 +44,28 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conv_density_study import SETUPS, SHARED, metrics  # noqa: E402
 
-from counting.data.datasets import load_dataset  # noqa: E402
-from counting.features import FeatureCache  # noqa: E402
-from counting.features.backbones import Preprocessing, get_backbone  # noqa: E402
-from counting.heads.density.conv_fitting import fit_conv_heads, stride8_maps  # noqa: E402
-from counting.heads.density.conv_training import (  # noqa: E402
+from counting.data import load_dataset  # noqa: E402
+from counting.features import (  # noqa: E402
+    FeatureCache,  # noqa: E402
+    Preprocessing,
+    get_backbone,
+)
+from counting.heads import (  # noqa: E402  # noqa: E402  # noqa: E402
     CONV_LAYERS,
-    DEFAULT_SETTINGS,
+    DEFAULT_CONV_SETTINGS,
+    TargetSettings,
     corrected_counts,
     correction_targets,
+    density_targets,
+    fit_conv_heads,
+    stride8_maps,
     validation_parts,
 )
-from counting.heads.density.data import TargetSettings, density_targets  # noqa: E402
-from counting.train.pipeline import TrainingConfig, make_regressor  # noqa: E402
+from counting.train import fit_agp  # noqa: E402
 
 COMBINERS = ("head", "ratio", "agp-mean", "agp-members", "agp-residual", "agp-members-residual")
 # Weights of the AGP's correction swept for ``agp-residual`` (0: the head alone, 1: all of it).
 WEIGHTS = np.round(np.linspace(0.0, 1.2, 13), 2)
-
-
-def fitted_agp(rows: np.ndarray, targets: np.ndarray, seed: int):
-    regressor = make_regressor(TrainingConfig(seed=seed), len(rows))
-    return regressor.fit(rows, targets)
 
 
 def combine(oof: np.ndarray, counts: np.ndarray, members: np.ndarray, seed: int) -> dict[str, np.ndarray]:
@@ -74,8 +74,8 @@ def combine(oof: np.ndarray, counts: np.ndarray, members: np.ndarray, seed: int)
     n_held, n_members, dim = members.shape
     mean = members.mean(axis=1)
     flat = members.reshape(-1, dim)
-    direct = fitted_agp(oof, counts, seed)
-    residual = fitted_agp(oof, correction_targets(oof, counts), seed)
+    direct = fit_agp(oof, counts, seed)
+    residual = fit_agp(oof, correction_targets(oof, counts), seed)
     correction = np.asarray(residual.predict(mean), float)
     out = {
         "head": mean[:, 0],
@@ -100,7 +100,7 @@ def trained_parts(args) -> tuple[np.ndarray, list[dict[str, np.ndarray]]]:
     roi = dataset.roi_mask
     backbone = get_backbone("efficientnet-lite0")
     prep = Preprocessing(input_size=None if args.input_size == "native" else int(args.input_size), roi_mask=roi)
-    settings = replace(DEFAULT_SETTINGS, seed=args.seed)
+    settings = replace(DEFAULT_CONV_SETTINGS, seed=args.seed)
     print(
         f"{args.dataset}: {len(train)} train images, {args.folds} outer parts, each counted by {args.folds} heads "
         f"trained on the rest; input {args.input_size}; load {os.getloadavg()[0]:.1f}",
@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--dataset", choices=sorted(SETUPS), default="shanghaitech")
     parser.add_argument("--input-size", default="native", help="short side in pixels, or native")
     parser.add_argument("--grid", default="2x2", help="cells whose density sums join the AGP descriptor")
-    parser.add_argument("--folds", type=int, default=DEFAULT_SETTINGS.folds, help="parts of the train range")
+    parser.add_argument("--folds", type=int, default=DEFAULT_CONV_SETTINGS.folds, help="parts of the train range")
     parser.add_argument("--outer", type=int, help="held-out parts run (default: all, one after the other)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write every figure here too")

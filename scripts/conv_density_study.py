@@ -31,22 +31,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from counting.core.metrics import crowd_metrics
-from counting.data.datasets import load_dataset
-from counting.data.datasets.splits import cv_folds
-from counting.features import FeatureCache
-from counting.features.backbones import Preprocessing, get_backbone
-from counting.heads.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
-from counting.heads.density.conv_head import ensemble
-from counting.heads.density.conv_training import (
-    CORRECTION_WEIGHT,
-    corrected_counts,
-    correction_targets,
+from counting.core import crowd_metrics
+from counting.data import cv_folds, load_dataset
+from counting.features import FeatureCache, Preprocessing, get_backbone
+from counting.heads import (
+    ConvSettings,
+    TargetSettings,
+    density_targets,
+    ensemble,
+    extract_maps,
+    fit_conv_heads,
+    stride8_maps,
     validation_parts,
 )
-from counting.heads.density.data import TargetSettings, density_targets
-from counting.heads.density.maps import extract_maps
-from counting.train.pipeline import TrainingConfig, make_regressor
+from counting.train import conv_ensemble_counts
 
 SHARED = Path(os.environ.get("COUNTING_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SETUPS = {
@@ -69,21 +67,13 @@ def metrics(truth: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
     return figures["mae"], figures["mse"]
 
 
-def agp_fit_predict(rows: np.ndarray, counts: np.ndarray, new_rows: np.ndarray, seed: int) -> np.ndarray:
-    """The head's whole-ROI sum plus CORRECTION_WEIGHT times an AGP fitted to the count minus that
-    sum, as `counting train` counts with a conv head (chosen by scripts/conv_agp_study.py)."""
-    regressor = make_regressor(TrainingConfig(seed=seed), len(rows))
-    regressor.fit(rows, correction_targets(rows, counts))
-    return np.clip(corrected_counts(new_rows, regressor.predict(new_rows), CORRECTION_WEIGHT), 0.0, None)
-
-
 def agp_cross_validated(rows: np.ndarray, counts: np.ndarray, indices: np.ndarray, sequence: bool, seed: int):
     """AGP counts of each validation image by an AGP fitted on the other folds of the validation part."""
     predicted = np.zeros(len(rows))
     for members in cv_folds(indices, 5, sequence, seed, 15 if sequence else None):
         train = np.ones(len(rows), bool)
         train[members] = False
-        predicted[members] = agp_fit_predict(rows[train], counts[train], rows[members], seed)
+        predicted[members] = conv_ensemble_counts(rows[train], counts[train], rows[members], seed)
     return predicted
 
 
@@ -232,7 +222,7 @@ def main() -> None:
         counting_head = ensemble([fit.head for fit in fits])
         sums = np.stack([counting_head.region_counts(item.astype(np.float32), roi, grid)[0] for item in test_maps])
         test_head = metrics(test.counts, np.clip(sums[:, 0], 0, None))
-        test_agp = metrics(test.counts, agp_fit_predict(best["sums"], truth, sums, args.seed))
+        test_agp = metrics(test.counts, conv_ensemble_counts(best["sums"], truth, sums, args.seed))
         print(f"TEST (once) head alone:       MAE {test_head[0]:.2f}  MSE {test_head[1]:.2f}")
         print(f"TEST (once) head + AGP correction: MAE {test_agp[0]:.2f}  MSE {test_agp[1]:.2f}")
         fps = frames_per_second(test.paths[:16], backbone, prep, counting_head)

@@ -21,16 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
-from counting.core.metrics import crowd_metrics
-from counting.data.datasets import load_dataset
-from counting.data.datasets.splits import cv_folds
-from counting.features import FeatureCache
-from counting.features.backbones import Preprocessing, get_backbone
-from counting.heads.density import extract_maps, fit_density_head
-from counting.heads.density.data import TargetSettings, density_targets
-from counting.heads.density.fitting import COUNT_WEIGHTS
-from counting.heads.density.maps import layer_channels
-from counting.train.pipeline import TrainingConfig, make_regressor
+from counting.core import crowd_metrics
+from counting.data import cv_folds, load_dataset
+from counting.features import FeatureCache, Preprocessing, get_backbone
+from counting.heads import (
+    COUNT_WEIGHTS,
+    TargetSettings,
+    density_targets,
+    extract_maps,
+    fit_density_head,
+    layer_channels,
+)
+from counting.train import agp_counts
 
 SHARED = Path(os.environ.get("COUNTING_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SETUPS = {
@@ -68,13 +70,6 @@ def folds_of(indices: np.ndarray, sequence: bool, seed: int) -> np.ndarray:
     for number, members in enumerate(folds):
         labels[members] = number
     return labels
-
-
-def agp_counts(train_rows: np.ndarray, train_counts: np.ndarray, rows: np.ndarray, seed: int) -> np.ndarray:
-    config = TrainingConfig(seed=seed)
-    regressor = make_regressor(config, len(train_rows))
-    regressor.fit(train_rows, train_counts)
-    return np.clip(np.asarray(regressor.predict(rows), float), 0.0, None)
 
 
 def evaluate(maps, targets, counts, layer_index, fit, score, folds, kind, roi, grid, seed, n_random, count_weights):

@@ -30,7 +30,7 @@ def picture_sets() -> dict[str, list[str]]:
 
 
 def probes_of(model_name: str, folder: Path) -> dict[str, np.ndarray]:
-    from counting.model.counting_model import load_model
+    from counting.model import load_model
 
     model = load_model(REPO / "models" / f"{model_name}.npz")
     out = {}
@@ -47,7 +47,7 @@ def probes_of(model_name: str, folder: Path) -> dict[str, np.ndarray]:
 
 
 def main() -> None:
-    from counting.heads.familiarity import fit_familiarity
+    from counting.heads import fit_familiarity
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--probes", type=Path, required=True)

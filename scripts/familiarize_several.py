@@ -20,10 +20,10 @@ from pathlib import Path
 
 
 def main() -> None:
-    from counting.data.datasets import load_dataset
-    from counting.features.cache import FeatureCache
-    from counting.model.counting_model import load_model
-    from counting.train.familiarity import add_familiarity
+    from counting.data import load_dataset
+    from counting.features import FeatureCache
+    from counting.model import load_model
+    from counting.train import add_familiarity
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-m", "--model", type=Path, required=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from counting.apply.serve.videos import frames_to_video
+from counting.apply import frames_to_video
 
 ROOT = Path(__file__).resolve().parents[1]
 VIDEOS = {"mall-a.avi": (1, 400), "mall-b.avi": (401, 800)}

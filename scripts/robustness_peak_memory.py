@@ -50,7 +50,7 @@ def _report():
     with open(os.environ["PEAK_RSS_FILE"], "w") as handle:
         handle.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
 atexit.register(_report)
-from counting.cli.app import main
+from counting.cli import main
 sys.argv[0] = "counting"
 main()
 """

@@ -41,14 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-from counting.apply.smoothing import StreamingSmoother, causal_label, causal_smooth, smooth_counts
-from counting.core import defaults
-from counting.core.metrics import crowd_metrics
-from counting.data.datasets import load_dataset
+from counting.apply import StreamingSmoother, causal_label, causal_smooth, smooth_counts
+from counting.core import crowd_metrics, defaults
+from counting.data import load_dataset
 from counting.features import FeatureCache
-from counting.heads.uncertainty import ConformalInterval
-from counting.model.counting_model import load_model
-from counting.train.pipeline import TrainingConfig, train_model
+from counting.heads import ConformalInterval
+from counting.model import load_model
+from counting.train import TrainingConfig, train_model
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCK = 150  # frames per out-of-fold block of 1-600
@@ -186,7 +185,7 @@ def video_check(model, test, truth: np.ndarray, span: int) -> None:
     """`count_video` on frames 601-800 as a 25 fps MJPG file, with --smooth ``span``."""
     import cv2
 
-    from counting.apply.video import count_video, overlay_label
+    from counting.apply import count_video, overlay_label
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "mall-601-800.avi"

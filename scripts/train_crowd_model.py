@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from counting.data.datasets.crowd import read_crowd
+from counting.data import read_crowd
 from counting.features import FeatureCache
-from counting.train.crowd import CrowdSettings, crowd_figures, train_crowd_model
+from counting.train import CrowdSettings, crowd_figures, train_crowd_model
 
 
 def main() -> None:

@@ -21,11 +21,10 @@ import time
 from pathlib import Path
 
 from counting.core import defaults
-from counting.data.datasets import load_dataset
-from counting.evaluate.evaluation import evaluate_model
-from counting.evaluate.plots import plot_loss
+from counting.data import load_dataset
+from counting.evaluate import evaluate_model, plot_loss
 from counting.features import FeatureCache
-from counting.train.pipeline import TrainingConfig, train_model
+from counting.train import TrainingConfig, train_model
 
 REPO = Path(__file__).resolve().parents[1]
 SPLIT = "train=1-600,test=601-800"

@@ -44,20 +44,27 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from counting.core.metrics import voc_metrics  # noqa: E402
-from counting.data.datasets import load_dataset  # noqa: E402
-from counting.data.imaging import image_size  # noqa: E402
-from counting.features import FeatureCache  # noqa: E402
-from counting.features.backbones import Preprocessing, get_backbone  # noqa: E402
-from counting.heads.density.maps import layer_channels  # noqa: E402
-from counting.heads.density.multiclass import (  # noqa: E402
+from counting.core import voc_metrics  # noqa: E402
+from counting.data import (
+    image_size,  # noqa: E402
+    load_dataset,  # noqa: E402
+)
+from counting.features import (  # noqa: E402
+    FeatureCache,  # noqa: E402
+    Preprocessing,
+    get_backbone,
+)
+from counting.heads import (  # noqa: E402  # noqa: E402
+    TransformedRegressor,
     accumulate_grams,
     annotation_path,
+    apply_gate,
+    choose_gate,
     class_density_targets,
     extract_class_maps,
+    layer_channels,  # noqa: E402
     read_boxes,
 )
-from counting.heads.multiclass import TransformedRegressor, apply_gate, choose_gate  # noqa: E402
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "coco-voc20" / "VOCdevkit" / "VOC2007"
 FOLDS = 5
@@ -97,13 +104,13 @@ def targets_for(paths: list[str], maps: list[np.ndarray], classes: list[str], sp
 
 
 def ridge() -> Any:
-    from counting.evaluate.peers.regression import build_ridge
+    from counting.evaluate import build_ridge
 
     return build_ridge()
 
 
 def agp50() -> Any:
-    from counting.train.pipeline import TrainingConfig, make_regressor
+    from counting.train import TrainingConfig, make_regressor
 
     return make_regressor(TrainingConfig(kernel="univariate", n_centers=50), n_rows=335)
 
@@ -281,9 +288,9 @@ def main() -> None:
 def test_once(args: argparse.Namespace, choice: tuple, best: tuple, cache: FeatureCache) -> None:
     """The chosen setting through `counting train --density-head` on the 419 photos, scored on the
     140 test photos once; then the best validation row if it is the head alone (a second look)."""
-    from counting.evaluate.evaluation import evaluate_model
-    from counting.heads.density.class_training import DEFAULT_CLASS_LAYERS, DEFAULT_SPREAD
-    from counting.train.pipeline import TrainingConfig, train_model
+    from counting.evaluate import evaluate_model
+    from counting.heads import DEFAULT_CLASS_LAYERS, DEFAULT_SPREAD
+    from counting.train import TrainingConfig, train_model
 
     size, layers, spread, label = choice
     if set(layers.split("+")) != set(DEFAULT_CLASS_LAYERS) or spread != DEFAULT_SPREAD:
@@ -322,8 +329,7 @@ def test_once(args: argparse.Namespace, choice: tuple, best: tuple, cache: Featu
         # A second look at the test photos, reported as such: the best validation row has no
         # regressor, so `train` cannot ship it; its head is the model's, its gate comes from the
         # head's out-of-fold sums of the 419 train photos.
-        from counting.heads.density.class_training import fit_class_head_descriptors
-        from counting.heads.density.multiclass import class_head_features
+        from counting.heads import class_head_features, fit_class_head_descriptors
 
         train = data.subset("train")
         head, out_of_fold = fit_class_head_descriptors(

@@ -29,11 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from counting.core.metrics import voc_metrics  # noqa: E402
-from counting.data.datasets import load_dataset  # noqa: E402
-from counting.features import FeatureCache, extract_features  # noqa: E402
-from counting.features.backbones import Preprocessing, get_backbone  # noqa: E402
-from counting.heads.multiclass import PerClassRegressor, TransformedRegressor, apply_gate, choose_gate  # noqa: E402
+from counting.core import voc_metrics  # noqa: E402
+from counting.data import load_dataset  # noqa: E402
+from counting.features import FeatureCache, Preprocessing, extract_features, get_backbone  # noqa: E402  # noqa: E402
+from counting.heads import PerClassRegressor, TransformedRegressor, apply_gate, choose_gate  # noqa: E402
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "coco-voc20" / "VOCdevkit" / "VOC2007"
 FOLDS = 5
@@ -70,14 +69,14 @@ def extraction_cost(spec: dict) -> float:
 
 
 def ridge() -> Any:
-    from counting.evaluate.peers.regression import build_ridge
+    from counting.evaluate import build_ridge
 
     return build_ridge()
 
 
 def agp(kernel: str, centers: int = 25) -> Callable[[], Any]:
     def build() -> Any:
-        from counting.train.pipeline import TrainingConfig, make_regressor
+        from counting.train import TrainingConfig, make_regressor
 
         return make_regressor(TrainingConfig(kernel=kernel, n_centers=centers), n_rows=335)
 
@@ -237,8 +236,8 @@ class _Mean:
 
 def test_once(args: argparse.Namespace, descriptor: str, spec: dict, choice: tuple, cache: FeatureCache) -> None:
     """The chosen setting through `counting train`'s pipeline, scored on the test part once."""
-    from counting.evaluate.evaluation import evaluate_model
-    from counting.train.pipeline import TrainingConfig, train_model
+    from counting.evaluate import evaluate_model
+    from counting.train import TrainingConfig, train_model
 
     name, transform, gate = choice
     kernel = "diagonal" if "diagonal" in name else "univariate"

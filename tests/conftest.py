@@ -19,6 +19,12 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# pytest-xdist starts its workers with COLUMNS=80, and rich then fixes the CLI console's width
+# when counting.cli.common is imported: tables cut the workers' long temporary paths
+# ("seq_0000…") and a test's own env={"COLUMNS": ...} no longer widens them. Without it the
+# console reads COLUMNS at each print, as in a plain `pytest` run.
+os.environ.pop("COLUMNS", None)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("COUNTING_SHARED_DATA", str(REPO_ROOT.parent / "shared" / "data"))).resolve()
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from counting.core import defaults
+
+if TYPE_CHECKING:
+    # Types only: option_groups reads the option declarations, which import torch and
+    # scikit-learn registries; `counting --help` imports this module.
+    from counting.cli.option_groups import EvaluationSplit, PictureRun
 
 # Paths stay whole (copy-pasteable); no :emoji: codes, so a file named "a:smile:.jpg" shows as named.
 console = Console(highlight=False, soft_wrap=True, emoji=False)
@@ -121,36 +126,24 @@ def open_dataset(
 
 
 def evaluate_on_test_split(
-    counting_model: Any,
-    dataset: str,
-    root: Path,
-    split: str,
-    csv_path: Path | None,
-    include_difficult: bool,
-    *,
-    cache: Any,
-    smooth: int,
-    weights: Path | None,
-    progress: bool,
-    batch_size: int = defaults.BATCH_SIZE,
-    cluster: str | None = None,
+    counting_model: Any, dataset: str, root: Path, test: EvaluationSplit, run: PictureRun, cache: Any
 ) -> Any:
-    """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``);
-    ``cluster``: extract the descriptors on that Dask cluster (``--cluster``)."""
+    """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``), the
+    descriptors on ``test.cluster`` when given (``--cluster``)."""
     from counting.apply.distributed.session import cluster_extraction
     from counting.evaluate.evaluation import evaluate_model
 
-    data = open_dataset(dataset, root, split, csv_path, include_difficult)
-    with cluster_extraction(cluster) as extract:
+    data = open_dataset(dataset, root, test.split, test.counts_csv, test.include_difficult)
+    with cluster_extraction(test.cluster) as extract:
         return evaluate_model(
             counting_model,
             data.subset("test"),
             cache=cache,
-            batch_size=batch_size,
-            smoothing_window=smooth,
-            weights=weights,
-            progress=progress,
-            split=split,
+            batch_size=run.batch_size,
+            smoothing_window=test.smooth,
+            weights=test.weights,
+            progress=run.shows_progress,
+            split=test.split,
             extract=extract,
         )
 
@@ -181,13 +174,18 @@ def refuse_outputs_on_inputs(
     model: Path | None | bool = False,
     data_root: Path | None = None,
     cache: Any = None,
+    cache_dir: Path | None = None,
 ) -> None:
-    """Every command's one check, before any work: no output is an input, none lands in the data.
+    """Every command's one check, before any work: no output is an input, none lands in the data,
+    and the feature cache is not inside the dataset folder (:func:`refuse_cache_among_pictures`).
 
     ``model``: the ``--model`` value (None: the shipped default is read) or False when the command
-    reads no model; ``data_root``: the dataset folder; ``cache``: the feature cache or None.
+    reads no model; ``data_root``: the dataset folder; ``cache``: the feature cache or None;
+    ``cache_dir``: the ``--cache-dir`` value it came from (None: $COUNTING_CACHE_DIR or the default).
     """
     from counting.core.files import check_outputs
+
+    refuse_cache_among_pictures(cache_dir, cache, [data_root])
 
     sources = list(inputs)
     if model is not False:
@@ -196,6 +194,43 @@ def refuse_outputs_on_inputs(
         sources.append(default_model_path() if model is None else model)
     caches = [] if cache is None else [cache.directory]
     check_outputs(outputs, inputs=sources, input_folders=[data_root], cache_folders=caches)
+
+
+def refuse_cache_among_pictures(
+    cache_dir: Path | None,
+    cache: Any,
+    input_folders: Sequence[Path | str | None],
+    picture_folders: Sequence[Path | str | None] = (),
+) -> None:
+    """A feature cache inside a folder the command reads pictures from is a usage error (exit 2),
+    before any work: its files would sit among the user's pictures, and a later run over that
+    folder (a folder dataset, ``count DIR``) would meet them. ``cache_dir``: the ``--cache-dir``
+    value (None: the cache came from $COUNTING_CACHE_DIR or the default folder); the folders as
+    :func:`counting.core.files.cache_among_inputs` reads them."""
+    if cache is None:
+        return
+    from counting.core.files import cache_among_inputs, printable
+
+    folder = cache_among_inputs(cache.directory, input_folders, picture_folders)
+    if folder is None:
+        return
+    where = "'--cache-dir'" if cache_dir is not None else "$COUNTING_CACHE_DIR"
+    same = os.path.realpath(cache.directory) == os.path.realpath(Path(folder).expanduser())
+    place = "is the folder" if same else f"is inside {printable(folder)}, a folder"
+    raise typer.BadParameter(
+        f"{printable(str(cache.directory))} {place} this command reads pictures from; put the feature cache outside it",
+        param_hint=where,
+    )
+
+
+def named_folders(arguments: Sequence[str]) -> list[Path]:
+    """The folders named on a command line that lists pictures (``count DIR``, ``features DIR``)."""
+    return [Path(argument).expanduser() for argument in arguments if Path(argument).expanduser().is_dir()]
+
+
+def folders_of(files: Sequence[Path | str]) -> list[Path]:
+    """The folders holding ``files`` (each once, in order)."""
+    return list(dict.fromkeys(Path(file).parent for file in files))
 
 
 def load_model_option(path: Path | None) -> Any:

@@ -199,6 +199,7 @@ def compare(
         inputs=list(model or ()),
         data_root=root,
         cache=cache,
+        cache_dir=cache_dir,
     )
     say_outputs_on_interrupt([out / f"compare-{dataset}.csv"], cache)
     models = []

@@ -21,10 +21,13 @@ from counting.cli.common import (
     console,
     error_console,
     familiarity_cell,
+    folders_of,
     informational,
     load_model_option,
+    named_folders,
     optional_cache,
     print_skipped,
+    refuse_cache_among_pictures,
     refuse_outputs_on_inputs,
     say_outputs_on_interrupt,
     use_runtime,
@@ -341,6 +344,7 @@ def count(
         if not paths:
             raise ImageError("no images given: pass image files, folders or glob patterns")
         files, problems = expand_image_paths(paths)
+        refuse_cache_among_pictures(cache_dir, cache, named_folders(paths), folders_of(files))
         for output in outputs:
             check_not_an_input(output, files)
         if annotated is not None:

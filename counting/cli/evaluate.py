@@ -18,31 +18,16 @@ from counting.cli.common import (
     say_outputs_on_interrupt,
     use_runtime,
 )
+from counting.cli.option_groups import EvaluationSplit, PictureRun, with_groups
 from counting.cli.options import (
-    PROGRESS_DEFAULT,
-    SMOOTH_DEFAULT,
-    BatchSizeOption,
-    CacheDirOption,
-    ClusterOption,
-    CountsCsvOption,
     DatasetOption,
-    DifficultOption,
     ModelOption,
-    NoCacheOption,
-    ProgressOption,
-    QuietOption,
     RootOption,
-    RuntimeOption,
-    SmoothOption,
-    SplitOption,
-    ThreadsOption,
-    WeightsOption,
     alias_or_option,
     csv_option,
     deprecated_alias,
     json_option,
 )
-from counting.core import defaults
 
 
 def figures_table(result) -> Table:
@@ -72,66 +57,44 @@ def figures_table(result) -> Table:
     return table
 
 
+@with_groups
 def evaluate(
     dataset: DatasetOption,
     root: RootOption,
     model: ModelOption = None,
-    split: SplitOption = "standard",
-    counts_csv: CountsCsvOption = None,
-    include_difficult: DifficultOption = False,
-    smooth: SmoothOption = SMOOTH_DEFAULT,
+    test: EvaluationSplit = EvaluationSplit(),
     csv: Annotated[
         Optional[Path], csv_option("Write each test image's true and predicted counts (and interval) as CSV.")
     ] = None,
     json_path: Annotated[Optional[Path], json_option("Write the figures as JSON to this file.")] = None,
     predictions: Annotated[Optional[Path], deprecated_alias("--predictions", instead="--csv")] = None,
-    weights: WeightsOption = None,
-    cache_dir: CacheDirOption = None,
-    no_cache: NoCacheOption = False,
-    batch_size: BatchSizeOption = defaults.BATCH_SIZE,
-    progress: ProgressOption = PROGRESS_DEFAULT,
-    quiet: QuietOption = False,
-    runtime: RuntimeOption = defaults.RUNTIME,
-    threads: ThreadsOption = None,
-    cluster: ClusterOption = None,
+    run: PictureRun = PictureRun(),
 ) -> None:
     """Evaluate a model on a dataset's test split: MAE / MSE / RMSE (crowds) or mRMSE (VOC).
 
     Calibrated models also get the interval coverage and mean width; sequences (ucsd, mall)
     also get the figures after temporal smoothing, reported separately.
     """
-    use_runtime(runtime, threads)
+    use_runtime(run.runtime, run.threads)
     from counting.core.files import check_writable
 
     predictions = alias_or_option(csv, predictions, "--csv", "--predictions")
-    say = informational(quiet)
-    cache = optional_cache(cache_dir, not no_cache)
+    say = informational(run.quiet)
+    cache = optional_cache(run.cache_dir, not run.no_cache)
     for output in (json_path, predictions):
         if output is not None:
             check_writable(output)  # before evaluating: a bad output path must not waste the run
     refuse_outputs_on_inputs(
         [json_path, predictions],
-        inputs=[counts_csv, weights],
+        inputs=[test.counts_csv, test.weights],
         model=model,
         data_root=root,
         cache=cache,
+        cache_dir=run.cache_dir,
     )
     say_outputs_on_interrupt([json_path, predictions], cache)
     counting_model = load_model_option(model)
-    result = evaluate_on_test_split(
-        counting_model,
-        dataset,
-        root,
-        split,
-        counts_csv,
-        include_difficult,
-        cache=cache,
-        smooth=smooth,
-        weights=weights,
-        progress=progress and not quiet,
-        batch_size=batch_size,
-        cluster=cluster,
-    )
+    result = evaluate_on_test_split(counting_model, dataset, root, test, run, cache)
     console.print(figures_table(result))
     if result.is_voc_like:
         from counting.cli.multiclass_output import per_class_table

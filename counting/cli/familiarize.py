@@ -17,29 +17,22 @@ from counting.cli.common import (
     say_outputs_on_interrupt,
     use_runtime,
 )
+from counting.cli.option_groups import PictureRun, with_groups
 from counting.cli.options import (
-    PROGRESS_DEFAULT,
-    BatchSizeOption,
-    CacheDirOption,
     CountsCsvOption,
     DatasetOption,
     DifficultOption,
     ModelOption,
-    NoCacheOption,
-    ProgressOption,
-    QuietOption,
     RootOption,
-    RuntimeOption,
     SplitOption,
-    ThreadsOption,
     out_option,
 )
-from counting.core import defaults
 from counting.core.errors import CountingError
 from counting.core.files import check_writable, printable
 from counting.heads.familiarity import FLAG_RATE
 
 
+@with_groups
 def familiarize(
     dataset: DatasetOption,
     root: RootOption,
@@ -57,13 +50,7 @@ def familiarize(
             help="Threshold: about this fraction of pictures like the training ones are marked unfamiliar.",
         ),
     ] = FLAG_RATE,
-    cache_dir: CacheDirOption = None,
-    no_cache: NoCacheOption = False,
-    batch_size: BatchSizeOption = defaults.BATCH_SIZE,
-    progress: ProgressOption = PROGRESS_DEFAULT,
-    quiet: QuietOption = False,
-    runtime: RuntimeOption = defaults.RUNTIME,
-    threads: ThreadsOption = None,
+    run: PictureRun = PictureRun(),
 ) -> None:
     """Fit a model's familiarity score on its training pictures (the train split of --dataset;
     --split defaults to the split recorded in the model) and write the model with it to --out.
@@ -73,11 +60,13 @@ def familiarize(
     """
     from counting.train.familiarity import add_familiarity
 
-    use_runtime(runtime, threads)
-    say = informational(quiet)
-    cache = optional_cache(cache_dir, not no_cache)
+    use_runtime(run.runtime, run.threads)
+    say = informational(run.quiet)
+    cache = optional_cache(run.cache_dir, not run.no_cache)
     check_writable(out)
-    refuse_outputs_on_inputs([out], inputs=[counts_csv], model=model, data_root=root, cache=cache)
+    refuse_outputs_on_inputs(
+        [out], inputs=[counts_csv], model=model, data_root=root, cache=cache, cache_dir=run.cache_dir
+    )
     say_outputs_on_interrupt([out], cache)
     counting_model = load_model_option(model)
     chosen = split or counting_model.dataset.get("split") or "standard"
@@ -91,8 +80,8 @@ def familiarize(
         [str(sample.path) for sample in samples],
         order=[sample.index for sample in samples],
         cache=cache,
-        batch_size=batch_size,
-        progress=progress and not quiet,
+        batch_size=run.batch_size,
+        progress=run.shows_progress,
         flag_rate=flag_rate,
         trained_on=f"{dataset} {chosen}",
     )

@@ -15,8 +15,11 @@ from counting.cli.common import (
     console,
     error_console,
     feature_cache,
+    folders_of,
     informational,
+    named_folders,
     print_skipped,
+    refuse_cache_among_pictures,
     refuse_outputs_on_inputs,
     use_runtime,
 )
@@ -92,6 +95,7 @@ def features(
             check_writable(out.with_suffix(".files.txt"))
     paths, problems = expand_image_paths(inputs)
     cache = feature_cache(cache_dir, not no_cache)
+    refuse_cache_among_pictures(cache_dir, cache, named_folders(inputs), folders_of(paths))
     if out is not None:
         listing = out.with_suffix(".files.txt") if out.suffix.lower() == ".npy" and not special_kind(out) else None
         refuse_outputs_on_inputs([out, listing], inputs=[*paths, weights], cache=cache)

@@ -157,7 +157,9 @@ def train(
     check_writable(out)  # before training: the model must have somewhere to go
     loss_png = None if special_kind(out) else out.with_name(f"{out.stem}.loss.png")
     cache = feature_cache(cache_dir, not no_cache)
-    refuse_outputs_on_inputs([out, loss_png], inputs=[counts_csv, weights], data_root=root, cache=cache)
+    refuse_outputs_on_inputs(
+        [out, loss_png], inputs=[counts_csv, weights], data_root=root, cache=cache, cache_dir=cache_dir
+    )
 
     config = TrainingConfig(
         backbone=backbone,

@@ -404,6 +404,24 @@ def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = 
                     )
 
 
+def cache_among_inputs(
+    cache_folder: str | os.PathLike[str], input_folders: Paths, picture_folders: Paths = ()
+) -> str | None:
+    """The input folder a feature cache would write into, else None (compared after symlinks and
+    ``..``): one of ``input_folders`` (a dataset root, a folder named on the command line: read
+    whole) that holds it at any depth, or one of ``picture_folders`` (the folders of pictures
+    named one by one or by a glob) that it is. A cache below the folder of a single named photo
+    is allowed (``count ~/photo.jpg`` with the cache in ``~/.cache``)."""
+    cache = os.fspath(Path(cache_folder).expanduser())
+    for folder in input_folders:
+        if folder is not None and _inside(cache, os.fspath(Path(folder).expanduser())):
+            return os.fspath(folder)
+    for folder in picture_folders:
+        if folder is not None and os.path.realpath(cache) == os.path.realpath(Path(folder).expanduser()):
+            return os.fspath(folder)
+    return None
+
+
 def check_not_an_input(output: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]]) -> None:
     """``OutputError`` when ``output`` is one of the command's own inputs (an image, the model,
     the video): writing it would destroy what the command reads."""

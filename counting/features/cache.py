@@ -61,6 +61,19 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "counting" / "features"
 
 
+def default_export_dir() -> Path:
+    """Folder of the exported ONNX networks (backbones and the detector): ``$COUNTING_ONNX_DIR``,
+    else ``onnx/`` in ``$COUNTING_CACHE_DIR``, else ``~/.cache/counting/onnx``. Here rather than in
+    ``backbones/onnx_export.py``, which imports torch, so that the detector's runner reads it too."""
+    configured = os.environ.get("COUNTING_ONNX_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    cache = os.environ.get("COUNTING_CACHE_DIR")
+    if cache:
+        return Path(cache).expanduser() / "onnx"
+    return Path.home() / ".cache" / "counting" / "onnx"
+
+
 def settings_key(settings: Mapping[str, Any]) -> str:
     """Stable short hash of JSON-ready extraction settings."""
     payload = json.dumps({"format": _FORMAT_VERSION, **settings}, sort_keys=True, separators=(",", ":"))

@@ -1,1 +1,38 @@
-"""Stage 3, descriptors or maps -> counts: the density heads, the per-class transform, calibrated intervals."""
+"""Stage 3, descriptors or maps -> counts: the density heads, the per-class transform,
+calibrated intervals, the familiarity score.
+
+Besides what a user needs, the public surface (``__all__``, :mod:`counting.core.lazy`) names
+the parts of the density heads that the studies in ``scripts/`` run one by one (docs/density.md,
+docs/voc.md).
+"""
+
+from __future__ import annotations
+
+from counting.core.lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".uncertainty": "ConformalInterval",
+        ".familiarity": "fit_familiarity",
+        # per-class counts (VOC)
+        ".multiclass": "PerClassRegressor TransformedRegressor apply_gate choose_gate",
+        # density heads on frozen feature maps
+        ".density": "DensityHead extract_maps fit_density_head",
+        ".density.maps": "layer_channels",
+        ".density.fitting": "COUNT_WEIGHTS",
+        ".density.data": "TargetSettings density_targets",
+        # the conv density head, its ensemble and the AGP's correction of the ensemble's sum
+        ".density.conv_fitting": "ConvSettings fit_conv_heads stride8_maps",
+        ".density.conv_head": "ensemble",
+        ".density.conv_training": (
+            "CONV_LAYERS CORRECTION_WEIGHT DEFAULT_CONV_SETTINGS=DEFAULT_SETTINGS "
+            "corrected_counts correction_targets validation_parts"
+        ),
+        # the per-class density head (VOC)
+        ".density.class_training": "DEFAULT_CLASS_LAYERS DEFAULT_SPREAD fit_class_head_descriptors",
+        ".density.multiclass": (
+            "accumulate_grams annotation_path class_density_targets class_head_features extract_class_maps read_boxes"
+        ),
+    },
+)

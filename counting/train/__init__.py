@@ -1,1 +1,17 @@
-"""Stage 5, a dataset -> a model file: the training pipeline."""
+"""Stage 5, a dataset -> a model file: the training pipeline, the general crowd model, the
+familiarity section.
+"""
+
+from __future__ import annotations
+
+from counting.core.lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".pipeline": "TrainingConfig make_regressor train_model",
+        ".fitting": "agp_counts conv_ensemble_counts fit_agp",
+        ".familiarity": "add_familiarity",
+        ".crowd": "CrowdSettings crowd_figures train_crowd_model",
+    },
+)

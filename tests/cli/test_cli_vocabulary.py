@@ -13,6 +13,7 @@ import inspect
 import json
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import click
@@ -223,19 +224,21 @@ def test_video_output_format_follows_the_option_not_the_name(runner, short_video
 
 
 def test_skipped_files_are_diagnostics_on_stderr(runner, mall_root: Path, tmp_path: Path) -> None:
-    folder = tmp_path / "photos"
-    folder.mkdir()
-    shutil.copy(mall_root / "frames" / "seq_000001.jpg", folder / "a.jpg")
-    (folder / "b.jpg").write_text("not a picture\n")
-    out = tmp_path / "counts.csv"
-    result = runner.invoke(app, ["count", str(folder), "--csv", str(out)])
-    assert result.exit_code == 0, result.output
-    assert "skipped:" in result.stderr and "b.jpg" in result.stderr
-    assert "skipped:" not in result.stdout and "b.jpg" not in result.stdout
-    assert "a.jpg" in result.stdout and "counts written to" in result.stdout
-    quiet = runner.invoke(app, ["count", str(folder), "--csv", str(out), "-q"])
-    assert quiet.exit_code == 0 and "a.jpg" in quiet.stdout  # results still printed
-    assert "counts written" not in quiet.stdout and "b.jpg" in quiet.stderr  # diagnostics still printed
+    # A short folder name: the table cuts long paths to its width ("a.j…"), and pytest-xdist's
+    # temporary folders (.../popen-gw0/test_skipped_files_are_diagnos0/photos) are long.
+    with tempfile.TemporaryDirectory(prefix="c", dir="/tmp") as short:
+        folder = Path(short)
+        shutil.copy(mall_root / "frames" / "seq_000001.jpg", folder / "a.jpg")
+        (folder / "b.jpg").write_text("not a picture\n")
+        out = tmp_path / "counts.csv"
+        result = runner.invoke(app, ["count", str(folder), "--csv", str(out)])
+        assert result.exit_code == 0, result.output
+        assert "skipped:" in result.stderr and "b.jpg" in result.stderr
+        assert "skipped:" not in result.stdout and "b.jpg" not in result.stdout
+        assert "a.jpg" in result.stdout and "counts written to" in result.stdout
+        quiet = runner.invoke(app, ["count", str(folder), "--csv", str(out), "-q"])
+        assert quiet.exit_code == 0 and "a.jpg" in quiet.stdout  # results still printed
+        assert "counts written" not in quiet.stdout and "b.jpg" in quiet.stderr  # diagnostics still printed
 
 
 def test_dash_sends_count_results_to_stdout(runner, mall_root: Path, tmp_path: Path) -> None:

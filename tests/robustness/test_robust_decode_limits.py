@@ -202,7 +202,10 @@ def test_tens_of_thousands_of_header_markers_are_refused(tmp_path: Path) -> None
 
 
 def test_the_size_cap_is_overridable_and_a_bad_value_stops_the_run(cli, tmp_path: Path, monkeypatch) -> None:
-    image = make_image(tmp_path / "photo.png", (320, 240))
+    # In a folder of its own: the feature cache of these tests is tmp_path/feature-cache, and a
+    # cache inside a folder being counted is refused before any picture is read.
+    (tmp_path / "photos").mkdir()
+    image = make_image(tmp_path / "photos" / "photo.png", (320, 240))
     monkeypatch.setenv("COUNTING_MAX_IMAGE_BYTES", "1000")
     for route in ROUTES.values():
         message, _ = _timed(route, image)
@@ -210,7 +213,7 @@ def test_the_size_cap_is_overridable_and_a_bad_value_stops_the_run(cli, tmp_path
     monkeypatch.setenv("COUNTING_MAX_IMAGE_BYTES", "lots")
     with pytest.raises(CountingError, match="COUNTING_MAX_IMAGE_BYTES='lots': expected a whole number of bytes"):
         load_image(image)
-    assert_one_error(cli("count", image, tmp_path, "--no-progress"), "COUNTING_MAX_IMAGE_BYTES='lots'")
+    assert_one_error(cli("count", image, image.parent, "--no-progress"), "COUNTING_MAX_IMAGE_BYTES='lots'")
     monkeypatch.delenv("COUNTING_MAX_IMAGE_BYTES")
     assert MAX_IMAGE_BYTES >= 512 << 20  # the default leaves room for a 100-megapixel RGB TIFF
     assert load_image(image).size == (320, 240)

@@ -23,7 +23,6 @@ import copy
 import hashlib
 import io
 import json
-import os
 import threading
 import warnings
 from collections.abc import Sequence
@@ -41,6 +40,7 @@ from counting.core.errors import BackboneError
 from counting.core.files import OutputError, atomic_write_bytes
 from counting.features.backbones.runtime import default_threads
 from counting.features.backbones.taps import FINAL
+from counting.features.cache import default_export_dir
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -72,17 +72,6 @@ _export_lock = threading.Lock()
 
 class ExportMismatchError(BackboneError):
     """The exported network does not reproduce the torch trunk within :data:`TOLERANCE`."""
-
-
-def default_export_dir() -> Path:
-    """``$COUNTING_ONNX_DIR``, else ``onnx/`` in ``$COUNTING_CACHE_DIR``, else ``~/.cache/counting/onnx``."""
-    configured = os.environ.get("COUNTING_ONNX_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    cache = os.environ.get("COUNTING_CACHE_DIR")
-    if cache:
-        return Path(cache).expanduser() / "onnx"
-    return Path.home() / ".cache" / "counting" / "onnx"
 
 
 def _identity(backbone: Backbone, outputs: Sequence[str]) -> dict[str, Any]:

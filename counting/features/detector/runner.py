@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,13 +35,10 @@ INPUT_NAME = "tower_0/images"
 
 
 def _export_dir() -> Path:
-    configured = os.environ.get("COUNTING_ONNX_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    cache = os.environ.get("COUNTING_CACHE_DIR")
-    if cache:
-        return Path(cache).expanduser() / "onnx"
-    return Path.home() / ".cache" / "counting" / "onnx"
+    # The backbones' rule, one definition (counting.features.cache, which imports no torch).
+    from counting.features.cache import default_export_dir
+
+    return default_export_dir()
 
 
 def detector_onnx_path(directory: Path | None = None) -> Path:
