@@ -19,10 +19,10 @@ import sys
 import time
 from dataclasses import replace
 
-from counting.data.datasets.crowd import read_crowd
+from counting.data import read_crowd
 from counting.features import FeatureCache
-from counting.model.counting_model import load_model
-from counting.train.crowd import crowd_figures, fit_crowd_gate
+from counting.model import load_model
+from counting.train import crowd_figures, fit_crowd_gate
 
 
 def _table(title: str, figures: dict) -> None:

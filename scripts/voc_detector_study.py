@@ -41,9 +41,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from counting.core.metrics import voc_metrics  # noqa: E402
-from counting.data.datasets import load_dataset  # noqa: E402
-from counting.features.detector.decode import COCO_TO_VOC, decode_detections  # noqa: E402
+from counting.core import voc_metrics  # noqa: E402
+from counting.data import load_dataset  # noqa: E402
+from counting.features import COCO_TO_VOC, decode_detections  # noqa: E402
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "coco-voc20" / "VOCdevkit" / "VOC2007"
 FOLDS = 5
@@ -75,7 +75,7 @@ def _pil_resize(pixels: np.ndarray, rows: int, cols: int) -> np.ndarray:
 
 def _views(pixels: np.ndarray, view: str) -> list[tuple[np.ndarray, tuple]]:
     """``(input (3, h, w), (x0, y0, sx, sy, mirrored))``: picture px = x0 + input px * sx."""
-    from counting.features.detector.runner import resize_tf_bilinear
+    from counting.features import resize_tf_bilinear
 
     height, width = pixels.shape[:2]
     if view in ("stretch", "flip"):
@@ -117,7 +117,7 @@ def _any_size_session(threads: int = 2) -> Any:
     import onnxruntime
     from onnx import numpy_helper
 
-    from counting.features.detector.runner import ensure_onnx
+    from counting.features import ensure_detector_onnx as ensure_onnx
 
     model = onnx.load(str(ensure_onnx()))
     for k, node in enumerate(node for node in model.graph.node if node.op_type == "Resize"):
@@ -133,8 +133,9 @@ def _any_size_session(threads: int = 2) -> Any:
 
 
 def extract(view: str, root: Path, split: str, out: Path, limit: int | None = None) -> None:
-    from counting.data.imaging import Sideways, load_image, to_rgb
-    from counting.features.detector.runner import INPUT_NAME, CenterNet
+    from counting.data import Sideways, load_image, to_rgb
+    from counting.features import DETECTOR_INPUT_NAME as INPUT_NAME
+    from counting.features import CenterNet
 
     data = load_dataset("voc", root, split=split)
     train, test = data.subset("train"), data.subset("test")
@@ -264,15 +265,15 @@ def base(raw: dict, view: int = 0) -> np.ndarray:
 
 
 def _regressor(name: str) -> Callable[[], Any]:
-    from counting.heads.multiclass import TransformedRegressor
+    from counting.heads import TransformedRegressor
 
     def build() -> Any:
         if name == "ridge":
-            from counting.evaluate.peers.regression import build_ridge
+            from counting.evaluate import build_ridge
 
             inner = build_ridge()
         else:
-            from counting.train.pipeline import TrainingConfig, make_regressor
+            from counting.train import TrainingConfig, make_regressor
 
             inner = make_regressor(TrainingConfig(kernel="univariate", n_centers=50), n_rows=335)
         return TransformedRegressor(inner, "sqrt")

@@ -21,7 +21,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         # the general crowd model's data (several datasets, fixed validation parts)
         ".datasets.crowd": "CrowdDataset read_crowd",
         # pictures
-        ".imaging": "load_image image_size",
+        ".imaging": "Sideways load_image image_size to_rgb",
         ".paths": "expand_image_paths",
     },
 )

@@ -15,6 +15,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         ".uncertainty": "ConformalInterval",
         ".familiarity": "fit_familiarity",
+        ".sparse_gate": "SparseGate fit_sparse_gate",
         # per-class counts (VOC)
         ".multiclass": "PerClassRegressor TransformedRegressor apply_gate choose_gate",
         # density heads on frozen feature maps

@@ -12,6 +12,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ".pipeline": "TrainingConfig make_regressor train_model",
         ".fitting": "agp_counts conv_ensemble_counts fit_agp",
         ".familiarity": "add_familiarity",
-        ".crowd": "CrowdSettings crowd_figures train_crowd_model",
+        ".crowd": "CrowdSettings crowd_figures fit_crowd_gate head_validation_samples train_crowd_model",
     },
 )

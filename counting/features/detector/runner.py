@@ -1,8 +1,8 @@
 """MB3-CenterNet on ONNX Runtime: pictures -> heat maps, box sides, detections in picture pixels.
 
 The converted ONNX file is cached next to the exported backbones (``$COUNTING_ONNX_DIR``, else
-``onnx/`` in ``$COUNTING_CACHE_DIR``, else ``~/.cache/counting/onnx``: the rule of
-``backbones.onnx_export.default_export_dir``, restated here because that module imports torch),
+``onnx/`` in ``$COUNTING_CACHE_DIR``, else ``~/.cache/counting/onnx``:
+``counting.features.cache.default_export_dir``, the backbones' rule),
 named by the hashes of the two source files and the converter version, so a new package or
 converter gets a new file. First use: fetch (npm pack) + convert, a few seconds.
 
