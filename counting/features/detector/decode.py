@@ -69,6 +69,16 @@ class Detections:
     cells: np.ndarray  # (B, k, 2) int: heat-map row, column
 
 
+def _top_peaks_in_full(heat: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_top_peaks` over every value of a ``(1, C, h, w)`` heat map."""
+    # The graph flattens NHWC: index = (row * w + column) * C + class; ties go to the lower index.
+    flat = peak_scores(heat).transpose(0, 2, 3, 1).reshape(-1)
+    candidates = np.argpartition(-flat, k - 1)[:k]
+    values = flat[candidates]
+    order = np.lexsort((candidates, -values))
+    return candidates[order].astype(np.int64), values[order]
+
+
 def peak_scores(heat: np.ndarray) -> np.ndarray:
     """The heat map with every value that is not its 3x3 neighbourhood's maximum set to 0."""
     # Separable maximum (rows, then columns) == the 3x3 MaxPool; SAME padding ignores the outside.
@@ -77,18 +87,49 @@ def peak_scores(heat: np.ndarray) -> np.ndarray:
     return np.where(heat == neighbourhood, heat, np.float32(0))
 
 
+# Heat below this is not looked at first: the 100th best centre of a photo scores 0.045-0.1
+# (coco-voc20 and ShanghaiTech photos), so the top 100 lie among the ~1-5 % of values above it;
+# a picture with fewer than k peaks above it is decoded in full.
+CANDIDATE_FLOOR = np.float32(0.02)
+
+
+def _top_peaks(heat: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(NHWC flat indices, scores)`` of the k best 3x3 peaks of one ``(C, h, w)`` heat map,
+    best first (ties: lower index first), found among the values above CANDIDATE_FLOOR; None
+    when fewer than k peaks lie above it. What ``peak_scores`` + a full top-k give, in a few
+    per cent of the time (the full decode took ~35 ms a picture, more than the network)."""
+    classes, height, width = heat.shape
+    cls, row, col = np.nonzero(heat > CANDIDATE_FLOOR)
+    values = heat[cls, row, col]
+    highest = np.full(values.shape, -np.inf, np.float32)
+    for d_row in (-1, 0, 1):
+        for d_col in (-1, 0, 1):
+            r, c = row + d_row, col + d_col
+            inside = (r >= 0) & (r < height) & (c >= 0) & (c < width)
+            neighbour = np.full(values.shape, -np.inf, np.float32)
+            neighbour[inside] = heat[cls[inside], r[inside], c[inside]]
+            np.maximum(highest, neighbour, out=highest)
+    peak = values == highest
+    if int(peak.sum()) < k:
+        return None
+    index = ((row[peak] * width + col[peak]) * classes + cls[peak]).astype(np.int64)
+    scores = values[peak]
+    order = np.lexsort((index, -scores))[:k]
+    return index[order], scores[order]
+
+
 def decode_detections(heat: np.ndarray, sides: np.ndarray, k: int = TOP_K, stride: int = STRIDE) -> Detections:
     """The k best centres of ``heat`` ``(B, C, h, w)`` with their boxes from ``sides`` ``(B, 4, h, w)``."""
     heat = np.asarray(heat, np.float32)
     batch, classes, height, width = heat.shape
-    # The graph flattens NHWC: index = (row * w + column) * C + class; ties go to the lower index.
-    flat = peak_scores(heat).transpose(0, 2, 3, 1).reshape(batch, -1)
-    k = min(k, flat.shape[1])
-    candidates = np.argpartition(-flat, k - 1, axis=1)[:, :k]
-    values = np.take_along_axis(flat, candidates, axis=1)
-    order = np.lexsort((candidates, -values), axis=-1)
-    index = np.take_along_axis(candidates, order, axis=1)
-    scores = np.take_along_axis(values, order, axis=1)
+    k = min(k, classes * height * width)
+    index = np.empty((batch, k), np.int64)
+    scores = np.empty((batch, k), np.float32)
+    for b in range(batch):  # per picture: the candidates differ in number
+        found = _top_peaks(heat[b], k)
+        if found is None:
+            found = _top_peaks_in_full(heat[b : b + 1], k)
+        index[b], scores[b] = found
     cls = index % classes
     cell = index // classes
     column, row = cell % width, cell // width

@@ -98,3 +98,29 @@ def test_grid_cells_partition_the_frame() -> None:
     cells = detection_descriptors(found, heat, grid=(2, 3)) ** 2
     assert cells.shape == (2, 6, DESCRIPTOR_DIM)
     np.testing.assert_allclose(cells.sum(axis=1), whole, rtol=1e-4, atol=1e-5)
+
+
+def test_the_candidate_decode_equals_the_full_decode_and_falls_back_when_few_peaks_stand_out() -> None:
+    """decode_detections looks for the top k only among values above CANDIDATE_FLOOR; the result
+    (order, ties included) is the full peak-and-top-k decode's, and a heat map with fewer than k
+    peaks above the floor is decoded in full."""
+    from counting.features.detector.decode import CANDIDATE_FLOOR, _top_peaks, _top_peaks_in_full
+
+    rng = np.random.default_rng(3)
+    busy = (rng.random((80, 32, 32), dtype=np.float32) ** 3).astype(np.float32)
+    busy[5, 10, 10] = busy[7, 20, 3] = 0.9  # a tie between two classes
+    quiet = (rng.random((80, 32, 32), dtype=np.float32) * CANDIDATE_FLOOR).astype(np.float32)
+    quiet[1, 4, 4] = 0.8
+    for heat in (busy, quiet):
+        expected = _top_peaks_in_full(heat[None], 100)
+        found = _top_peaks(heat, 100)
+        if heat is quiet:
+            assert found is None  # one peak above the floor: the full decode is used
+            continue
+        np.testing.assert_array_equal(found[0], expected[0])
+        np.testing.assert_array_equal(found[1], expected[1])
+    both = decode_detections(np.stack([busy, quiet]), np.ones((2, 4, 32, 32), np.float32))
+    for b, heat in enumerate((busy, quiet)):
+        index, scores = _top_peaks_in_full(heat[None], 100)
+        np.testing.assert_array_equal(both.scores[b], scores)
+        np.testing.assert_array_equal(both.classes[b], index % 80)
