@@ -8,7 +8,7 @@ its JSON metadata, so later commands need nothing else.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,10 +17,9 @@ import numpy as np
 
 from counting.core import defaults
 from counting.core.errors import BackboneError, CountingError, ModelFileError
-from counting.core.memory import release_freed_memory
 from counting.core.version import __version__
-from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views, stack_views
-from counting.heads.familiarity import map_statistics
+from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views
+from counting.heads.applied import AppliedHead, Chunking, applied_head_for, read_head_sections
 from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.uncertainty import ConformalInterval
 
@@ -148,7 +147,11 @@ class CountingModel:
     # counting.heads.sparse_gate.SparseGate (crowd density models): sparse photos are counted by
     # the detector's person count instead of the density head's sum.
     sparse_gate: Any = None
+    # A head of a kind registered in counting.heads.applied that has no field of its own above.
+    head: Any = None
     _backbone_cache: dict = field(default_factory=dict, repr=False, compare=False)
+    # The head's kind (counting.heads.applied), chosen once from the fields above.
+    _applied: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.layout is None:
@@ -172,6 +175,12 @@ class CountingModel:
             self.density_head is None or self.familiarity is None or self.class_names is not None
         ):
             raise ModelFileError("a sparse gate needs a one-class density head and a familiarity section")
+        self._applied = applied_head_for(self)
+
+    @property
+    def applied_head(self) -> AppliedHead:
+        """The model's head kind (counting.heads.applied): how pictures become the regressor's rows."""
+        return self._applied
 
     @property
     def uses_maps(self) -> bool:
@@ -208,16 +217,7 @@ class CountingModel:
 
     def metadata(self) -> dict:
         """JSON-ready metadata stored in the model file."""
-        head = {}
-        if self.density_head is not None:
-            from counting.heads.density.persistence import head_to_document
-
-            head = {"density_head": head_to_document(self.density_head)}
-        if self.class_density_head is not None:
-            from counting.heads.density.multiclass import class_head_to_document
-
-            head = {"class_density_head": class_head_to_document(self.class_density_head)}
-        record = head | {
+        record = self._applied.document() | {
             "kind": MODEL_KIND,
             # The oldest version that reads the file right: readers before 3 would ignore the offset.
             "format_version": 3 if self.count_offset != "none" else 1 if self.descriptor is None else 2,
@@ -309,16 +309,7 @@ class CountingModel:
             )
         _, n_outputs = check_regressor(regressor, str(source))
         check_metadata(metadata, n_outputs, str(source))
-        density_head = None
-        if metadata.get("density_head") is not None:
-            from counting.heads.density.persistence import head_from_document
-
-            density_head = head_from_document(metadata["density_head"], str(source))
-        class_density_head = None
-        if metadata.get("class_density_head") is not None:
-            from counting.heads.density.multiclass import class_head_from_document
-
-            class_density_head = class_head_from_document(metadata["class_density_head"], str(source))
+        heads = read_head_sections(metadata, str(source))
         try:
             preprocessing = metadata["preprocessing"]
             mask_code = preprocessing.get("roi_mask")
@@ -352,8 +343,7 @@ class CountingModel:
                 test_metrics=metadata.get("test_metrics") or {},
                 path=source,
                 descriptor=descriptor,
-                density_head=density_head,
-                class_density_head=class_density_head,
+                **heads,
                 count_offset=metadata.get("count_offset", "none"),
                 correction_weight=metadata.get("correction_weight", 1.0),
                 familiarity=_read_familiarity(metadata.get("familiarity")),
@@ -466,58 +456,10 @@ class CountingModel:
                     f"{self.name}: trained with {self.backbone} weights {expected[:12]}…, "
                     f"but the weights loaded are {actual[:12]}…; pass the original weights file"
                 )
-            self._check_descriptor(backbone)
+            # Before any picture is read: an edited head or descriptor record would fail on each.
+            self._applied.check_backbone(self, backbone)
             self._backbone_cache[key] = backbone
         return self._backbone_cache[key]
-
-    def _check_descriptor(self, backbone: Any) -> None:
-        """ModelFileError unless the recorded descriptor fits ``backbone`` and the regressor.
-
-        Checked once the backbone is known (before any image is read): an edited descriptor
-        record would otherwise fail on every image with a message about "features"."""
-        if self.density_head is not None:
-            self._check_density_head(backbone)
-            return
-        if self.class_density_head is not None:
-            from counting.heads.density.multiclass import check_class_head
-
-            check_class_head(self.class_density_head, backbone, self.feature_dim, self.name)
-            return
-        if self.grid is not None:
-            return
-        from counting.features.descriptors import DescriptorError, as_descriptor
-
-        descriptor = as_descriptor(self.descriptor)
-        try:
-            dim = descriptor.dim(backbone)
-        except DescriptorError as error:
-            raise ModelFileError(f"{self.name}: {error}") from None
-        if dim != self.feature_dim:
-            raise ModelFileError(
-                f"{self.name}: descriptor {descriptor.text!r} gives {dim} numbers per image but the "
-                f"regressor takes {self.feature_dim} (model file edited or corrupt)"
-            )
-
-    def _check_density_head(self, backbone: Any) -> None:
-        """ModelFileError unless the head's layers and grid fit ``backbone`` and the regressor."""
-        head = self.density_head
-        known = ["final", *getattr(backbone, "taps", {})]
-        unknown = [name for name in head.layers if name not in known]
-        if unknown:
-            raise ModelFileError(f"{self.name}: density head reads {unknown[0]!r}, which {backbone.name} does not have")
-        maps = backbone.feature_maps(np.zeros((1, 3, 64, 64), np.float32), tuple(head.layers))
-        channels = sum(int(maps[name].shape[1]) for name in head.layers)
-        if channels != head.n_channels:
-            raise ModelFileError(
-                f"{self.name}: density head layers {'+'.join(head.layers)} give {channels} channels "
-                f"but the head takes {head.n_channels} (model file edited or corrupt)"
-            )
-        rows = 1 + (0 if head.grid is None else head.grid[0] * head.grid[1])
-        if rows != self.feature_dim:
-            raise ModelFileError(
-                f"{self.name}: density head grid {head.grid} gives {rows} sums per image but the regressor "
-                f"takes {self.feature_dim} (model file edited or corrupt)"
-            )
 
     def count_paths(
         self,
@@ -537,68 +479,37 @@ class CountingModel:
         map (density-head models; zones are counted from it, counting.apply.zones).
         """
         backbone = self.get_backbone(weights)
-        if self.density_head is not None:
-            return self._count_paths_by_density(paths, backbone, cache, batch_size, progress, on_density)
-        features, ok, errors = self._features_of_paths(paths, cache, weights, batch_size, progress, extract)
-        counts = self.predict_features(features)
-        low, high = self.intervals(counts)
-        return CountResult(
-            sources=[str(path) for path in paths],
-            counts=counts,
-            low=low,
-            high=high,
-            ok=ok,
-            errors=errors,
-            familiarity=self.familiarity_scores(features),
-        )
-
-    def _count_paths_by_density(
-        self,
-        paths: Sequence[str | Path],
-        backbone: Any,
-        cache: Any,
-        batch_size: int,
-        progress: bool,
-        on_density: Any = None,
-    ) -> CountResult:
-        """:meth:`count_paths` for a density-head model: maps -> region sums -> regressor.
-
-        The maps of a picture are large (a 720-px Mall frame's three conv-head maps hold ~10 MB),
-        so they are made and reduced to region sums :data:`DENSITY_CHUNK` pictures at a time, at
-        most :data:`DENSITY_BATCH` per forward pass: memory stays flat in the number of pictures
-        (2000 frames held every map at once, 11.7 GB).
-        """
-        head = self.density_head
-        batch_size = max(1, min(batch_size, DENSITY_BATCH))
         sources = [str(path) for path in paths]
-        features = np.full((len(sources), self.feature_dim), np.nan)
-        # The familiarity probe of each picture, from the same maps (counting.heads.familiarity).
-        probes = None if self.familiarity is None else np.full((len(sources), self.familiarity.dim), np.nan)
-        ok = np.zeros(len(sources), dtype=bool)
-        errors: dict[str, str] = {}
-        for k, item in self._each_picture_maps(sources, backbone, cache, batch_size, progress, ok, errors):
-            density = head.density(item)  # what head.region_counts sums
-            features[k] = head.sum_regions(density, self.roi_mask, head.grid)[0]
-            if on_density is not None:
-                on_density(sources[k], density[0])
-            if probes is not None:
-                probes[k] = map_statistics(item)[0]
-        counts = self.predict_features(features)
-        familiarity = None if probes is None else self.familiarity.scores(probes)
+        rows = self._applied.rows_of_paths(
+            self,
+            sources,
+            weights,
+            cache,
+            batch_size,
+            progress,
+            Chunking(DENSITY_CHUNK, DENSITY_BATCH),  # read now: tests and benches change them
+            extract=extract,
+            on_density=on_density,
+            with_probes=self.familiarity is not None,
+        )
+        counts = self.predict_features(rows.features)
+        familiarity = self.familiarity_scores(rows.probes)
         persons = (
-            None if self.sparse_gate is None else _without_detector(self.person_rows, sources, ok, errors, backbone)
+            None
+            if self.sparse_gate is None
+            else _without_detector(self.person_rows, sources, rows.ok, rows.errors, backbone)
         )
         if persons is not None:
-            counts = self.sparse_gate.apply(counts, persons, familiarity, self.familiarity.project(probes))[0]
-            counts[~ok] = np.nan
+            counts = self.sparse_gate.apply(counts, persons, familiarity, self.familiarity.project(rows.probes))[0]
+            counts[~rows.ok] = np.nan
         low, high = self.intervals(counts)
         return CountResult(
             sources=sources,
             counts=counts,
             low=low,
             high=high,
-            ok=ok,
-            errors=errors,
+            ok=rows.ok,
+            errors=rows.errors,
             familiarity=familiarity,
         )
 
@@ -629,44 +540,6 @@ class CountingModel:
                 persons[indices] = person_evidence(tensors, backbone.normalisation)
         return persons
 
-    def _each_picture_maps(
-        self,
-        sources: list[str],
-        backbone: Any,
-        cache: Any,
-        batch_size: int,
-        progress: bool,
-        ok: np.ndarray,
-        errors: dict[str, str],
-    ) -> Iterator[tuple[int, Any]]:
-        """``(index, maps)`` of each readable picture, the density head's layers made
-        :data:`DENSITY_CHUNK` pictures at a time (``batch_size`` <= :data:`DENSITY_BATCH` per pass)
-        and released before the next chunk: memory stays flat in the number of pictures. Fills
-        ``ok`` and ``errors`` (unreadable pictures are skipped) as the chunks go."""
-        from counting.features.extract import chunk_slices, whole_batches
-        from counting.heads.density.maps import HEAD_STRIDE, extract_maps
-
-        head = self.density_head
-        for piece in chunk_slices(len(sources), whole_batches(DENSITY_CHUNK, batch_size), progress):
-            map_set = extract_maps(
-                sources[piece],
-                backbone,
-                self.preprocessing(),
-                head.layers,
-                cache,
-                batch_size,
-                False,
-                on_error="skip",
-                stride=getattr(head, "stride", HEAD_STRIDE),
-            )
-            for offset, item in enumerate(map_set.maps):
-                if item is not None:
-                    yield piece.start + offset, item
-            ok[piece] = map_set.ok
-            errors.update(map_set.errors)
-            del map_set  # the next chunk's maps replace these, not join them
-            release_freed_memory()
-
     def probe_paths(
         self,
         paths: Sequence[str | Path],
@@ -678,75 +551,16 @@ class CountingModel:
         """``(probes, ok, errors)``: the familiarity probe of each image file (what
         :mod:`counting.heads.familiarity` fits on): the regressor's input rows of a descriptor
         model, the per-channel statistics of the head's maps of a density-head model."""
-        if self.density_head is None:
-            features, ok, errors = self._features_of_paths(paths, cache, weights, batch_size, progress)
-            return np.reshape(features, (len(features), -1)), ok, errors
-        head = self.density_head
-        backbone = self.get_backbone(weights)
-        batch_size = max(1, min(batch_size, DENSITY_BATCH))
-        sources = [str(path) for path in paths]
-        probes: np.ndarray | None = None
-        ok = np.zeros(len(sources), dtype=bool)
-        errors: dict[str, str] = {}
-        for k, item in self._each_picture_maps(sources, backbone, cache, batch_size, progress, ok, errors):
-            stats = map_statistics(item)[0]
-            if probes is None:
-                probes = np.full((len(sources), stats.size), np.nan)
-            probes[k] = stats
-        if probes is None:
-            probes = np.full((len(sources), 2 * head.n_channels), np.nan)
-        return probes, ok, errors
-
-    def _features_of_paths(
-        self,
-        paths: Sequence[str | Path],
-        cache: Any,
-        weights: str | Path | None,
-        batch_size: int,
-        progress: bool,
-        extract: Any = None,
-    ) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
-        """The regressor's input rows of image files (descriptor and class-density models);
-        ``extract`` replaces :func:`~counting.features.extract_features` (same signature)."""
-        if self.class_density_head is not None:
-            from counting.heads.density.multiclass import class_head_features
-
-            features, ok, errors = class_head_features(
-                self.class_density_head, paths, self.get_backbone(weights), self.preprocessing(), cache, batch_size
-            )
-            return features, np.asarray(ok, dtype=bool), dict(errors)
-        from counting.features import extract_features
-
-        extractor = extract if extract is not None else extract_features
-        if self.flip_average:
-            from counting.features.flip import flip_averaging
-
-            extractor = flip_averaging(extractor)
-        kind = {} if self.descriptor is None else {"descriptor": self.descriptor}
-        backbone = self.get_backbone(weights)
-
-        def views(grid: tuple[int, int] | None) -> Any:
-            return extractor(
-                list(paths),
-                backbone,
-                self.preprocessing(),
-                grid=grid,
-                cache=cache,
-                batch_size=batch_size,
-                progress=progress,
-                on_error="skip",
-                **kind,
-            )
-
-        feature_set = views(self.grid)
-        features, ok = feature_set.features, np.asarray(feature_set.ok, dtype=bool)
-        errors = dict(feature_set.errors)
-        if self.layout == "pyramid":
-            whole = views(None)
-            features = stack_views(whole.features, features)
-            ok &= np.asarray(whole.ok, dtype=bool)
-            errors = dict(whole.errors) | errors
-        return features, ok, errors
+        rows = self._applied.probes_of_paths(
+            self,
+            [str(path) for path in paths],
+            weights,
+            cache,
+            batch_size,
+            progress,
+            Chunking(DENSITY_CHUNK, DENSITY_BATCH),
+        )
+        return rows.features, rows.ok, rows.errors
 
     # ------------------------------------------------------------------ familiarity
     def familiarity_scores(self, probes: np.ndarray | None) -> np.ndarray | None:
@@ -759,16 +573,14 @@ class CountingModel:
 
     def familiarity_dim(self) -> int:
         """Numbers per picture the familiarity probe holds for this model."""
-        if self.density_head is not None:
-            return 2 * int(self.density_head.n_channels)
-        return int(self.views_per_image * self.feature_dim)
+        return self._applied.familiarity_dim(self)
 
     def check_familiarity(self) -> None:
         """ModelFileError when a familiarity section does not fit the model's probe."""
         section = self.familiarity
         if section is None:
             return
-        wanted = "map-statistics" if self.density_head is not None else "descriptor"
+        wanted = self._applied.probe
         if section.probe != wanted:
             raise ModelFileError(f"familiarity probe {section.probe!r} does not fit this model (it needs {wanted!r})")
         if section.dim != self.familiarity_dim():
@@ -813,69 +625,17 @@ class CountingModel:
         """``(counts, familiarity or None, density maps or None)`` of prepared inputs of one
         shape, from one forward pass; density maps only for a density-head model with
         ``with_density`` (the annotated video draws them)."""
-        if self.density_head is not None:
-            # At most DENSITY_BATCH frames through the network at once, as count_paths does: the
-            # runtime's buffers for 8 frames at 720 px took ~1 GB more (video, issue 21 item 4).
-            parts = [
-                self._density_part(tensors[start : start + DENSITY_BATCH], weights)
-                for start in range(0, len(tensors), DENSITY_BATCH)
-            ]
-            density = np.concatenate([part[0] for part in parts])
-            familiarity = None if self.familiarity is None else np.concatenate([part[1] for part in parts])
-            counts = self.count_density(density)
-            persons = None
-            if self.sparse_gate is not None:
-                from counting.features.detector.evidence import person_evidence
+        rows = self._applied.rows_of_prepared(self, tensors, weights, Chunking(DENSITY_CHUNK, DENSITY_BATCH))
+        counts = self.predict_features(rows.features, source="frames")
+        familiarity = self.familiarity_scores(rows.probes)
+        persons = None
+        if self.sparse_gate is not None:
+            from counting.features.detector.evidence import person_evidence
 
-                persons = _without_detector(person_evidence, list(tensors), self.get_backbone(weights).normalisation)
-            if persons is not None:
-                projected = np.concatenate([part[2] for part in parts])
-                counts = self.sparse_gate.apply(counts, persons, familiarity, projected)[0]
-            return counts, familiarity, density if with_density else None
-        features = self._prepared_features(tensors, weights)
-        return self.predict_features(features, source="frames"), self.familiarity_scores(features), None
-
-    def _density_part(
-        self, tensors: Sequence[Any], weights: str | Path | None
-    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """Density maps, familiarity and the familiarity probes on their principal axes of a few
-        prepared inputs (one forward pass)."""
-        from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
-
-        head = self.density_head
-        batch = np.stack([np.asarray(tensor) for tensor in tensors])
-        maps = maps_on_grid(self.get_backbone(weights), batch, head.layers, getattr(head, "stride", HEAD_STRIDE))
-        if self.familiarity is None:
-            return head.density(maps), None, None
-        probes = map_statistics(maps)
-        return head.density(maps), self.familiarity.scores(probes), self.familiarity.project(probes)
-
-    def _prepared_features(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
-        """The regressor's input rows of prepared inputs of one shape (not density-head models)."""
-        if self.class_density_head is not None:
-            from counting.heads.density.multiclass import class_head_batch_features
-
-            batch = np.stack([np.asarray(tensor) for tensor in tensors])
-            return np.asarray(class_head_batch_features(self.class_density_head, self.get_backbone(weights), batch))
-        backbone = self.get_backbone(weights)
-        batch = list(tensors)  # stacked by the backbone, in the layout its runtime takes
-        if self.uses_maps:
-            # Sums of feature maps: one pass, no class scores.
-            return np.asarray(self.descriptor.compute(backbone, batch, self.preprocessing().roi_mask))
-        pooled = self.descriptor is not None and self.descriptor.pooled
-        whole = backbone.forward_pooled if pooled else backbone.forward
-        if self.grid is None:
-            features = np.asarray(whole(batch))
-            if self.flip_average:
-                # Mirroring the prepared view equals preparing the mirrored frame (flipped after resizing).
-                features = (features + np.asarray(whole([view.flip(-1) for view in batch]))) / 2
-        else:
-            cells = backbone.forward_grid_pooled if pooled else backbone.forward_grid
-            features = np.asarray(cells(batch, grid=self.grid))
-            if self.layout == "pyramid":
-                # Two trunk passes; a pyramid model is a study option, not the video default.
-                features = stack_views(np.asarray(whole(batch)), features)
-        return features
+            persons = _without_detector(person_evidence, list(tensors), self.get_backbone(weights).normalisation)
+        if persons is not None:
+            counts = self.sparse_gate.apply(counts, persons, familiarity, self.familiarity.project(rows.probes))[0]
+        return counts, familiarity, rows.density if with_density else None
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for in-memory images (PIL images or RGB arrays of one size, e.g. video frames)."""
@@ -885,9 +645,7 @@ class CountingModel:
 
     def summary(self) -> dict:
         """Short description for the CLI."""
-        head = {} if self.density_head is None else {"density_head": ",".join(self.density_head.layers)}
-        if self.class_density_head is not None:
-            head = {"density_head": "per class: " + ",".join(self.class_density_head.layers)}
+        head = self._applied.summary()
         return head | {
             "backbone": self.backbone,
             "input_size": self.input_size,

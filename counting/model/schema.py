@@ -200,6 +200,8 @@ def _mapping(value: Any, field: str, optional: bool = True) -> Mapping[str, Any]
 
 
 # The counting metadata's top-level fields (CountingModel.metadata writes them); others are ignored, with a warning.
+# The head sections ("density_head", ...) are each registered head kind's (counting.heads.applied.head_sections),
+# added where the fields are checked: a new kind's section needs no line here.
 _COUNTING_FIELDS = (
     "kind",
     "format_version",
@@ -219,8 +221,6 @@ _COUNTING_FIELDS = (
     "descriptor",
     "count_offset",
     "correction_weight",
-    "density_head",
-    "class_density_head",
     # counting.heads.familiarity (checked where it is read, Familiarity.from_document)
     "familiarity",
     # counting.heads.sparse_gate (checked where it is read, SparseGate.from_document)
@@ -322,7 +322,10 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> list[str]:
         "test_metrics",
     ):
         _mapping(metadata.get(section), section)
-    return [name for name in metadata if name not in _COUNTING_FIELDS]
+    from counting.heads.applied import head_sections
+
+    known = (*_COUNTING_FIELDS, *head_sections())
+    return [name for name in metadata if name not in known]
 
 
 def _check_descriptor(descriptor: Mapping[str, Any]) -> None:
