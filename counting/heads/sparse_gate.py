@@ -19,6 +19,13 @@ fitted to tell pictures of at most ``sparse_max`` people from the rest, on pictu
 head never trained on. Where the gate's probability is above one half, the count is the
 detector's person count at its chosen threshold; elsewhere it is the density model's.
 
+The detector costs as much as the density model (~45 ms a picture of the ~95 of both), and most
+pictures of a crowd camera are nowhere near sparse, so a **screen** runs first: a second logistic
+regression on the inputs that need no detector (head count, familiarity, probe axes). Where its
+probability lies below half the lowest it gave any fitting picture that is sparse or that the gate
+sends to the detector, the detector is not run and the head's count stands. On the validation parts
+of the crowd model it skipped most dense pictures and changed no count (docs/density.md).
+
 scikit-learn fits it (``LogisticRegression``, C by cross-validated log-loss); the model file keeps only the standardisation,
 the coefficients and the intercept (JSON numbers), and applying it is one dot product.
 """
@@ -64,6 +71,59 @@ def gate_features(
 
 
 @dataclass
+class Screen:
+    """Which pictures need the detector at all (see the module's docstring): a logistic
+    regression on ``[log(1 + head count), log(familiarity), axes]``, and the probability below
+    which the gate cannot send a picture to the detector."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    threshold: float
+
+    def needs_detector(self, features: np.ndarray) -> np.ndarray:
+        """True where the detector must run (NaN rows: False, the head's count stands)."""
+        array = np.asarray(features, dtype=np.float64)
+        finite = np.isfinite(array).all(axis=1)
+        logit = ((np.nan_to_num(array) - self.mean) / self.scale) @ self.coef + self.intercept
+        probability = 1.0 / (1.0 + np.exp(-np.clip(logit, -60.0, 60.0)))
+        return finite & (probability >= self.threshold)
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "mean": [float(v) for v in self.mean],
+            "scale": [float(v) for v in self.scale],
+            "coef": [float(v) for v in self.coef],
+            "intercept": float(self.intercept),
+            "threshold": float(self.threshold),
+        }
+
+    @classmethod
+    def from_document(cls, document: Any, dim: int) -> Screen:
+        if not isinstance(document, dict):
+            raise SparseGateError("the sparse gate's screen is not a JSON object")
+        try:
+            arrays = [np.asarray(document[name], dtype=np.float64) for name in ("mean", "scale", "coef")]
+            intercept, threshold = float(document["intercept"]), float(document["threshold"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise SparseGateError(f"the sparse gate's screen is incomplete or not numeric ({error})") from None
+        if any(array.shape != (dim,) for array in arrays):
+            raise SparseGateError(f"the sparse gate's screen needs {dim} numbers per array")
+        if not all(np.isfinite(array).all() for array in arrays) or not np.isfinite(intercept):
+            raise SparseGateError("the sparse gate's screen holds non-finite numbers")
+        if (arrays[1] <= 0).any() or not 0.0 <= threshold < 1.0:
+            raise SparseGateError("the sparse gate's screen needs positive scales and a threshold in [0, 1)")
+        return cls(*arrays, intercept, threshold)
+
+
+def screen_features(head_counts: np.ndarray, familiarity: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """The gate's inputs that need no detector: ``[log(1 + head count), log(familiarity), axes]``."""
+    head = np.asarray(head_counts, dtype=np.float64).reshape(-1)
+    return gate_features(head, np.zeros((len(head), 0)), familiarity, axes)
+
+
+@dataclass
 class SparseGate:
     """A fitted gate (see the module's docstring); ``count_index`` picks the detector count used
     on sparse pictures (an index into the detector descriptor's score thresholds)."""
@@ -76,6 +136,8 @@ class SparseGate:
     sparse_max: float = SPARSE_MAX
     axes: int = 0
     settings: dict[str, Any] = field(default_factory=dict)
+    # None: the detector runs on every picture.
+    screen: Screen | None = None
 
     @property
     def dim(self) -> int:
@@ -92,6 +154,14 @@ class SparseGate:
     def detector_counts(self, persons: np.ndarray) -> np.ndarray:
         """The detector's person count at the chosen threshold (rows stored as square roots)."""
         return np.rint(np.square(np.asarray(persons, dtype=np.float64)[:, self.count_index]))
+
+    def needs_detector(self, head_counts: np.ndarray, familiarity: np.ndarray, projected: np.ndarray) -> np.ndarray:
+        """Pictures the detector must run on (all of them without a screen)."""
+        counts = np.asarray(head_counts, dtype=np.float64).reshape(-1)
+        if self.screen is None:
+            return np.ones(len(counts), dtype=bool)
+        axes = np.asarray(projected, dtype=np.float64).reshape(len(counts), -1)[:, : self.axes]
+        return self.screen.needs_detector(screen_features(counts, familiarity, axes))
 
     def apply(
         self, head_counts: np.ndarray, persons: np.ndarray, familiarity: np.ndarray, projected: np.ndarray
@@ -121,7 +191,7 @@ class SparseGate:
             "sparse_max": float(self.sparse_max),
             "axes": int(self.axes),
             "settings": self.settings,
-        }
+        } | ({} if self.screen is None else {"screen": self.screen.to_document()})
 
     @classmethod
     def from_document(cls, document: Any) -> SparseGate:
@@ -149,7 +219,16 @@ class SparseGate:
         if not 0 <= count_index < len(QUANTITIES) - 2:  # the last two are soft count and heat mass
             raise SparseGateError(f"the sparse gate's count_index {count_index} is not a detector threshold")
         settings = document.get("settings", {})
-        return cls(*arrays, intercept, count_index, sparse_max, axes, settings if isinstance(settings, dict) else {})
+        screen = document.get("screen")
+        return cls(
+            *arrays,
+            intercept,
+            count_index,
+            sparse_max,
+            axes,
+            settings if isinstance(settings, dict) else {},
+            None if screen is None else Screen.from_document(screen, 2 + axes),
+        )
 
 
 def fit_sparse_gate(
@@ -232,7 +311,33 @@ def fit_sparse_gate(
             },
         },
     )
+    known = np.asarray(familiarity, dtype=np.float64).reshape(-1)[keep]
+    gate.screen = _fit_screen(head[keep], known, projected[keep, :axes], gate, X, y)
+    gate.settings["screen_threshold"] = gate.screen.threshold
     probability = probabilities[best]
     oof = np.full(len(head), np.nan)
     oof[keep] = np.where(probability > 0.5, gate.detector_counts(people[keep]), head[keep])
     return gate, oof
+
+
+def _fit_screen(
+    head: np.ndarray,
+    familiarity: np.ndarray,
+    axes: np.ndarray,
+    gate: SparseGate,
+    features: np.ndarray,
+    sparse: np.ndarray,
+) -> Screen:
+    """The screen of a fitted gate: trained to find the pictures that are sparse or that the gate
+    sends to the detector; its threshold half the lowest probability it gives any of them."""
+    from sklearn.linear_model import LogisticRegression
+
+    needed = sparse | (gate.probability(features) > 0.5)
+    inputs = screen_features(head, familiarity, axes)
+    mean, scale = inputs.mean(axis=0), np.maximum(inputs.std(axis=0), 1e-9)
+    fitted = LogisticRegression(max_iter=5000).fit((inputs - mean) / scale, needed)
+    screen = Screen(mean, scale, fitted.coef_[0].astype(np.float64), float(fitted.intercept_[0]), 0.0)
+    logit = ((inputs - mean) / scale) @ screen.coef + screen.intercept
+    lowest = float(np.min(1.0 / (1.0 + np.exp(-np.clip(logit[needed], -60.0, 60.0)))))
+    screen.threshold = lowest / 2
+    return screen

@@ -494,13 +494,16 @@ class CountingModel:
         )
         counts = self.predict_features(rows.features)
         familiarity = self.familiarity_scores(rows.probes)
-        persons = (
-            None
-            if self.sparse_gate is None
-            else _without_detector(self.person_rows, sources, rows.ok, rows.errors, backbone)
-        )
-        if persons is not None:
-            counts = self.sparse_gate.apply(counts, persons, familiarity, self.familiarity.project(rows.probes))[0]
+        if self.sparse_gate is not None:
+
+            def evidence(wanted: np.ndarray) -> np.ndarray:
+                asked = rows.ok & wanted
+                readable = asked.copy()
+                persons = self.person_rows(sources, readable, rows.errors, backbone)
+                rows.ok[asked & ~readable] = False  # could not be read a second time
+                return persons
+
+            counts = self._gated(counts, familiarity, rows.probes, evidence)
             counts[~rows.ok] = np.nan
         low, high = self.intervals(counts)
         return CountResult(
@@ -513,11 +516,31 @@ class CountingModel:
             familiarity=familiarity,
         )
 
+    def _gated(
+        self,
+        counts: np.ndarray,
+        familiarity: np.ndarray | None,
+        probes: np.ndarray | None,
+        evidence: Any,
+    ) -> np.ndarray:
+        """The sparse gate's counts (counting.heads.sparse_gate): ``evidence(wanted)`` gives the
+        detector's person rows of the pictures in the mask ``wanted`` (NaN elsewhere); it is asked
+        only for the pictures the gate's screen lets through."""
+        gate = self.sparse_gate
+        projected = self.familiarity.project(probes)
+        wanted = gate.needs_detector(counts, familiarity, projected)
+        if not wanted.any():
+            return counts
+        persons = _without_detector(evidence, wanted)
+        if persons is None:
+            return counts
+        return gate.apply(counts, persons, familiarity, projected)[0]
+
     def person_rows(
         self, sources: Sequence[str], ok: np.ndarray, errors: dict[str, str], backbone: Any = None
     ) -> np.ndarray:
-        """The detector's person rows of the counted pictures (NaN elsewhere), from the same
-        prepared inputs as frames and arrays (counting.features.detector.evidence). A picture
+        """The detector's person rows of the pictures marked in ``ok`` (NaN elsewhere), from the
+        same prepared inputs as frames and arrays (counting.features.detector.evidence). A picture
         that cannot be read again is dropped from ``ok`` and named in ``errors``."""
         from counting.data.imaging import load_image
         from counting.features.detector.evidence import DETECTOR_BATCH, PERSON_QUANTITIES, person_evidence
@@ -628,13 +651,18 @@ class CountingModel:
         rows = self._applied.rows_of_prepared(self, tensors, weights, Chunking(DENSITY_CHUNK, DENSITY_BATCH))
         counts = self.predict_features(rows.features, source="frames")
         familiarity = self.familiarity_scores(rows.probes)
-        persons = None
         if self.sparse_gate is not None:
-            from counting.features.detector.evidence import person_evidence
+            from counting.features.detector.evidence import PERSON_QUANTITIES, person_evidence
 
-            persons = _without_detector(person_evidence, list(tensors), self.get_backbone(weights).normalisation)
-        if persons is not None:
-            counts = self.sparse_gate.apply(counts, persons, familiarity, self.familiarity.project(rows.probes))[0]
+            normalisation = self.get_backbone(weights).normalisation
+
+            def evidence(wanted: np.ndarray) -> np.ndarray:
+                persons = np.full((len(tensors), len(PERSON_QUANTITIES)), np.nan)
+                chosen = np.flatnonzero(wanted)
+                persons[chosen] = person_evidence([tensors[k] for k in chosen], normalisation)
+                return persons
+
+            counts = self._gated(counts, familiarity, rows.probes, evidence)
         return counts, familiarity, rows.density if with_density else None
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:

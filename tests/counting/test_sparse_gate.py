@@ -51,6 +51,25 @@ def test_the_gate_sends_sparse_pictures_to_the_detector_count_at_the_best_thresh
     assert np.mean(np.abs(oof - truth)[truth <= 20]) < np.mean(np.abs(head - truth)[truth <= 20]) / 5
 
 
+def test_the_screen_skips_the_detector_only_where_the_gate_could_not_say_sparse() -> None:
+    head, persons, familiarity, projected, truth = _pictures(300)
+    gate, _ = fit_sparse_gate(head, persons, familiarity, projected, truth)
+    assert gate.screen is not None and 0.0 < gate.screen.threshold < 0.5
+    new_head, new_persons, new_familiarity, new_projected, new_truth = _pictures(400, seed=2)
+    wanted = gate.needs_detector(new_head, new_familiarity, new_projected)
+    counts, sparse = gate.apply(new_head, new_persons, new_familiarity, new_projected)
+    # Every picture the gate sends to the detector was let through by the screen ...
+    assert not (sparse & ~wanted).any()
+    # ... and the screen spares the detector on most crowds.
+    assert np.mean(~wanted[new_truth > 20]) > 0.5
+    # Pictures without familiarity never need it (their count is the head's).
+    unknown = new_familiarity.copy()
+    unknown[:5] = np.nan
+    assert not gate.needs_detector(new_head, unknown, new_projected)[:5].any()
+    again = SparseGate.from_document(gate.to_document())
+    np.testing.assert_array_equal(again.needs_detector(new_head, new_familiarity, new_projected), wanted)
+
+
 def test_pictures_without_familiarity_keep_the_heads_count() -> None:
     head, persons, familiarity, projected, truth = _pictures(120)
     gate, _ = fit_sparse_gate(head, persons, familiarity, projected, truth)
@@ -74,6 +93,8 @@ def test_the_section_round_trips_and_damaged_sections_are_refused() -> None:
         (document | {"intercept": "x"}, "not numeric"),
         (document | {"count_index": len(THRESHOLDS)}, "not a detector threshold"),
         (document | {"axes": 17}, "familiarity axes"),
+        (document | {"screen": document["screen"] | {"threshold": 1.5}}, "threshold in"),
+        (document | {"screen": document["screen"] | {"coef": [1.0]}}, "screen needs"),
         ({k: v for k, v in document.items() if k != "mean"}, "incomplete"),
         ([1, 2], "not a JSON object"),
     ]:

@@ -109,6 +109,19 @@ def resize_tf_bilinear(pixels: np.ndarray, size: int = INPUT_SIZE) -> np.ndarray
     return left + (right - left) * col_weight[None, :, None]
 
 
+def resize_planes_tf_bilinear(planes: np.ndarray, size: int = INPUT_SIZE) -> np.ndarray:
+    """``(C, H, W)`` -> ``(C, size, size)`` float32: :func:`resize_tf_bilinear` on planar data
+    (a backbone's prepared input is planar; no transposes, and the rows step is contiguous)."""
+    height, width = planes.shape[1:]
+    rows_low, rows_high, row_weight = _axis_weights(height, size)
+    cols_low, cols_high, col_weight = _axis_weights(width, size)
+    image = np.asarray(planes, np.float32)
+    top, bottom = image[:, rows_low], image[:, rows_high]
+    rows = top + (bottom - top) * row_weight[None, :, None]
+    left, right = rows[:, :, cols_low], rows[:, :, cols_high]
+    return left + (right - left) * col_weight[None, None, :]
+
+
 def to_input(image: Any, *, bgr: bool = False) -> np.ndarray:
     """A picture (PIL image, ``imaging.Sideways``, RGB array; BGR with ``bgr``) -> ``(3, 512, 512)`` 0-255."""
     from counting.data.imaging import Sideways, to_rgb
@@ -141,6 +154,9 @@ class CenterNet:
         # The fp16-trained activations underflow to denormals, which cost ~25 % of the run time
         # on x86; flushing them to zero changes the heat map by < 1e-6.
         options.add_session_config_entry("session.set_denormal_as_zero", "1")
+        # As the backbones' sessions (onnx_export): a crowd model runs both networks per picture,
+        # and threads spinning after one session's run take the cores from the other's.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as error:  # noqa: BLE001 - onnxruntime raises its own kinds
