@@ -91,30 +91,48 @@ class Screen:
         return finite & (probability >= self.threshold)
 
     def to_document(self) -> dict[str, Any]:
-        return {
-            "mean": [float(v) for v in self.mean],
-            "scale": [float(v) for v in self.scale],
-            "coef": [float(v) for v in self.coef],
-            "intercept": float(self.intercept),
-            "threshold": float(self.threshold),
-        }
+        return _linear_document(self) | {"threshold": float(self.threshold)}
 
     @classmethod
     def from_document(cls, document: Any, dim: int) -> Screen:
-        if not isinstance(document, dict):
-            raise SparseGateError("the sparse gate's screen is not a JSON object")
+        what = "the sparse gate's screen"
+        mean, scale, coef, intercept = _read_linear(document, what, dim)
         try:
-            arrays = [np.asarray(document[name], dtype=np.float64) for name in ("mean", "scale", "coef")]
-            intercept, threshold = float(document["intercept"]), float(document["threshold"])
+            threshold = float(document["threshold"])
         except (KeyError, TypeError, ValueError) as error:
-            raise SparseGateError(f"the sparse gate's screen is incomplete or not numeric ({error})") from None
-        if any(array.shape != (dim,) for array in arrays):
-            raise SparseGateError(f"the sparse gate's screen needs {dim} numbers per array")
-        if not all(np.isfinite(array).all() for array in arrays) or not np.isfinite(intercept):
-            raise SparseGateError("the sparse gate's screen holds non-finite numbers")
-        if (arrays[1] <= 0).any() or not 0.0 <= threshold < 1.0:
-            raise SparseGateError("the sparse gate's screen needs positive scales and a threshold in [0, 1)")
-        return cls(*arrays, intercept, threshold)
+            raise SparseGateError(f"{what} is incomplete or not numeric ({error})") from None
+        if not 0.0 <= threshold < 1.0:
+            raise SparseGateError(f"{what} needs a threshold in [0, 1), not {threshold:g}")
+        return cls(mean, scale, coef, intercept, threshold)
+
+
+def _linear_document(part: Any) -> dict[str, Any]:
+    """A fitted logistic regression's numbers (standardisation, coefficients) as JSON."""
+    return {
+        "mean": [float(v) for v in part.mean],
+        "scale": [float(v) for v in part.scale],
+        "coef": [float(v) for v in part.coef],
+        "intercept": float(part.intercept),
+    }
+
+
+def _read_linear(document: Any, what: str, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """``(mean, scale, coef, intercept)`` of :func:`_linear_document`, checked; SparseGateError
+    (one line naming ``what``) when they are missing, of another size or not finite."""
+    if not isinstance(document, dict):
+        raise SparseGateError(f"{what} is not a JSON object")
+    try:
+        mean, scale, coef = (np.asarray(document[name], dtype=np.float64) for name in ("mean", "scale", "coef"))
+        intercept = float(document["intercept"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise SparseGateError(f"{what} is incomplete or not numeric ({error})") from None
+    if any(array.shape != (dim,) for array in (mean, scale, coef)):
+        raise SparseGateError(f"{what} needs {dim} numbers per array")
+    if not all(np.isfinite(array).all() for array in (mean, scale, coef)) or not np.isfinite(intercept):
+        raise SparseGateError(f"{what} holds non-finite numbers")
+    if (scale <= 0).any():
+        raise SparseGateError(f"{what} needs positive scales")
+    return mean, scale, coef, intercept
 
 
 def screen_features(head_counts: np.ndarray, familiarity: np.ndarray, axes: np.ndarray) -> np.ndarray:
@@ -182,46 +200,41 @@ class SparseGate:
 
     # ------------------------------------------------------------------ model file section
     def to_document(self) -> dict[str, Any]:
-        return {
-            "mean": [float(v) for v in self.mean],
-            "scale": [float(v) for v in self.scale],
-            "coef": [float(v) for v in self.coef],
-            "intercept": float(self.intercept),
-            "count_index": int(self.count_index),
-            "sparse_max": float(self.sparse_max),
-            "axes": int(self.axes),
-            "settings": self.settings,
-        } | ({} if self.screen is None else {"screen": self.screen.to_document()})
+        return (
+            _linear_document(self)
+            | {
+                "count_index": int(self.count_index),
+                "sparse_max": float(self.sparse_max),
+                "axes": int(self.axes),
+                "settings": self.settings,
+            }
+            | ({} if self.screen is None else {"screen": self.screen.to_document()})
+        )
 
     @classmethod
     def from_document(cls, document: Any) -> SparseGate:
         from counting.features.detector.descriptor import QUANTITIES
 
+        what = "the sparse gate"
         if not isinstance(document, dict):
-            raise SparseGateError("the sparse gate section is not a JSON object")
+            raise SparseGateError(f"{what} section is not a JSON object")
         try:
-            arrays = [np.asarray(document[name], dtype=np.float64) for name in ("mean", "scale", "coef")]
-            intercept = float(document["intercept"])
             count_index = int(document["count_index"])
             sparse_max = float(document.get("sparse_max", SPARSE_MAX))
             axes = int(document.get("axes", 0))
         except (KeyError, TypeError, ValueError) as error:
-            raise SparseGateError(f"the sparse gate section is incomplete or not numeric ({error})") from None
+            raise SparseGateError(f"{what} section is incomplete or not numeric ({error})") from None
         if not 0 <= axes <= max(AXES_GRID):
-            raise SparseGateError(f"the sparse gate reads 0 to {max(AXES_GRID)} familiarity axes, not {axes}")
-        wanted = 2 + len(QUANTITIES) + axes
-        if any(array.shape != (wanted,) for array in arrays):
-            raise SparseGateError(f"the sparse gate needs {wanted} numbers per array")
-        if not all(np.isfinite(array).all() for array in arrays) or not np.isfinite(intercept):
-            raise SparseGateError("the sparse gate holds non-finite numbers")
-        if (arrays[1] <= 0).any():
-            raise SparseGateError("the sparse gate's scales must be positive")
+            raise SparseGateError(f"{what} reads 0 to {max(AXES_GRID)} familiarity axes, not {axes}")
+        mean, scale, coef, intercept = _read_linear(document, what, 2 + len(QUANTITIES) + axes)
         if not 0 <= count_index < len(QUANTITIES) - 2:  # the last two are soft count and heat mass
-            raise SparseGateError(f"the sparse gate's count_index {count_index} is not a detector threshold")
+            raise SparseGateError(f"{what}'s count_index {count_index} is not a detector threshold")
         settings = document.get("settings", {})
         screen = document.get("screen")
         return cls(
-            *arrays,
+            mean,
+            scale,
+            coef,
             intercept,
             count_index,
             sparse_max,

@@ -237,29 +237,15 @@ def fit_crowd_gate(
 
 
 def head_rows(model: CountingModel, paths: list, cache: Any = None, batch_size: int = 4) -> np.ndarray:
-    """``(n, 1 + cells)`` region sums of the model's head on image files (what its AGP reads)."""
-    from counting.heads.density.maps import extract_maps
+    """``(n, 1 + cells)`` region sums of the model's head on image files (what its AGP reads;
+    NaN rows for pictures that cannot be read), by the model's own chunked map loop."""
+    from counting.heads.applied import Chunking
+    from counting.model.counting_model import DENSITY_BATCH, DENSITY_CHUNK
 
-    head = model.density_head
-    backbone = model.get_backbone()
-    rows = np.full((len(paths), model.feature_dim), np.nan)
-    for start in range(0, len(paths), 64):
-        chunk = [str(path) for path in paths[start : start + 64]]
-        found = extract_maps(
-            chunk,
-            backbone,
-            model.preprocessing(),
-            head.layers,
-            cache,
-            batch_size,
-            False,
-            on_error="skip",
-            stride=head.stride,
-        )
-        for offset, item in enumerate(found.maps):
-            if item is not None:
-                rows[start + offset] = head.region_counts(item, model.roi_mask, head.grid)[0]
-    return rows
+    sources = [str(path) for path in paths]
+    chunking = Chunking(DENSITY_CHUNK, DENSITY_BATCH)
+    found = model.applied_head.rows_of_paths(model, sources, None, cache, batch_size, False, chunking)
+    return np.asarray(found.features, dtype=float)
 
 
 def crowd_figures(
