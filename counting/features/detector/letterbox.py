@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 from counting.features.detector.decode import Detections
+from counting.features.detector.runner import rgb_pixels
 
 __all__ = ["CONTENT_SIDE", "PAD_VALUE", "letterbox_geometry", "letterbox_input", "to_picture_pixels"]
 
@@ -33,20 +34,8 @@ def letterbox_geometry(height: int, width: int) -> tuple[float, int, int, int, i
 
 
 def _rgb_pixels(image: Any, bgr: bool) -> np.ndarray:
-    """``(H, W, 3)`` uint8 RGB from a PIL image, ``imaging.Sideways`` or an array (BGR with ``bgr``)."""
-    from counting.data.imaging import Sideways, to_rgb
-
-    if isinstance(image, Sideways):
-        image = image.upright()
-    if not isinstance(image, np.ndarray):
-        return np.asarray(to_rgb(image))
-    pixels = image
-    if pixels.ndim == 2:
-        pixels = np.repeat(pixels[:, :, None], 3, axis=2)
-    elif bgr:
-        pixels = pixels[:, :, 2::-1]
-    else:
-        pixels = pixels[:, :, :3]
+    """``(H, W, 3)`` uint8 RGB (PIL resizes it) of a picture :func:`rgb_pixels` takes."""
+    pixels = rgb_pixels(image, bgr=bgr)
     if pixels.dtype != np.uint8:
         pixels = np.clip(np.rint(pixels), 0, 255).astype(np.uint8)
     return np.ascontiguousarray(pixels)

@@ -122,23 +122,23 @@ def resize_planes_tf_bilinear(planes: np.ndarray, size: int = INPUT_SIZE) -> np.
     return left + (right - left) * col_weight[None, None, :]
 
 
-def to_input(image: Any, *, bgr: bool = False) -> np.ndarray:
-    """A picture (PIL image, ``imaging.Sideways``, RGB array; BGR with ``bgr``) -> ``(3, 512, 512)`` 0-255."""
+def rgb_pixels(image: Any, *, bgr: bool = False) -> np.ndarray:
+    """``(H, W, 3)`` RGB pixels of a PIL image, ``imaging.Sideways`` or an array (BGR with
+    ``bgr``; grey arrays repeated, an alpha plane dropped; an array's dtype is kept)."""
     from counting.data.imaging import Sideways, to_rgb
 
     if isinstance(image, Sideways):
         image = image.upright()
-    if isinstance(image, np.ndarray):
-        pixels = image
-        if pixels.ndim == 2:
-            pixels = np.repeat(pixels[:, :, None], 3, axis=2)
-        elif bgr:
-            pixels = pixels[:, :, 2::-1]
-        else:
-            pixels = pixels[:, :, :3]
-    else:
-        pixels = np.asarray(to_rgb(image))
-    return np.ascontiguousarray(resize_tf_bilinear(pixels).transpose(2, 0, 1))
+    if not isinstance(image, np.ndarray):
+        return np.asarray(to_rgb(image))
+    if image.ndim == 2:
+        return np.repeat(image[:, :, None], 3, axis=2)
+    return image[:, :, 2::-1] if bgr else image[:, :, :3]
+
+
+def to_input(image: Any, *, bgr: bool = False) -> np.ndarray:
+    """A picture (PIL image, ``imaging.Sideways``, RGB array; BGR with ``bgr``) -> ``(3, 512, 512)`` 0-255."""
+    return np.ascontiguousarray(resize_tf_bilinear(rgb_pixels(image, bgr=bgr)).transpose(2, 0, 1))
 
 
 class CenterNet:
