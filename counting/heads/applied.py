@@ -2,7 +2,7 @@
 
 :mod:`counting.heads.kinds` is the training side (a config -> the AGP's rows); this is the model
 side. ``CountingModel`` (counting.model) picks its kind once from its fields
-(:func:`applied_head_for`) and asks it, never branching on the head itself, for:
+(:func:`counting.heads.registry.applied_head_for`) and asks it, never branching on the head itself, for:
 
 - the regressor's rows of image files (memory flat: a density head's maps are made a few
   pictures at a time and reduced before the next ones) and of prepared inputs (video frames,
@@ -12,7 +12,7 @@ side. ``CountingModel`` (counting.model) picks its kind once from its fields
 - the head's section of the model file (written, read and checked) and its summary line.
 
 A new head kind is a class with these members (here or in the head's own module) and one line
-in :data:`APPLIED_HEADS`; ``CountingModel`` keeps it in its ``head`` field (the two built-in
+in :data:`counting.heads.registry.HEADS` (with its training side); ``CountingModel`` keeps it in its ``head`` field (the two built-in
 heads keep the fields they always had, ``density_head`` and ``class_density_head``).
 
 This package never imports counting.model: the kinds are handed the model and use only what
@@ -33,14 +33,14 @@ from counting.core.memory import release_freed_memory
 from counting.heads.familiarity import map_statistics
 
 __all__ = [
-    "APPLIED_HEADS",
     "AppliedHead",
     "Chunking",
+    "ClassDensityHeadApplied",
+    "DensityHeadApplied",
+    "DescriptorHead",
     "ModelParts",
     "PathRows",
     "PreparedRows",
-    "applied_head_for",
-    "head_sections",
 ]
 
 
@@ -538,29 +538,3 @@ class ClassDensityHeadApplied(DescriptorHead):
 
 
 # The kinds a model may be of, tried in this order; descriptors (no head) when none claims it.
-APPLIED_HEADS: dict[str, type[AppliedHead]] = {
-    kind.name: kind for kind in (DensityHeadApplied, ClassDensityHeadApplied, DescriptorHead)
-}
-
-
-def applied_head_for(model: Any) -> AppliedHead:
-    """The kind of ``model``'s head (from its fields), holding the head."""
-    for kind in APPLIED_HEADS.values():
-        head = kind.head_of(model)
-        if head is not None:
-            return kind(head)
-    return APPLIED_HEADS["descriptors"]()
-
-
-def head_sections() -> tuple[str, ...]:
-    """The model file keys of every registered kind's head section (the schema knows them)."""
-    return tuple(kind.section for kind in APPLIED_HEADS.values() if kind.section is not None)
-
-
-def read_head_sections(metadata: dict[str, Any], source: str) -> dict[str, Any]:
-    """The CountingModel fields of the heads a model file's metadata holds (``{field: head}``)."""
-    fields: dict[str, Any] = {}
-    for kind in APPLIED_HEADS.values():
-        if kind.section is not None and kind.field is not None and metadata.get(kind.section) is not None:
-            fields[kind.field] = kind.from_document(metadata[kind.section], source)
-    return fields

@@ -3,7 +3,7 @@
 ``train_model`` (counting.train.pipeline) knows only this protocol: it asks the registry for the
 kind a config names, lets the kind refuse settings it cannot honour *before any work*, then
 asks it for the rows. A new head kind is a class here (or in its own module) with ``check`` and
-``rows``, plus one line in :data:`HEAD_KINDS`.
+``rows``, plus one line in :data:`counting.heads.registry.HEADS` (with its model side).
 
 - ``descriptors``: the backbone's descriptors of each image (class scores, pooled features or
   feature-map sums), whole frame or per grid cell: the AGP regresses counts on them.
@@ -25,7 +25,7 @@ import numpy as np
 from counting.core.errors import TrainingError
 from counting.features.layouts import extract_views
 
-__all__ = ["HEAD_KINDS", "HeadKind", "HeadRows", "TrainingInputs", "head_kind_for"]
+__all__ = ["ClassDensityRows", "DensityRows", "DescriptorRows", "HeadKind", "HeadRows", "TrainingInputs"]
 
 
 @dataclass
@@ -198,13 +198,3 @@ class ClassDensityRows:
             log=inputs.log,
         )
         return HeadRows(samples=inputs.samples, frame=frame, class_density_head=head)
-
-
-HEAD_KINDS: dict[str, HeadKind] = {kind.name: kind for kind in (DescriptorRows(), DensityRows(), ClassDensityRows())}
-
-
-def head_kind_for(config: Any, multi_output: bool) -> HeadKind:
-    """The kind a config asks for: ``--density-head`` picks a density head (per class on VOC)."""
-    if not config.density_head:
-        return HEAD_KINDS["descriptors"]
-    return HEAD_KINDS["class-density" if multi_output else "density"]

@@ -19,8 +19,9 @@ from counting.core import defaults
 from counting.core.errors import BackboneError, CountingError, ModelFileError
 from counting.core.version import __version__
 from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views
-from counting.heads.applied import AppliedHead, Chunking, applied_head_for, read_head_sections
+from counting.heads.applied import AppliedHead, Chunking
 from counting.heads.multiclass import apply_gate, inverse_transform
+from counting.heads.registry import applied_head_for, read_head_sections
 from counting.heads.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"

@@ -200,7 +200,7 @@ def _mapping(value: Any, field: str, optional: bool = True) -> Mapping[str, Any]
 
 
 # The counting metadata's top-level fields (CountingModel.metadata writes them); others are ignored, with a warning.
-# The head sections ("density_head", ...) are each registered head kind's (counting.heads.applied.head_sections),
+# The head sections ("density_head", ...) are each registered head kind's (counting.heads.registry.head_sections),
 # added where the fields are checked: a new kind's section needs no line here.
 _COUNTING_FIELDS = (
     "kind",
@@ -322,7 +322,7 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> list[str]:
         "test_metrics",
     ):
         _mapping(metadata.get(section), section)
-    from counting.heads.applied import head_sections
+    from counting.heads.registry import head_sections
 
     known = (*_COUNTING_FIELDS, *head_sections())
     return [name for name in metadata if name not in known]

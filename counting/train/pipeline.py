@@ -20,8 +20,9 @@ from counting.core.errors import DatasetError, TrainingError
 from counting.core.metrics import crowd_metrics, voc_metrics
 from counting.data.datasets.splits import cv_folds
 from counting.features.layouts import check_layout, model_features, training_rows, training_weights
-from counting.heads.kinds import HeadRows, TrainingInputs, head_kind_for
+from counting.heads.kinds import HeadRows, TrainingInputs
 from counting.heads.multiclass import apply_gate, check_transform, choose_gate, forward_transform
+from counting.heads.registry import head_kind_for
 from counting.model.counting_model import CountingModel
 from counting.train.familiarity import familiarity_from_rows
 

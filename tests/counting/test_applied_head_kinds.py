@@ -1,4 +1,4 @@
-"""A head kind registered with one line in counting.heads.applied.APPLIED_HEADS counts through
+"""A head kind registered with one line in counting.heads.registry.HEADS counts through
 CountingModel (files, prepared inputs, model file round trip, summary) with no edit of the model."""
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import pytest
 from agp import AGPRegressor
 from counting.core.errors import ModelFileError
 from counting.heads.applied import (
-    APPLIED_HEADS,
     Chunking,
     DensityHeadApplied,
     DescriptorHead,
     PathRows,
     PreparedRows,
-    applied_head_for,
 )
+from counting.heads.registry import HEADS, RegisteredHead, applied_head_for
 from counting.model.counting_model import CountingModel
 
 INPUT_SIZE = 64
@@ -100,7 +99,7 @@ class BrightnessKind:
 
 @pytest.fixture
 def brightness_model(monkeypatch: pytest.MonkeyPatch) -> CountingModel:
-    monkeypatch.setitem(APPLIED_HEADS, "brightness", BrightnessKind)  # the registry line
+    monkeypatch.setitem(HEADS, "brightness", RegisteredHead(None, BrightnessKind))  # the registry line
     rng = np.random.default_rng(3)
     X = rng.uniform(-2.0, 2.0, size=(80, 1))
     y = 10.0 + 4.0 * X[:, 0]
@@ -168,8 +167,15 @@ def test_an_unregistered_kind_section_is_unknown(
 ) -> None:
     """Without its registry line the section is an unknown field (warned), not a head."""
     path = brightness_model.save(tmp_path / "brightness.npz")
-    monkeypatch.delitem(APPLIED_HEADS, "brightness")
+    monkeypatch.delitem(HEADS, "brightness")
     with pytest.warns(UserWarning, match="brightness_head"):
         model = CountingModel.load(path)
     assert model.head is None and type(model.applied_head) is DescriptorHead
     json.dumps(model.summary())
+
+
+def test_every_registered_kind_has_both_sides_under_its_name() -> None:
+    for name, entry in HEADS.items():
+        assert entry.applied.name == name
+        assert entry.training is not None and entry.training.name == name
+    assert list(HEADS)[-1] == "descriptors"  # the fallback, matched last
