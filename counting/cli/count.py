@@ -33,19 +33,12 @@ from counting.cli.common import (
     use_runtime,
 )
 from counting.cli.multiclass_output import SHOW_THRESHOLD, class_counts_table
+from counting.cli.option_groups import PictureRun, with_groups
 from counting.cli.options import (
     DESCRIPTORS,
-    PROGRESS_DEFAULT,
-    BatchSizeOption,
-    CacheDirOption,
     ClassThresholdOption,
     ClusterOption,
     ModelOption,
-    NoCacheOption,
-    ProgressOption,
-    QuietOption,
-    RuntimeOption,
-    ThreadsOption,
     WeightsOption,
     ZoneOption,
     ZonesFileOption,
@@ -53,7 +46,6 @@ from counting.cli.options import (
     json_option,
     zones_option,
 )
-from counting.core import defaults
 from counting.core.columns import zone_column
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import (
@@ -238,6 +230,7 @@ def write_rows_csv_to(handle: TextIO, rows: list[dict]) -> None:
         writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
+@with_groups
 def count(
     paths: Annotated[
         Optional[list[str]],
@@ -263,13 +256,7 @@ def count(
     zones_file: ZonesFileOption = None,
     zone: ZoneOption = None,
     show_above: ClassThresholdOption = None,
-    cache_dir: CacheDirOption = None,
-    no_cache: NoCacheOption = False,
-    batch_size: BatchSizeOption = defaults.BATCH_SIZE,
-    progress: ProgressOption = PROGRESS_DEFAULT,
-    quiet: QuietOption = False,
-    runtime: RuntimeOption = defaults.RUNTIME,
-    threads: ThreadsOption = None,
+    run: PictureRun = PictureRun(),
     cluster: ClusterOption = None,
     annotated: Annotated[
         Optional[Path],
@@ -286,9 +273,9 @@ def count(
 
     Unreadable images are skipped with a line on stderr; the rest are counted.
     """
-    use_runtime(runtime, threads)
-    say = informational(quiet)
-    cache = optional_cache(cache_dir, not no_cache)
+    use_runtime(run.runtime, run.threads)
+    say = informational(run.quiet)
+    cache = optional_cache(run.cache_dir, not run.no_cache)
     if is_stdout(csv) and is_stdout(json_path):
         raise typer.BadParameter("--csv - and --json - both ask for stdout; send one of them to a file")
     # "-": that output is the results on stdout (no table); the others are files, checked now.
@@ -344,7 +331,7 @@ def count(
         if not paths:
             raise ImageError("no images given: pass image files, folders or glob patterns")
         files, problems = expand_image_paths(paths)
-        refuse_cache_among_pictures(cache_dir, cache, named_folders(paths), folders_of(files))
+        refuse_cache_among_pictures(run.cache_dir, cache, named_folders(paths), folders_of(files))
         for output in outputs:
             check_not_an_input(output, files)
         if annotated is not None:
@@ -356,8 +343,8 @@ def count(
             options = {
                 "cache": cache,
                 "weights": weights,
-                "batch_size": batch_size,
-                "progress": progress and not quiet,
+                "batch_size": run.batch_size,
+                "progress": run.shows_progress,
                 "extract": extract,
             }
             if zones:
@@ -379,10 +366,10 @@ def count(
         only = result.sources[0] if len(result.sources) == 1 else None
         raise ImageError(f"{printable(only) if only else 'all images'}: nothing could be counted")
     if is_stdout(csv) or is_stdout(json_path):
-        say = informational(quiet, on_stderr=True)  # stdout holds only the CSV or JSON document
+        say = informational(run.quiet, on_stderr=True)  # stdout holds only the CSV or JSON document
     elif len(rows) > TABLE_ROWS:
         print_plain_rows(rows)
-        say = informational(quiet, on_stderr=True)  # stdout holds only the plain lines a pipe reads
+        say = informational(run.quiet, on_stderr=True)  # stdout holds only the plain lines a pipe reads
     else:
         threshold = SHOW_THRESHOLD if show_above is None else show_above
         console.print(counts_table(counting_model, rows, threshold, zones))

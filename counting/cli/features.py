@@ -23,23 +23,16 @@ from counting.cli.common import (
     refuse_outputs_on_inputs,
     use_runtime,
 )
+from counting.cli.option_groups import PictureRun, with_groups
 from counting.cli.options import (
     DESCRIPTORS,
     GRID_DEFAULT,
     INPUT_SIZE_DEFAULT,
-    PROGRESS_DEFAULT,
     BackboneOption,
-    BatchSizeOption,
-    CacheDirOption,
     ClusterOption,
     DescriptorOption,
     GridOption,
     InputSizeOption,
-    NoCacheOption,
-    ProgressOption,
-    QuietOption,
-    RuntimeOption,
-    ThreadsOption,
     WeightsOption,
     out_option,
 )
@@ -53,6 +46,7 @@ from counting.features.descriptors import OWN_BACKBONE, Descriptor
 __all__ = ["features", "write_features"]
 
 
+@with_groups
 def features(
     inputs: Annotated[
         list[str], typer.Argument(help="Image files, folders (their images) or glob patterns.", metavar="IMAGES")
@@ -71,20 +65,14 @@ def features(
         ),
     ] = False,
     descriptor: DescriptorOption = "scores",
-    batch_size: BatchSizeOption = defaults.BATCH_SIZE,
-    cache_dir: CacheDirOption = None,
-    no_cache: NoCacheOption = False,
     skip_bad: Annotated[
         bool, typer.Option("--skip-bad", help="Report unreadable images and go on (default: stop at the first).")
     ] = False,
-    progress: ProgressOption = PROGRESS_DEFAULT,
-    quiet: QuietOption = False,
-    runtime: RuntimeOption = defaults.RUNTIME,
-    threads: ThreadsOption = None,
+    run: PictureRun = PictureRun(),
     cluster: ClusterOption = None,
 ) -> None:
     """Extract (and cache) image descriptors; write them to a .npy or .csv file."""
-    use_runtime(runtime, threads)
+    use_runtime(run.runtime, run.threads)
     from counting.features.backbones import Preprocessing, get_backbone
 
     if out is not None and out.suffix.lower() not in (".npy", ".csv"):
@@ -94,8 +82,8 @@ def features(
         if out.suffix.lower() == ".npy":
             check_writable(out.with_suffix(".files.txt"))
     paths, problems = expand_image_paths(inputs)
-    cache = feature_cache(cache_dir, not no_cache)
-    refuse_cache_among_pictures(cache_dir, cache, named_folders(inputs), folders_of(paths))
+    cache = feature_cache(run.cache_dir, not run.no_cache)
+    refuse_cache_among_pictures(run.cache_dir, cache, named_folders(inputs), folders_of(paths))
     if out is not None:
         listing = out.with_suffix(".files.txt") if out.suffix.lower() == ".npy" and not special_kind(out) else None
         refuse_outputs_on_inputs([out, listing], inputs=[*paths, weights], cache=cache)
@@ -110,8 +98,8 @@ def features(
             Preprocessing(input_size=input_size),
             grid=grid,
             cache=cache,
-            batch_size=batch_size,
-            progress=progress and not quiet,
+            batch_size=run.batch_size,
+            progress=run.shows_progress,
             on_error="skip" if skip_bad else "raise",
             pooled=pooled,
             descriptor=None
@@ -131,7 +119,7 @@ def features(
     n_good = int(result.ok.sum())
     destination = f" -> {escape(printable(str(out)))}" if out is not None else ""
     # With -o the descriptors are the result and this line is a diagnostic; without, it is the result.
-    (informational(quiet) if out is not None else console.print)(
+    (informational(run.quiet) if out is not None else console.print)(
         f"{n_good} of {len(paths)} images: {result.n_cached} from cache, {result.n_computed} computed, "
         f"{len(result.errors)} skipped; descriptors {tuple(result.features.shape[1:])}{destination}"
     )

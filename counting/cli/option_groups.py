@@ -3,7 +3,9 @@ are options of :mod:`counting.cli.options` (name, default, help), and :func:`wit
 spreads a group's fields into a command's signature (what typer reads) and hands the command one
 object.
 
-``evaluate``, ``report`` and ``familiarize`` read pictures the same way (:class:`PictureRun`);
+``count``, ``features``, ``evaluate``, ``report`` and ``familiarize`` read pictures the same way
+(:class:`PictureRun`; ``train`` and ``compare`` name the same options one by one, in their own
+order of panels, and ``video`` has its own batch default);
 ``evaluate`` and ``report`` evaluate a model on the same test split (:class:`EvaluationSplit`).
 """
 
