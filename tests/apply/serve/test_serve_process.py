@@ -123,9 +123,15 @@ def test_ctrl_c_stops_cleanly_and_the_history_survives_a_restart(tmp_path: Path,
     # Restarted: the old rows are still served, and new ones follow them.
     second = ServeProcess(config, port)
     try:
-        wait_for(lambda: second.frames() >= 3, what="3 new frames")
-        rows = httpx.get(second.url + "/api/history", params={"camera": "mall", "zone": ""}).json()["rows"]
-        times = [row["time"] for row in rows]
+
+        def three_new_rows() -> list[float] | None:
+            rows = httpx.get(second.url + "/api/history", params={"camera": "mall", "zone": ""}).json()["rows"]
+            times = [row["time"] for row in rows]
+            return times if len(times) >= len(before) + 3 else None
+
+        # Counted frames reach the history at the writer's next commit (every 0.25 s): wait for
+        # the stored rows, not for the frame counter (which ran ahead of them under load).
+        times = wait_for(three_new_rows, what="3 new rows in the served history")
         assert times[: len(before)] == pytest.approx(before) and len(times) >= len(before) + 3
         assert min(times[len(before) :]) > max(before)
     finally:
