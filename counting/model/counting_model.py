@@ -543,8 +543,9 @@ class CountingModel:
         """The detector's person rows of the pictures marked in ``ok`` (NaN elsewhere), from the
         same prepared inputs as frames and arrays (counting.features.detector.evidence). A picture
         that cannot be read again is dropped from ``ok`` and named in ``errors``."""
-        from counting.data.imaging import load_image
+        from counting.core.errors import ImageError
         from counting.features.detector.evidence import DETECTOR_BATCH, PERSON_QUANTITIES, person_evidence
+        from counting.features.extract import prepare_path
 
         backbone = backbone if backbone is not None else self.get_backbone()
         sources = [str(source) for source in sources]
@@ -554,12 +555,14 @@ class CountingModel:
         for start in range(0, len(readable), DETECTOR_BATCH):
             indices, tensors = [], []
             for k in readable[start : start + DETECTOR_BATCH]:
-                try:
-                    tensors.append(backbone.prepare(load_image(sources[k]), prep, sources[k]))
-                    indices.append(k)
-                except (CountingError, OSError, ValueError) as error:
+                # The extraction pipeline's own decode route and message (the maps came from it).
+                prepared = prepare_path(sources[k], backbone, prep)
+                if isinstance(prepared, ImageError):
                     ok[k] = False
-                    errors[sources[k]] = f"{sources[k]}: {str(error).splitlines()[0] if str(error) else error!r}"
+                    errors[sources[k]] = str(prepared)
+                    continue
+                tensors.append(prepared)
+                indices.append(k)
             if tensors:
                 persons[indices] = person_evidence(tensors, backbone.normalisation)
         return persons
