@@ -209,8 +209,9 @@ def fit_crowd_gate(
     paths = [str(sample.path) for sample in samples]
     truth = np.array([float(sample.count) for sample in samples])
     plain = replace(model, sparse_gate=None)
-    heads = plain.count_paths(paths, cache=cache, batch_size=batch_size).counts
-    probes, _, _ = plain.probe_paths(paths, cache=cache, batch_size=batch_size)
+    # One pass over the maps gives both the head's rows and the familiarity probes.
+    rows = _head_pass(plain, paths, cache, batch_size, with_probes=True)
+    heads, probes = plain.predict_features(rows.features), rows.probes
     familiarity = model.familiarity.scores_without_self(probes)
     persons = plain.person_rows(paths, np.isfinite(heads), {})
     projected = model.familiarity.project(probes)
@@ -239,13 +240,19 @@ def fit_crowd_gate(
 def head_rows(model: CountingModel, paths: list, cache: Any = None, batch_size: int = 4) -> np.ndarray:
     """``(n, 1 + cells)`` region sums of the model's head on image files (what its AGP reads;
     NaN rows for pictures that cannot be read), by the model's own chunked map loop."""
+    return np.asarray(_head_pass(model, paths, cache, batch_size).features, dtype=float)
+
+
+def _head_pass(model: CountingModel, paths: list, cache: Any, batch_size: int, with_probes: bool = False) -> Any:
+    """The model's head kind over image files (``PathRows``: rows, ok, errors, probes)."""
     from counting.heads.applied import Chunking
     from counting.model.counting_model import DENSITY_BATCH, DENSITY_CHUNK
 
     sources = [str(path) for path in paths]
     chunking = Chunking(DENSITY_CHUNK, DENSITY_BATCH)
-    found = model.applied_head.rows_of_paths(model, sources, None, cache, batch_size, False, chunking)
-    return np.asarray(found.features, dtype=float)
+    return model.applied_head.rows_of_paths(
+        model, sources, None, cache, batch_size, False, chunking, with_probes=with_probes
+    )
 
 
 def crowd_figures(
