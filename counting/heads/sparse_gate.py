@@ -86,9 +86,7 @@ class Screen:
         """True where the detector must run (NaN rows: False, the head's count stands)."""
         array = np.asarray(features, dtype=np.float64)
         finite = np.isfinite(array).all(axis=1)
-        logit = ((np.nan_to_num(array) - self.mean) / self.scale) @ self.coef + self.intercept
-        probability = 1.0 / (1.0 + np.exp(-np.clip(logit, -60.0, 60.0)))
-        return finite & (probability >= self.threshold)
+        return finite & (_logistic(self, np.nan_to_num(array)) >= self.threshold)
 
     def to_document(self) -> dict[str, Any]:
         return _linear_document(self) | {"threshold": float(self.threshold)}
@@ -104,6 +102,13 @@ class Screen:
         if not 0.0 <= threshold < 1.0:
             raise SparseGateError(f"{what} needs a threshold in [0, 1), not {threshold:g}")
         return cls(mean, scale, coef, intercept, threshold)
+
+
+def _logistic(part: Any, features: np.ndarray) -> np.ndarray:
+    """A fitted logistic regression's probabilities (``part``: its standardisation, coefficients
+    and intercept, as the gate and its screen hold them)."""
+    logit = ((features - part.mean) / part.scale) @ part.coef + part.intercept
+    return 1.0 / (1.0 + np.exp(-np.clip(logit, -60.0, 60.0)))
 
 
 def _linear_document(part: Any) -> dict[str, Any]:
@@ -166,8 +171,7 @@ class SparseGate:
         array = np.asarray(features, dtype=np.float64)
         if array.ndim != 2 or array.shape[1] != self.dim:
             raise ValueError(f"the sparse gate takes {self.dim} numbers per picture, got {array.shape}")
-        logit = ((array - self.mean) / self.scale) @ self.coef + self.intercept
-        return 1.0 / (1.0 + np.exp(-np.clip(logit, -60.0, 60.0)))
+        return _logistic(self, array)
 
     def detector_counts(self, persons: np.ndarray) -> np.ndarray:
         """The detector's person count at the chosen threshold (rows stored as square roots)."""
@@ -350,7 +354,5 @@ def _fit_screen(
     mean, scale = inputs.mean(axis=0), np.maximum(inputs.std(axis=0), 1e-9)
     fitted = LogisticRegression(max_iter=5000).fit((inputs - mean) / scale, needed)
     screen = Screen(mean, scale, fitted.coef_[0].astype(np.float64), float(fitted.intercept_[0]), 0.0)
-    logit = ((inputs - mean) / scale) @ screen.coef + screen.intercept
-    lowest = float(np.min(1.0 / (1.0 + np.exp(-np.clip(logit[needed], -60.0, 60.0)))))
-    screen.threshold = lowest / 2
+    screen.threshold = float(np.min(_logistic(screen, inputs[needed]))) / 2
     return screen
