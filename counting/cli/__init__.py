@@ -9,5 +9,7 @@ from counting.core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
-    {},
+    {
+        ".app": "main",
+    },
 )
