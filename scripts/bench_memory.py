@@ -37,29 +37,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from peak_rss import run_counting
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("COUNTING_SHARED_DATA", REPO.parent / "shared" / "data")) / "mall-train"
-
-_CHILD = """
-import atexit, os, sys
-def _report():
-    with open("/proc/self/status") as status:
-        peak = next(line for line in status if line.startswith("VmHWM"))
-    with open(os.environ["PEAK_RSS_FILE"], "w") as handle:
-        handle.write(peak.split()[1])
-atexit.register(_report)
-from counting.cli import main
-sys.argv[0] = "counting"
-main()
-"""
 
 
 def mall_of(folder: Path, n: int) -> Path:
@@ -110,20 +96,11 @@ def command_line(command: str, work: Path, n: int, extra: list[str]) -> list[str
 
 
 def peak_rss(args: list[str], work: Path) -> tuple[float, float, str]:
-    report = work / "peak.txt"
-    env = dict(os.environ, PEAK_RSS_FILE=str(report), PYTHONPATH=str(REPO))
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args, "--no-progress", "--no-cache"],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    seconds = time.perf_counter() - started
+    done, seconds, peak = run_counting([*args, "--no-progress", "--no-cache"], work / "peak.txt")
     last = (done.stderr.strip().splitlines() or [""])[-1]
-    if done.returncode != 0:
+    if done.returncode != 0 or peak is None:
         raise SystemExit(f"counting {' '.join(args)} failed ({done.returncode}): {last}")
-    return int(report.read_text()) / 1024, seconds, last
+    return peak, seconds, last
 
 
 def main() -> None:

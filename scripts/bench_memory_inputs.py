@@ -17,32 +17,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from peak_rss import run_counting
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
-
-_CHILD = """
-import atexit, os, sys
-if os.environ.get("BENCH_CHUNK"):
-    import counting.apply.chunks
-    counting.apply.chunks.COUNT_CHUNK = int(os.environ["BENCH_CHUNK"])
-def _report():
-    with open("/proc/self/status") as status:
-        peak = next(line for line in status if line.startswith("VmHWM"))
-    with open(os.environ["PEAK_RSS_FILE"], "w") as handle:
-        handle.write(peak.split()[1])
-atexit.register(_report)
-from counting.cli import main
-sys.argv[0] = "counting"
-main()
-"""
 
 
 def write_images(folder: Path, n: int, side: int, shape: tuple[int, int] | None = None) -> None:
@@ -57,34 +40,16 @@ def write_images(folder: Path, n: int, side: int, shape: tuple[int, int] | None 
 
 def peak_rss(folder: Path, extra: list[str], chunk: int | None = None) -> tuple[float, float, str]:
     """(peak RSS in MB, wall seconds, last stderr line) of one `counting count` on ``folder``."""
-    report = folder.parent / "peak.txt"
-    report.unlink(missing_ok=True)
     environment = {key: value for key, value in os.environ.items() if key != "COUNTING_CACHE_DIR"}
-    environment.update(PYTHONPATH=str(REPO), PEAK_RSS_FILE=str(report), COLUMNS="100")
+    environment.update(COLUMNS="100")
     if chunk is not None:
         environment["BENCH_CHUNK"] = str(chunk)
-    start = time.perf_counter()
-    process = subprocess.run(  # noqa: PLW1510 - the exit code is checked below
-        [
-            sys.executable,
-            "-c",
-            _CHILD,
-            "count",
-            str(folder),
-            "--no-progress",
-            "--csv",
-            str(folder.parent / "out.csv"),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        env=environment,
-    )
-    seconds = time.perf_counter() - start
+    args = ["count", str(folder), "--no-progress", "--csv", str(folder.parent / "out.csv"), *extra]
+    process, seconds, peak = run_counting(args, folder.parent / "peak.txt", environment)
     lines = [line for line in process.stderr.splitlines() if line.strip()]
-    if process.returncode != 0 or not report.exists():
+    if process.returncode != 0 or peak is None:
         raise SystemExit(f"count failed ({process.returncode}): {lines[-1] if lines else process.stdout[-500:]}")
-    return int(report.read_text()) / 1024, seconds, lines[-1] if lines else ""
+    return peak, seconds, lines[-1] if lines else ""
 
 
 def main() -> int:
