@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from rich.console import Console
 
+from counting.features.extract import _progress_bar
 from counting.heads.density.conv_head import CONV_STRIDE, ConvDensityHead, build_network
 from counting.heads.density.fitting import channel_statistics
+from counting.heads.density.map_store import MapStore
 from counting.heads.density.maps import extract_maps, head_grid, resample
 from counting.heads.density.regions import region_weights, roi_weights
 
@@ -105,16 +108,54 @@ def stride8_maps(
     batch_size: int = 8,
     progress: bool = False,
     dtype: type = np.float16,
-) -> list[np.ndarray]:
+    on_disk: bool = True,
+) -> MapStore | list[np.ndarray]:
     """Training maps on the stride-8 grid: each layer cached at its own stride (max(8, native)),
     then upsampled as :func:`counting.heads.density.maps.resample` does (the values inference sees).
 
-    ``dtype`` float16 halves the memory of a training set (standardised channels lose nothing
+    ``on_disk`` (default): the maps go to a :class:`~counting.heads.density.map_store.MapStore`
+    as they are made, ``MAP_CHUNK`` pictures at a time, and are read back a crop at a time, so
+    memory stays flat in the number of pictures; otherwise a list of arrays in memory.
+    ``dtype`` float16 halves the size of a training set (standardised channels lose nothing
     that matters at 1e-3 relative precision).
     """
     groups: dict[int, list[str]] = {}
     for layer in layers:
         groups.setdefault(max(CONV_STRIDE, native_stride(backbone, layer)), []).append(layer)
+    result: MapStore | list[np.ndarray] = MapStore(dtype=dtype) if on_disk else []
+    chunks = [list(paths[first : first + MAP_CHUNK]) for first in range(0, len(paths), MAP_CHUNK)]
+    try:
+        console = Console(stderr=True)
+        with _progress_bar(console, progress and console.is_terminal and len(chunks) > 1) as bar:
+            task = bar.add_task(f"{backbone.name} maps", total=len(paths)) if bar else None
+            for chunk in chunks:
+                for item in _stride8_chunk(
+                    chunk, backbone, prep, layers, groups, cache, batch_size, progress and len(chunks) == 1
+                ):
+                    result.append(item if on_disk else item.astype(dtype))
+                if bar is not None and task is not None:
+                    bar.advance(task, len(chunk))
+    except BaseException:
+        if isinstance(result, MapStore):
+            result.close()
+        raise
+    return result
+
+
+# Pictures whose maps are made (and held in memory) at once before they go to the store.
+MAP_CHUNK = 32
+
+
+def _stride8_chunk(
+    paths: Sequence[str],
+    backbone,
+    prep,
+    layers: Sequence[str],
+    groups: dict[int, list[str]],
+    cache,
+    batch_size: int,
+    progress: bool,
+) -> list[np.ndarray]:
     per_group = {
         stride: extract_maps(
             paths, backbone, prep, names, cache=cache, batch_size=batch_size, progress=progress, stride=stride
@@ -133,6 +174,7 @@ def stride8_maps(
         for stride, names in groups.items():
             item = per_group[stride].maps[index]
             assert item is not None
+            per_group[stride].maps[index] = None  # dropped once joined: not held twice
             if size is None:
                 size = tuple(side * stride // CONV_STRIDE for side in item.shape[1:])
             on_grid = resample(item[None], size)[0] if stride != CONV_STRIDE else item
@@ -141,7 +183,7 @@ def stride8_maps(
                 channels = _channels_of(backbone, name)
                 parts[name] = on_grid[offset : offset + channels]
                 offset += channels
-        result.append(np.concatenate([parts[name] for name in layers], axis=0).astype(dtype))
+        result.append(np.concatenate([parts[name] for name in layers], axis=0))
     return result
 
 
@@ -247,7 +289,7 @@ def fit_conv_head(
         sums = []
         with torch.inference_mode():
             for index in val_part:
-                x = (torch.from_numpy(maps[index].astype(np.float32))[None] - shift) * inverse
+                x = (torch.from_numpy(np.asarray(maps[index], dtype=np.float32))[None] - shift) * inverse
                 density = model(x)[0, 0].double().numpy() / settings.output_scale
                 sums.append(region_weights(roi_mask, density.shape, grid) @ density.ravel())
         model.train()

@@ -53,7 +53,7 @@ def channel_statistics(maps: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarr
     squares = np.zeros(channels)
     pixels = 0
     for item in maps:
-        flat = item.reshape(channels, -1).astype(np.float64)
+        flat = np.asarray(item).reshape(channels, -1).astype(np.float64)
         total += flat.sum(axis=1)
         squares += np.einsum("ij,ij->i", flat, flat)
         pixels += flat.shape[1]
