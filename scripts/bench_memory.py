@@ -5,6 +5,7 @@
     PYTHONPATH=. python scripts/bench_memory.py video --frames 2000 -- -m models/mall-accurate.npz
     PYTHONPATH=. python scripts/bench_memory.py report --frames 2000 -- -m models/mall-accurate.npz
     PYTHONPATH=. python scripts/bench_memory.py compare --frames 2000 -- --model models/mall-accurate.npz
+    PYTHONPATH=. python scripts/bench_memory.py train --frames 200 1000
 
 Builds, in a temporary folder, a Mall-layout dataset of N frames (the real frames of
 ../shared/data/mall-train, repeated in turn as links, with their head points in a new
@@ -12,7 +13,10 @@ mall_gt.mat; the real ROI and perspective map), or for `video` an MJPG video of 
 Then runs the command in a fresh interpreter per N (no feature cache: --no-cache) and prints
 the child's own peak RSS (VmHWM from /proc/self/status, written at exit; not ru_maxrss, which
 counts the forking parent), the wall time, and the growth per 1000 frames. The split is
-train=1-16,test=17-N for evaluate / report / compare (compare fits its baselines on those 16).
+train=1-16,test=17-N for evaluate / report / compare (compare fits its baselines on those 16);
+`train` trains a conv density model (`--density-head --head-kind conv`: four heads on
+stride-8 maps, which it reads back from disk) on train=1-(N-16),test=(N-15)-N; its own options
+follow `--` (default `--input-size native`).
 Prints the CPU model and load average: time depends on both, memory should not.
 Exits 1 when a peak is above --limit-mb (2048 by default: issue 21's bound).
 
@@ -92,6 +96,10 @@ def command_line(command: str, work: Path, n: int, extra: list[str]) -> list[str
         return ["report", *data, "-o", str(work / "report"), *extra]
     if command == "compare":
         return ["compare", *data, "-o", str(work / "compare"), *extra]
+    if command == "train":
+        data = ["-d", "mall", "-r", root, "--split", f"train=1-{n - 16},test={n - 15}-{n}"]
+        head = ["--density-head", "--head-kind", "conv", "--grid", "2x2"]
+        return ["train", *data, *head, "-o", str(work / "model.npz"), *(extra or ["--input-size", "native"])]
     raise SystemExit(f"unknown command {command!r}")
 
 
@@ -105,7 +113,7 @@ def peak_rss(args: list[str], work: Path) -> tuple[float, float, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["count", "evaluate", "report", "compare", "video"])
+    parser.add_argument("command", choices=["count", "evaluate", "report", "compare", "video", "train"])
     parser.add_argument("--frames", type=int, nargs="+", default=[16, 400])
     parser.add_argument("--limit-mb", type=float, default=2048.0)
     argv = sys.argv[1:]

@@ -240,10 +240,26 @@ def count_frames_with_density(
     frame_size = sizes.pop()
     weights = zone_weights(zones, frame_size, model)  # before the forward pass: a bad zone costs nothing
     prepared = [model.prepare_image(frame) for frame in frames]
-    counts, familiarity, density = model.count_prepared_scored(prepared, with_density=True)
+    counts, familiarity, density, people = model.count_prepared_scored(prepared, with_density=True, with_people=True)
     counts = np.asarray(counts, dtype=float)
     records = density_records(model, zones, frame_size, density, counts, weights)
+    if getattr(model, "sparse_gate", None) is not None:
+        _with_route(records, people, frame_size)
     return _with_familiarity(records, familiarity), density
+
+
+def _with_route(records: list[dict[str, Any]], people: Sequence[Any], frame_size: tuple[int, int]) -> None:
+    """A gated crowd model's records say what counted each frame: ``counted_by`` "detector" (with
+    the ``people`` it counted: boxes ``[x1, y1, x2, y2, score]`` in the frame's pixels) or
+    "density" (the density head)."""
+    height, width = frame_size
+    for record, boxes in zip(records, people, strict=True):
+        record["counted_by"] = "density" if boxes is None else "detector"
+        if boxes is not None:
+            scaled = np.asarray(boxes, dtype=float) * [width, height, width, height, 1.0]
+            record["people"] = [
+                [round(float(value), 1) for value in box[:4]] + [round(float(box[4]), 3)] for box in scaled
+            ]
 
 
 def _with_familiarity(records: list[dict[str, Any]], familiarity: np.ndarray | None) -> list[dict[str, Any]]:

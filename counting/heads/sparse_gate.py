@@ -177,6 +177,27 @@ class SparseGate:
         """The detector's person count at the chosen threshold (rows stored as square roots)."""
         return np.rint(np.square(np.asarray(persons, dtype=np.float64)[:, self.count_index]))
 
+    def counted_boxes(self, boxes: np.ndarray) -> np.ndarray:
+        """The person boxes (:func:`~counting.features.detector.evidence.person_boxes`) that
+        :meth:`detector_counts` counts: those scoring at least its threshold."""
+        from counting.features.detector.descriptor import THRESHOLDS
+
+        chosen = np.asarray(boxes, dtype=np.float64).reshape(-1, 5)
+        return chosen[chosen[:, 4] >= THRESHOLDS[self.count_index]]
+
+    def person_density(self, boxes: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+        """``shape`` ``(h, w)`` map of one person at the grid cell of each box centre the gate's
+        count takes (``boxes``: :func:`~counting.features.detector.evidence.person_boxes`): it
+        sums to :meth:`detector_counts`, so zones of a picture the detector counted split its
+        people by where they are, not by the density head's reading of the picture."""
+        rows, cols = shape
+        chosen = self.counted_boxes(boxes)
+        row = np.minimum(((chosen[:, 1] + chosen[:, 3]) / 2 * rows).astype(int), rows - 1)
+        col = np.minimum(((chosen[:, 0] + chosen[:, 2]) / 2 * cols).astype(int), cols - 1)
+        density = np.zeros((rows, cols))
+        np.add.at(density, (row, col), 1.0)
+        return density
+
     def needs_detector(self, head_counts: np.ndarray, familiarity: np.ndarray, projected: np.ndarray) -> np.ndarray:
         """Pictures the detector must run on (all of them without a screen)."""
         counts = np.asarray(head_counts, dtype=np.float64).reshape(-1)

@@ -509,16 +509,21 @@ class CountingModel:
         counts = self.predict_features(rows.features)
         familiarity = self.familiarity_scores(rows.probes)
         if self.sparse_gate is not None:
+            grids: dict[int, tuple[int, int]] = {}
 
-            def evidence(wanted: np.ndarray) -> np.ndarray:
+            def evidence(wanted: np.ndarray) -> tuple[np.ndarray, list]:
                 asked = rows.ok & wanted
                 readable = asked.copy()
-                persons = self.person_rows(sources, readable, rows.errors, backbone)
+                found = self.person_rows(sources, readable, rows.errors, backbone, grids=grids)
                 rows.ok[asked & ~readable] = False  # could not be read a second time
-                return persons
+                return found
 
-            counts = self._gated(counts, familiarity, rows.probes, evidence)
+            counts, sparse, boxes = self._gated(counts, familiarity, rows.probes, evidence)
             counts[~rows.ok] = np.nan
+            if on_density is not None:
+                # Zones of a picture the detector counted: shares of its people, not of the head's map.
+                for k in np.flatnonzero(sparse & rows.ok):
+                    on_density(sources[k], self.sparse_gate.person_density(boxes[k], grids[int(k)]))
         low, high = self.intervals(counts)
         return CountResult(
             sources=sources,
@@ -536,26 +541,38 @@ class CountingModel:
         familiarity: np.ndarray | None,
         probes: np.ndarray | None,
         evidence: Any,
-    ) -> np.ndarray:
-        """The sparse gate's counts (counting.heads.sparse_gate): ``evidence(wanted)`` gives the
-        detector's person rows of the pictures in the mask ``wanted`` (NaN elsewhere); it is asked
-        only for the pictures the gate's screen lets through."""
+    ) -> tuple[np.ndarray, np.ndarray, list]:
+        """``(counts, sparse, boxes)``: the sparse gate's counts (counting.heads.sparse_gate), which
+        pictures the detector counted, and their person boxes (``person_boxes``; None elsewhere).
+        ``evidence(wanted)`` gives the detector's ``(person rows, boxes)`` of the pictures in the
+        mask ``wanted`` (NaN rows elsewhere); it is asked only for those the gate's screen lets
+        through."""
         gate = self.sparse_gate
+        nobody = (counts, np.zeros(len(counts), dtype=bool), [None] * len(counts))
         projected = self.familiarity.project(probes)
         wanted = gate.needs_detector(counts, familiarity, projected)
         if not wanted.any():
-            return counts
-        persons = _without_detector(evidence, wanted)
-        if persons is None:
-            return counts
-        return gate.apply(counts, persons, familiarity, projected)[0]
+            return nobody
+        found = _without_detector(evidence, wanted)
+        if found is None:
+            return nobody
+        persons, boxes = found
+        gated, sparse = gate.apply(counts, persons, familiarity, projected)
+        return gated, sparse, boxes
 
     def person_rows(
-        self, sources: Sequence[str], ok: np.ndarray, errors: dict[str, str], backbone: Any = None
-    ) -> np.ndarray:
-        """The detector's person rows of the pictures marked in ``ok`` (NaN elsewhere), from the
-        same prepared inputs as frames and arrays (counting.features.detector.evidence). A picture
-        that cannot be read again is dropped from ``ok`` and named in ``errors``."""
+        self,
+        sources: Sequence[str],
+        ok: np.ndarray,
+        errors: dict[str, str],
+        backbone: Any = None,
+        grids: dict[int, tuple[int, int]] | None = None,
+    ) -> tuple[np.ndarray, list]:
+        """``(rows, boxes)``: the detector's person rows of the pictures marked in ``ok`` (NaN
+        elsewhere) and their person boxes (``person_boxes``; None elsewhere), from the same
+        prepared inputs as frames and arrays (counting.features.detector.evidence). A picture
+        that cannot be read again is dropped from ``ok`` and named in ``errors``. ``grids``, when
+        given, gets each detected picture's density-map ``(h, w)``."""
         from counting.core.errors import ImageError
         from counting.features.detector.evidence import DETECTOR_BATCH, PERSON_QUANTITIES, person_evidence
         from counting.features.extract import prepare_path
@@ -563,6 +580,7 @@ class CountingModel:
         backbone = backbone if backbone is not None else self.get_backbone()
         sources = [str(source) for source in sources]
         persons = np.full((len(sources), len(PERSON_QUANTITIES)), np.nan)
+        boxes: list = [None] * len(sources)
         prep = self.preprocessing()
         readable = np.flatnonzero(ok)
         for start in range(0, len(readable), DETECTOR_BATCH):
@@ -576,9 +594,20 @@ class CountingModel:
                     continue
                 tensors.append(prepared)
                 indices.append(k)
+                if grids is not None:
+                    grids[int(k)] = self._density_grid(prepared)
             if tensors:
-                persons[indices] = person_evidence(tensors, backbone.normalisation)
-        return persons
+                persons[indices], found = person_evidence(tensors, backbone.normalisation, with_boxes=True)
+                for k, picture in zip(indices, found, strict=True):
+                    boxes[k] = picture
+        return persons, boxes
+
+    def _density_grid(self, tensor: Any) -> tuple[int, int]:
+        """``(h, w)`` of the density head's map of one prepared input."""
+        from counting.heads.density.maps import HEAD_STRIDE, head_grid
+
+        height, width = (int(side) for side in tuple(np.shape(tensor))[-2:])
+        return head_grid((height, width), getattr(self.density_head, "stride", HEAD_STRIDE))
 
     def probe_paths(
         self,
@@ -660,27 +689,46 @@ class CountingModel:
         return self.count_prepared_scored(tensors, weights)[0]
 
     def count_prepared_scored(
-        self, tensors: Sequence[Any], weights: str | Path | None = None, with_density: bool = False
-    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        self,
+        tensors: Sequence[Any],
+        weights: str | Path | None = None,
+        with_density: bool = False,
+        with_people: bool = False,
+    ) -> tuple:
         """``(counts, familiarity or None, density maps or None)`` of prepared inputs of one
         shape, from one forward pass; density maps only for a density-head model with
-        ``with_density`` (the annotated video draws them)."""
+        ``with_density`` (the annotated video draws them). ``with_people`` adds a fourth item:
+        per picture, None where the model's head counted it, or the ``(m, 5)`` person boxes
+        (fractions of the picture, then the score) the sparse gate's detector count took."""
         rows = self._applied.rows_of_prepared(self, tensors, weights, Chunking(DENSITY_CHUNK, DENSITY_BATCH))
         counts = self.predict_features(rows.features, source="frames")
         familiarity = self.familiarity_scores(rows.probes)
+        density = rows.density if with_density else None
+        people: list = [None] * len(tensors)
         if self.sparse_gate is not None:
             from counting.features.detector.evidence import PERSON_QUANTITIES, person_evidence
 
             normalisation = self.get_backbone(weights).normalisation
 
-            def evidence(wanted: np.ndarray) -> np.ndarray:
+            def evidence(wanted: np.ndarray) -> tuple[np.ndarray, list]:
                 persons = np.full((len(tensors), len(PERSON_QUANTITIES)), np.nan)
+                boxes: list = [None] * len(tensors)
                 chosen = np.flatnonzero(wanted)
-                persons[chosen] = person_evidence([tensors[k] for k in chosen], normalisation)
-                return persons
+                persons[chosen], found = person_evidence([tensors[k] for k in chosen], normalisation, with_boxes=True)
+                for k, picture in zip(chosen, found, strict=True):
+                    boxes[k] = picture
+                return persons, boxes
 
-            counts = self._gated(counts, familiarity, rows.probes, evidence)
-        return counts, familiarity, rows.density if with_density else None
+            counts, sparse, boxes = self._gated(counts, familiarity, rows.probes, evidence)
+            gate = self.sparse_gate
+            for k in np.flatnonzero(sparse):
+                people[k] = gate.counted_boxes(boxes[k])
+            if density is not None and sparse.any():
+                # A picture the detector counted shows its people, not the head's reading of it.
+                density = np.array(density, dtype=float)
+                for k in np.flatnonzero(sparse):
+                    density[k] = gate.person_density(boxes[k], density.shape[1:])
+        return (counts, familiarity, density, people) if with_people else (counts, familiarity, density)
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for in-memory images (PIL images or RGB arrays of one size, e.g. video frames)."""

@@ -213,7 +213,7 @@ def fit_crowd_gate(
     rows = _head_pass(plain, paths, cache, batch_size, with_probes=True)
     heads, probes = plain.predict_features(rows.features), rows.probes
     familiarity = model.familiarity.scores_without_self(probes)
-    persons = plain.person_rows(paths, np.isfinite(heads), {})
+    persons, _ = plain.person_rows(paths, np.isfinite(heads), {})
     projected = model.familiarity.project(probes)
     gate, oof = fit_sparse_gate(heads, persons, familiarity, projected, truth, seed=settings.seed)
     level = model.interval.level if model.interval is not None else 0.9

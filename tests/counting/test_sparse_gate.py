@@ -203,3 +203,60 @@ def test_model_files_with_a_damaged_or_misplaced_gate_are_refused_in_one_line(tm
         from dataclasses import replace
 
         replace(mall, sparse_gate=load_model(models / "crowd.npz").sparse_gate)
+
+
+@pytest.mark.slow
+def test_zones_and_heat_maps_of_a_photo_the_detector_counted_show_its_people(crowd_model, shared_data) -> None:
+    """coco-voc20 000000000061: the gate hands it to the detector (7 people; the head's map reads
+    23). Its zones split the detector's people by where their boxes' centres are, and the map drawn
+    for it holds one person per detection: both add up to the count, in files and in frames."""
+    from counting.apply.zones import Zone, count_frames_with_density, count_paths_in_zones
+    from counting.data.imaging import load_image
+    from counting.features.detector.descriptor import THRESHOLDS
+    from counting.features.detector.evidence import person_evidence
+
+    path = str(shared_data / COCO / "000000000061.jpg")
+    halves = [
+        Zone("left", ((0.0, 0.0), (0.5, 0.0), (0.5, 1.0), (0.0, 1.0)), relative=True),
+        Zone("right", ((0.5, 0.0), (1.0, 0.0), (1.0, 1.0), (0.5, 1.0)), relative=True),
+    ]
+    result, records = count_paths_in_zones(crowd_model, [path], halves)
+    count = result.counts[0]
+    assert count == 7.0
+    left, right = records[path]["left"]["count"], records[path]["right"]["count"]
+    assert left + right == pytest.approx(count) and left == round(left) and right == round(right)
+    # The same split by the detector's own boxes.
+    tensor = crowd_model.prepare_image(np.asarray(load_image(path)))
+    _, (boxes,) = person_evidence([tensor], crowd_model.get_backbone().normalisation, with_boxes=True)
+    counted = boxes[boxes[:, 4] >= THRESHOLDS[crowd_model.sparse_gate.count_index]]
+    assert len(counted) == 7
+    centre = (counted[:, 0] + counted[:, 2]) / 2
+    assert left == pytest.approx(float(np.sum(centre < 0.5)))
+    (record,), density = count_frames_with_density(crowd_model, [np.asarray(load_image(path))], halves)
+    assert record["count"] == 7.0 and density[0].sum() == pytest.approx(7.0)
+    assert set(np.unique(density[0])) <= {0.0, 1.0, 2.0, 3.0}
+    assert record["zones"]["left"]["count"] == pytest.approx(left)
+    # The frame's record says the detector counted it, and whom (boxes in the frame's pixels).
+    assert record["counted_by"] == "detector" and len(record["people"]) == 7
+    height, width = np.asarray(load_image(path)).shape[:2]
+    np.testing.assert_allclose(
+        np.array(record["people"])[:, :4], counted[:, :4] * [width, height, width, height], atol=0.06
+    )
+    street = np.asarray(load_image(shared_data / "shanghaitech-B-train/images/IMG_10.jpg"))
+    (other,), _ = count_frames_with_density(crowd_model, [street], ())
+    assert other["counted_by"] == "density" and "people" not in other
+
+
+@pytest.mark.slow
+def test_an_annotated_photo_the_detector_counted_shows_its_people_not_a_heat_map(crowd_model, shared_data) -> None:
+    from counting.apply.annotated import PEOPLE_COLOUR, annotated_frame
+    from counting.data.imaging import load_image
+
+    rgb = np.asarray(load_image(shared_data / COCO / "000000000061.jpg"))
+    record, drawn = annotated_frame(crowd_model, rgb)
+    assert record["counted_by"] == "detector"
+    x1, y1, x2, y2, _ = (round(value) for value in record["people"][0])
+    assert tuple(drawn[y1 + 1, (x1 + x2) // 2]) == PEOPLE_COLOUR  # the box's top edge
+    # Away from the boxes and the label the photo is untouched (no heat map laid over it).
+    original = rgb[:, :, ::-1]
+    assert np.array_equal(drawn[-60:, -200:], original[-60:, -200:])

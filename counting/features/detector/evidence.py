@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from counting.features.detector.descriptor import N_CLASSES, QUANTITIES, detection_descriptors
+from counting.features.detector.descriptor import N_CLASSES, QUANTITIES, THRESHOLDS, detection_descriptors
 from counting.features.detector.runner import INPUT_SIZE, resize_planes_tf_bilinear
 
-__all__ = ["PERSON_QUANTITIES", "person_evidence"]
+__all__ = ["PERSON_QUANTITIES", "person_boxes", "person_evidence"]
 
 # What each person row holds (square roots, as the detector descriptor stores them).
 PERSON_QUANTITIES: tuple[str, ...] = QUANTITIES
@@ -38,8 +38,9 @@ def _detector_input(tensor: Any, normalisation: Any) -> np.ndarray:
     return np.clip(resized * std + mean, 0.0, 255.0)
 
 
-def person_evidence(tensors: Sequence[Any], normalisation: Any, detector: Any = None) -> np.ndarray:
-    """``(n, len(PERSON_QUANTITIES))`` person rows of the detector descriptor for prepared inputs.
+def person_evidence(tensors: Sequence[Any], normalisation: Any, detector: Any = None, with_boxes: bool = False) -> Any:
+    """``(n, len(PERSON_QUANTITIES))`` person rows of the detector descriptor for prepared inputs;
+    with ``with_boxes``, ``(rows, boxes)``: each picture's person boxes of :func:`person_boxes`.
 
     ``normalisation``: the backbone's (``backbone.normalisation``) that made ``tensors``;
     ``detector``: a :class:`~counting.features.detector.runner.CenterNet` (default: the shared one).
@@ -48,10 +49,26 @@ def person_evidence(tensors: Sequence[Any], normalisation: Any, detector: Any = 
 
     net = detector if detector is not None else detector_backbone().detector
     rows = np.zeros((len(tensors), len(PERSON_QUANTITIES)), np.float32)
+    boxes: list[np.ndarray] = []
     for start in range(0, len(tensors), DETECTOR_BATCH):
         part = tensors[start : start + DETECTOR_BATCH]
         batch = [_detector_input(tensor, normalisation) for tensor in part]
         found, heat = net.detect(batch)
         described = detection_descriptors(found, heat).reshape(len(part), len(QUANTITIES), N_CLASSES)
         rows[start : start + len(part)] = described[:, :, PERSON]
-    return rows
+        if with_boxes:
+            boxes.extend(person_boxes(found, k) for k in range(len(part)))
+    return (rows, boxes) if with_boxes else rows
+
+
+def person_boxes(found: Any, k: int) -> np.ndarray:
+    """``(m, 5)`` person detections of picture ``k`` that the descriptor counts (score at least
+    its lowest threshold), best first: ``x1 y1 x2 y2`` as fractions of the picture's width and
+    height (the detector's input is the whole picture, stretched), then the score."""
+    from counting.features.detector import PERSON
+    from counting.features.detector.decode import COCO_TO_VOC
+
+    coco_person = int(np.asarray(COCO_TO_VOC)[PERSON])
+    keep = (found.classes[k] == coco_person) & (found.scores[k] >= min(THRESHOLDS))
+    corners = np.asarray(found.boxes[k][keep], np.float64) / INPUT_SIZE
+    return np.column_stack([np.clip(corners, 0.0, 1.0), found.scores[k][keep].astype(np.float64)])
