@@ -597,7 +597,7 @@ def count_video(
                 # A density-head model draws its map on the annotated video: one pass gives both.
                 head = getattr(model, "density_head", None)
                 with_density = (writer is not None or bool(zones)) and head is not None
-                for batch, counts, familiarity, densities in _counted_batches(
+                for batch, counts, familiarity, densities, people in _counted_batches(
                     model, reader.batches(batch_size), with_density
                 ):
                     lows, highs = model.intervals(counts)
@@ -635,7 +635,14 @@ def count_video(
                             sink.write(record)
                         if writer is not None:
                             image = frame.image
-                            if densities is not None:
+                            if people is not None and people[k] is not None:
+                                # Counted by the crowd model's detector: its people, not a heat map.
+                                from counting.apply.annotated import draw_people
+
+                                image = image.copy()
+                                height, width = image.shape[:2]
+                                draw_people(image, np.asarray(people[k]) * [width, height, width, height, 1.0])
+                            elif densities is not None:
                                 from counting.heads.density.heatmap import overlay_density
 
                                 image = overlay_density(image, densities[k], head.settings.get("display_max"))
@@ -680,25 +687,30 @@ def _smoothed_fields(model: Any, names: list[str] | None, smoothed: Any) -> dict
 
 def _counted_batches(
     model: Any, batches: Iterator[list[Frame]], with_density: bool
-) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None, np.ndarray | None]]:
-    """``(frames, counts, familiarity or None, density maps or None)`` per batch, in order; on
+) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None, np.ndarray | None, list | None]]:
+    """``(frames, counts, familiarity or None, density maps or None, people or None)`` per batch, in
+    order (people: a crowd model's, per frame the boxes its detector counted or None); on
     onnxruntime the next batch's forward pass runs while the caller writes this one's records
     (torch's intra-op threads already take every core)."""
 
-    def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    gated = getattr(model, "sparse_gate", None) is not None
+
+    def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, list | None]:
         prepared = [frame.prepared for frame in frames]
         scored = getattr(model, "count_prepared_scored", None)
         if scored is not None:
-            return scored(prepared, with_density=with_density)
+            if gated:  # which frames the crowd model's detector counted, and whom (drawn as boxes)
+                return scored(prepared, with_density=with_density, with_people=True)
+            return (*scored(prepared, with_density=with_density), None)
         # A model-like object with only count_prepared (and density_maps): familiarity unknown.
         if with_density:
             densities = model.density_maps(prepared)
-            return model.count_density(densities), None, densities
-        return model.count_prepared(prepared), None, None
+            return model.count_density(densities), None, densities, None
+        return model.count_prepared(prepared), None, None, None
 
     depth = 2 if model.get_backbone().runtime == "onnxruntime" else 1
-    for frames, (counts, familiarity, densities) in computed_in_order(batches, compute, depth):
-        yield frames, counts, familiarity, densities
+    for frames, (counts, familiarity, densities, people) in computed_in_order(batches, compute, depth):
+        yield frames, counts, familiarity, densities, people
 
 
 def _temporary_beside(target: Path) -> Path:

@@ -260,3 +260,29 @@ def test_an_annotated_photo_the_detector_counted_shows_its_people_not_a_heat_map
     # Away from the boxes and the label the photo is untouched (no heat map laid over it).
     original = rgb[:, :, ::-1]
     assert np.array_equal(drawn[-60:, -200:], original[-60:, -200:])
+
+
+@pytest.mark.slow
+def test_an_annotated_video_draws_the_people_of_frames_the_detector_counted(crowd_model, shared_data, tmp_path) -> None:
+    import cv2
+
+    from counting.apply.video import count_video
+    from counting.apply.zones import count_frames_with_density
+    from counting.data.imaging import load_image
+
+    rgb = np.asarray(load_image(shared_data / COCO / "000000000061.jpg"))
+    height, width = rgb.shape[:2]
+    source = tmp_path / "photo.avi"
+    # Lossless (FFV1): OpenCV's MJPG blurs the forest enough for the head to read 73 people in it.
+    writer = cv2.VideoWriter(str(source), cv2.VideoWriter_fourcc(*"FFV1"), 5.0, (width, height))
+    for _ in range(2):
+        writer.write(np.ascontiguousarray(rgb[:, :, ::-1]))
+    writer.release()
+    run = count_video(crowd_model, str(source), output_video=tmp_path / "drawn.avi", keep_records=True)
+    assert [record["count"] for record in run.records] == [7.0, 7.0]
+    (record,), _ = count_frames_with_density(crowd_model, [rgb], ())
+    x1, y1, x2, _, _ = (round(value) for value in record["people"][0])
+    ok, frame = cv2.VideoCapture(str(tmp_path / "drawn.avi")).read()
+    assert ok
+    edge = frame[y1 : y1 + 2, x1 + 4 : x2 - 4].reshape(-1, 3).astype(float).mean(axis=0)
+    assert edge[1] > 150 and edge[1] - max(edge[0], edge[2]) > 60, edge  # the green box's top edge

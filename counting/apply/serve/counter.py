@@ -64,10 +64,17 @@ def annotated_jpeg(
     display_max: float | None = None,
     quality: int = 80,
 ) -> bytes:
-    """The frame as a JPEG with the heat map (density models), each zone's outline and count,
+    """The frame as a JPEG with the heat map (density models; the people a crowd model's detector
+    counted, for a frame its sparse gate handed over), each zone's outline and count,
     and the frame's count with its interval in the corner (video --annotated's label)."""
     image = np.ascontiguousarray(bgr)
-    if density is not None:
+    if "people" in record:
+        # Counted by a crowd model's detector (its sparse gate): its people, not a heat map.
+        from counting.apply.annotated import draw_people
+
+        image = image.copy()
+        draw_people(image, record["people"])
+    elif density is not None:
         from counting.heads.density.heatmap import overlay_density
 
         image = overlay_density(image, density, display_max)
