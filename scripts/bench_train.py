@@ -8,16 +8,16 @@ Each run starts from an empty feature cache (a temporary folder), so the time in
 feature maps, as a user's first `train` does. `cli`: the command line's conv route (four heads of
 1500 steps, the AGP on their out-of-fold sums) at the crowd model's input size; `crowd`:
 counting.train.crowd on the same photos (one head, balanced crops; the route of models/crowd.npz).
-Prints each time with the CPU and the load before and after (a shared machine's times are upper
-bounds of the idle figures).
+Prints each time and peak RSS (`cli`: the child's VmHWM, scripts/peak_rss.py; `crowd`: this
+process's) with the CPU and the load before and after (a shared machine's times are upper bounds
+of the idle figures). The maps are read back from disk (counting.heads.density.map_store), so the
+peak does not grow with the photos.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -26,11 +26,10 @@ from pathlib import Path
 from counting.features import cpu_description
 
 
-def run_cli(root: Path, input_size: int, folder: Path) -> float:
+def run_cli(root: Path, input_size: int, folder: Path) -> tuple[float, float | None]:
+    from peak_rss import run_counting
+
     command = [
-        sys.executable,
-        "-m",
-        "counting.cli.app",
         "train",
         "-d",
         "shanghaitech",
@@ -50,12 +49,13 @@ def run_cli(root: Path, input_size: int, folder: Path) -> float:
         "-o",
         str(folder / "cli.npz"),
     ]
-    started = time.perf_counter()
-    subprocess.run(command, check=True)
-    return time.perf_counter() - started
+    done, seconds, peak = run_counting(command, folder / "peak.txt")
+    if done.returncode != 0:
+        raise SystemExit(f"counting train failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+    return seconds, peak
 
 
-def run_crowd(root: Path, input_size: int, folder: Path) -> float:
+def run_crowd(root: Path, input_size: int, folder: Path) -> tuple[float, float | None]:
     # The crowd reader's dataset type over one folder: every photo is one set's.
     from counting.data import CrowdDataset, read_shanghaitech
     from counting.features import FeatureCache
@@ -68,7 +68,10 @@ def run_crowd(root: Path, input_size: int, folder: Path) -> float:
         dataset, replace(CrowdSettings(), input_size=input_size), cache=FeatureCache(folder / "cache")
     )
     model.save(folder / "crowd.npz")
-    return time.perf_counter() - started
+    # This process's own peak (it ran nothing else of size before): VmHWM, as peak_rss.py reads it.
+    with open("/proc/self/status") as status:
+        peak = next(line for line in status if line.startswith("VmHWM"))
+    return time.perf_counter() - started, int(peak.split()[1]) / 1024
 
 
 def main() -> None:
@@ -82,8 +85,9 @@ def main() -> None:
         if args.only not in (None, name):
             continue
         with tempfile.TemporaryDirectory(prefix=f"bench-train-{name}-") as folder:
-            seconds = runner(args.root.resolve(), args.input_size, Path(folder))
-        print(f"{name}: {seconds / 60:.1f} min (load after {os.getloadavg()[0]:.2f})", flush=True)
+            seconds, peak = runner(args.root.resolve(), args.input_size, Path(folder))
+        memory = "" if peak is None else f", peak RSS {peak:.0f} MB"
+        print(f"{name}: {seconds / 60:.1f} min{memory} (load after {os.getloadavg()[0]:.2f})", flush=True)
 
 
 if __name__ == "__main__":
