@@ -14,10 +14,13 @@ written completely (CountingModel.save is atomic).
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import sys
 import time
 from dataclasses import replace
+
+import numpy as np
 
 from counting.data import read_crowd
 from counting.features import FeatureCache
@@ -40,14 +43,27 @@ def main() -> None:
     parser.add_argument("--data", default="../shared/data", help="folder holding the shared sets")
     parser.add_argument("-m", "--model", default="models/crowd.npz", help="crowd model with a familiarity section")
     parser.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
+    parser.add_argument(
+        "--out-of-fold",
+        help="CSV of train_crowd_model.py --out-of-fold: fit on every picture in it, with its out-of-fold head count",
+    )
     args = parser.parse_args()
     cache = FeatureCache()
     dataset = read_crowd(args.data)
     model = load_model(args.model)
     print(f"load before: {os.getloadavg()[0]:.1f}", flush=True)
     started = time.perf_counter()
+    out_of_fold = None
+    if args.out_of_fold:
+        with open(args.out_of_fold, newline="") as handle:
+            table = list(csv.reader(handle))[1:]
+        out_of_fold = {row[0]: np.array([float(value) for value in row[1:]]) for row in table}
     gated = fit_crowd_gate(
-        replace(model, sparse_gate=None), dataset, cache=cache, log=lambda line: print(line, file=sys.stderr)
+        replace(model, sparse_gate=None),
+        dataset,
+        cache=cache,
+        log=lambda line: print(line, file=sys.stderr),
+        out_of_fold=out_of_fold,
     )
     print(f"gate fitted in {time.perf_counter() - started:.0f} s (load now {os.getloadavg()[0]:.1f})", flush=True)
     gated.save(args.output)

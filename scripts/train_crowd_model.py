@@ -13,6 +13,7 @@ training (maps included: a fresh cache makes them) and of the scoring, and the l
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import sys
@@ -22,6 +23,16 @@ from pathlib import Path
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.train import CrowdSettings, crowd_figures, train_crowd_model
+
+
+def write_out_of_fold(path: Path, rows: dict) -> None:
+    """CSV ``image,sum,cell_1..``: each validated train picture's region sums (the whole picture,
+    then the grid's cells) by the head that never trained on it."""
+    cells = len(next(iter(rows.values()))) - 1 if rows else 0
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "sum", *(f"cell_{k + 1}" for k in range(cells))])
+        writer.writerows([source, *(f"{value:.6f}" for value in row)] for source, row in rows.items())
 
 
 def main() -> None:
@@ -37,6 +48,11 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=defaults.width)
     parser.add_argument("--correction-weight", type=float, default=defaults.correction_weight)
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--folds", type=int, default=defaults.folds, help="heads in the ensemble (1: one head)")
+    parser.add_argument(
+        "--out-of-fold",
+        help="write each validated train picture's out-of-fold head count to this CSV (fit_crowd_gate.py reads it)",
+    )
     parser.add_argument(
         "--share",
         action="append",
@@ -54,6 +70,7 @@ def main() -> None:
         width=args.width,
         correction_weight=args.correction_weight,
         seed=args.seed,
+        folds=args.folds,
         shares=tuple((name, float(value)) for name, value in (item.split("=") for item in args.share))
         if args.share
         else defaults.shares,
@@ -64,9 +81,18 @@ def main() -> None:
     print(f"load before: {os.getloadavg()[0]:.1f}", flush=True)
 
     started = time.perf_counter()
-    model = train_crowd_model(dataset, settings, cache=cache, log=lambda line: print(line, file=sys.stderr, flush=True))
+    out_of_fold: dict = {}
+    model = train_crowd_model(
+        dataset,
+        settings,
+        cache=cache,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+        out_of_fold=out_of_fold,
+    )
     trained = time.perf_counter() - started
     model.save(args.output)
+    if args.out_of_fold:
+        write_out_of_fold(Path(args.out_of_fold), out_of_fold)
     print(f"training: {trained:.0f} s (load now {os.getloadavg()[0]:.1f}); model -> {args.output}", flush=True)
 
     started = time.perf_counter()

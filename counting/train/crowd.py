@@ -62,6 +62,9 @@ class CrowdSettings:
     # of the four validation parts at 0 / 0.25 / 0.5 / 0.75 / 1 in both runs (docs/density.md): the
     # correction, learnt on a quarter mixing 0 and 3,000 people, follows the dense sets.
     correction_weight: float = 0.0
+    # Heads trained (1: one head on three quarters; K > 1: K heads, each on all folds but one, and
+    # the model counts with their mean; every train picture then has an out-of-fold count).
+    folds: int = 1
     seed: int = 0
 
     def conv_settings(self) -> ConvSettings:
@@ -74,7 +77,7 @@ class CrowdSettings:
             eval_every=self.steps,
             ema=0.995,
             keep="last",
-            folds=1,
+            folds=self.folds,
             seed=self.seed,
         )
 
@@ -120,8 +123,12 @@ def train_crowd_model(
     cache: Any = None,
     progress: bool = False,
     log: Callable[[str], None] | None = None,
+    out_of_fold: dict[str, np.ndarray] | None = None,
 ) -> CountingModel:
-    """Train the crowd model on the train part of a :class:`~counting.data.datasets.crowd.CrowdDataset`."""
+    """Train the crowd model on the train part of a :class:`~counting.data.datasets.crowd.CrowdDataset`.
+
+    ``out_of_fold``, when given, gets each validated train picture's region sums by the head that
+    never trained on it (path -> ``(1 + cells,)`` row): what :func:`fit_crowd_gate` can fit on."""
     from counting.heads.density.conv_training import CONV_LAYERS, fit_conv_descriptors
 
     if settings.sampling not in ("balanced", "uniform"):
@@ -158,6 +165,10 @@ def train_crowd_model(
     )
     head.settings |= {"crowd": settings.record()}
     kept = ~np.isnan(frame).any(axis=1)
+    if out_of_fold is not None:
+        out_of_fold.update(
+            {str(sample.path): row for sample, row, keep in zip(inputs.samples, frame, kept, strict=True) if keep}
+        )
     rows = HeadRows(
         samples=[sample for sample, keep in zip(inputs.samples, kept, strict=True) if keep],
         frame=frame[kept],
@@ -192,12 +203,16 @@ def fit_crowd_gate(
     cache: Any = None,
     batch_size: int = 4,
     log: Callable[[str], None] | None = None,
+    out_of_fold: dict[str, np.ndarray] | None = None,
 ) -> CountingModel:
     """The model with a sparse gate (counting.heads.sparse_gate) fitted on the head's held-out
     quarter, and its interval recalibrated on the gate's out-of-fold counts there.
 
     The model needs its familiarity section first (``scripts/familiarize_several.py``): the gate
     reads the familiarity, taken without each picture's own reference (it is a training picture).
+    ``out_of_fold`` (path -> region sums, from :func:`train_crowd_model`): fit on those pictures
+    and the head counts of those sums instead; with ``folds`` > 1 they are every train picture, each counted by the
+    head that never trained on it (the model's own head, the ensemble, trained on all of them).
     """
     from counting.heads.sparse_gate import fit_sparse_gate
     from counting.heads.uncertainty import ConformalInterval, choose_scale
@@ -205,13 +220,18 @@ def fit_crowd_gate(
     if model.familiarity is None:
         raise ValueError(f"{model.name}: the sparse gate reads familiarity; add it first (counting familiarize)")
     started = time.perf_counter()
-    samples = head_validation_samples(dataset, settings)
+    if out_of_fold is not None:
+        samples = [sample for sample in dataset.samples if str(sample.path) in out_of_fold]
+    else:
+        samples = head_validation_samples(dataset, settings)
     paths = [str(sample.path) for sample in samples]
     truth = np.array([float(sample.count) for sample in samples])
     plain = replace(model, sparse_gate=None)
     # One pass over the maps gives both the head's rows and the familiarity probes.
     rows = _head_pass(plain, paths, cache, batch_size, with_probes=True)
     heads, probes = plain.predict_features(rows.features), rows.probes
+    if out_of_fold is not None:
+        heads = plain.predict_features(np.stack([out_of_fold[path] for path in paths]))
     familiarity = model.familiarity.scores_without_self(probes)
     persons, _ = plain.person_rows(paths, np.isfinite(heads), {})
     projected = model.familiarity.project(probes)
@@ -220,7 +240,7 @@ def fit_crowd_gate(
     scale, widths = choose_scale(truth, oof, level=level, seed=settings.seed)
     interval = ConformalInterval.fit(truth, oof, level=level, scale=scale)
     gate.settings |= {
-        "fitted_on": f"{len(paths)} train pictures the head never trained on (its early-stopping quarter)",
+        "fitted_on": f"{len(paths)} train pictures, each counted by a head that never trained on it",
         "out_of_fold_mae": float(np.mean(np.abs(oof - truth))),
         "head_mae": float(np.mean(np.abs(np.clip(heads, 0, None) - truth))),
         "seconds": round(time.perf_counter() - started, 1),

@@ -141,3 +141,28 @@ def test_small_crowd_training_end_to_end(shared_data: Path, tmp_path: Path) -> N
         assert entry["n"] > 0 and np.isfinite(entry["mae"]) and entry["mae_w0"] == pytest.approx(entry["head_mae"])
     counts = loaded.count_paths([str(s.path) for s in few[:3]], cache=cache).counts
     assert np.isfinite(counts).all() and (counts >= 0).all()
+
+
+@pytest.mark.slow
+def test_an_ensemble_crowd_model_gives_every_train_picture_an_out_of_fold_count(shared_data: Path, tmp_path: Path) -> None:
+    """folds=2: two heads, each validated on half the train pictures; every train picture gets the
+    region sums of the head that never trained on it (what the sparse gate can be fitted on)."""
+    from counting.features import FeatureCache
+    from counting.heads.density.conv_head import ConvDensityHead
+    from counting.train.crowd import CrowdSettings, thinned_train_part, train_crowd_model
+
+    crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
+    few = [s for s in crowd.samples if s.split == "train"][::20] + [s for s in crowd.samples if s.split == "test"][::40]
+    crowd = replace(crowd, samples=few)
+    settings = CrowdSettings(input_size=128, steps=10, folds=2)
+    rows: dict = {}
+    model = train_crowd_model(crowd, settings, cache=FeatureCache(tmp_path / "cache"), out_of_fold=rows)
+    head = model.density_head
+    assert isinstance(head, ConvDensityHead) and head.settings["members"] == 2
+    train = thinned_train_part(crowd, settings.sequence_stride)
+    assert set(rows) == {str(sample.path) for sample in train.samples}
+    assert all(row.shape == (5,) and np.isfinite(row).all() for row in rows.values())
+    # Each row is the whole picture's sum, then its 2x2 cells, which add up to it.
+    stacked = np.stack(list(rows.values()))
+    np.testing.assert_allclose(stacked[:, 1:].sum(axis=1), stacked[:, 0], rtol=1e-6, atol=1e-6)
+    assert model.training["crowd"]["folds"] == 2
