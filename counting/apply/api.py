@@ -68,6 +68,8 @@ def count_rows(
         if zone_records is not None:
             row.update(zone_fields(zone_records[source]))
         row.update(familiarity_fields(model, result.familiarity, k))
+        if result.counted_by is not None:
+            row["counted_by"] = str(result.counted_by[k])
         rows.append(row)
     return rows
 
@@ -209,9 +211,15 @@ def count(
                 counts = np.array([record["count"]])
                 zone_records = {source: record["zones"]}
                 familiarity = None if record.get("familiarity") is None else np.array([record["familiarity"]])
+                counted_by = None if "counted_by" not in record else np.array([record["counted_by"]])
             else:
                 prepared = [counting_model.prepare_image(item)]
-                counts, familiarity, _ = counting_model.count_prepared_scored(prepared)
+                counts, familiarity, _, people = counting_model.count_prepared_scored(prepared, with_people=True)
+                counted_by = (
+                    None
+                    if getattr(counting_model, "sparse_gate", None) is None
+                    else np.array(["density" if found is None else "detector" for found in people])
+                )
         except CountingError as error:
             skipped[source] = f"{source}: {str(error).splitlines()[0]}"
             continue
@@ -220,7 +228,7 @@ def count(
                 f"{source}: cannot decode the image ({str(error).splitlines()[0] or type(error).__name__})"
             )
             continue
-        result = _one_result(counting_model, source, np.asarray(counts), familiarity)
+        result = _one_result(counting_model, source, np.asarray(counts), familiarity, counted_by)
         rows.extend(count_rows(counting_model, result, zone_records))
     count_run()
     if not rows:
@@ -295,10 +303,21 @@ def _feature_cache(cache: Any) -> Any:
 
 
 def _one_result(
-    model: CountingModel, source: str, counts: np.ndarray, familiarity: np.ndarray | None = None
+    model: CountingModel,
+    source: str,
+    counts: np.ndarray,
+    familiarity: np.ndarray | None = None,
+    counted_by: np.ndarray | None = None,
 ) -> CountResult:
     """A :class:`CountResult` for one in-memory picture, with the model's interval."""
     low, high = model.intervals(counts)
     return CountResult(
-        sources=[source], counts=counts, low=low, high=high, ok=np.array([True]), errors={}, familiarity=familiarity
+        sources=[source],
+        counts=counts,
+        low=low,
+        high=high,
+        ok=np.array([True]),
+        errors={},
+        familiarity=familiarity,
+        counted_by=counted_by,
     )

@@ -59,4 +59,5 @@ def count_in_chunks(
         ok=np.concatenate([part.ok for part in parts]),
         errors=errors,
         familiarity=joined("familiarity"),
+        counted_by=joined("counted_by"),
     )

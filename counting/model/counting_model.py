@@ -104,6 +104,9 @@ class CountResult:
     # (n,) familiarity in (0, 1] (counting.heads.familiarity), NaN for failed pictures; None when
     # the model file has no familiarity section (an older model: "unknown").
     familiarity: np.ndarray | None = None
+    # (n,) what counted each picture, for a crowd model with a sparse gate: "detector" (a sparse
+    # photo) or "density" (the head); None for other models.
+    counted_by: np.ndarray | None = None
 
 
 @dataclass
@@ -508,6 +511,7 @@ class CountingModel:
         )
         counts = self.predict_features(rows.features)
         familiarity = self.familiarity_scores(rows.probes)
+        counted_by = None
         if self.sparse_gate is not None:
             grids: dict[int, tuple[int, int]] = {}
 
@@ -520,6 +524,7 @@ class CountingModel:
 
             counts, sparse, boxes = self._gated(counts, familiarity, rows.probes, evidence)
             counts[~rows.ok] = np.nan
+            counted_by = np.where(sparse, "detector", "density")
             if on_density is not None:
                 # Zones of a picture the detector counted: shares of its people, not of the head's map.
                 for k in np.flatnonzero(sparse & rows.ok):
@@ -533,6 +538,7 @@ class CountingModel:
             ok=rows.ok,
             errors=rows.errors,
             familiarity=familiarity,
+            counted_by=counted_by,
         )
 
     def _gated(

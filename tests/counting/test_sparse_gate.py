@@ -149,6 +149,8 @@ def test_the_shipped_crowd_model_hands_an_empty_texture_photo_to_the_detector(cr
     assert gated.low[0] == 0.0 and gated.high[0] < 10
     assert gated.counts[1] == pytest.approx(alone.counts[1], abs=1e-9)
     assert 150 < gated.counts[1] < 200
+    np.testing.assert_array_equal(gated.counted_by, ["detector", "density"])
+    assert alone.counted_by is None
 
 
 @pytest.mark.slow
@@ -162,6 +164,13 @@ def test_files_and_in_memory_pictures_get_the_same_gated_counts(crowd_model, sha
     from_files = crowd_model.count_paths(paths).counts
     from_pixels = np.concatenate([crowd_model.count_images([np.asarray(load_image(path))]) for path in paths])
     np.testing.assert_allclose(from_pixels, from_files, rtol=0, atol=1e-6)
+    # The Python API's records say which route counted each picture, for files and arrays alike.
+    import counting
+
+    arrays = counting.count([np.asarray(load_image(path)) for path in paths], model=crowd_model)
+    files = counting.count(paths, model=crowd_model)
+    assert [row["counted_by"] for row in arrays.rows] == [row["counted_by"] for row in files.rows]
+    assert [row["counted_by"] for row in files.rows] == ["detector", "detector", "density"]
 
 
 def test_without_the_detector_the_model_counts_by_its_head_with_one_warning(monkeypatch, shared_data) -> None:

@@ -156,4 +156,6 @@ class Service:
             from counting.apply.zones import zone_fields
 
             row.update(zone_fields(record["zones"]))
+        if "counted_by" in record:  # a crowd model with a sparse gate: which route counted it
+            row["counted_by"] = record["counted_by"]
         return Counts(model=model.name, rows=[row]).as_dict()
