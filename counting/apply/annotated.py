@@ -9,28 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from counting.apply.people_drawing import draw_people
 from counting.apply.video import annotate, overlay_label
 from counting.apply.zone_drawing import draw_zones
 from counting.apply.zones import Zone, count_frames, count_frames_with_density
 
-__all__ = ["annotated_frame", "draw_people"]
-
-# BGR: the detector's person colour in annotated photos of a detector model is not used here,
-# so a crowd model's people read the same on any picture.
-PEOPLE_COLOUR = (60, 220, 60)
-
-
-def draw_people(picture: np.ndarray, people: Sequence[Sequence[float]]) -> None:
-    """Draw person boxes ``[x1, y1, x2, y2, score]`` (picture pixels) on a BGR picture, in place."""
-    import cv2
-
-    height, width = picture.shape[:2]
-    thickness = max(1, round(min(height, width) / 300))
-    for x1, y1, x2, y2, _ in people:
-        corners = np.clip([x1, y1, x2, y2], 0, [width - 1, height - 1, width - 1, height - 1]).round().astype(int)
-        cv2.rectangle(
-            picture, (int(corners[0]), int(corners[1])), (int(corners[2]), int(corners[3])), PEOPLE_COLOUR, thickness
-        )
+__all__ = ["annotated_frame"]
 
 
 def annotated_frame(model: Any, frame: np.ndarray, zones: Sequence[Zone] = ()) -> tuple[dict[str, Any], np.ndarray]:

@@ -637,7 +637,7 @@ def count_video(
                             image = frame.image
                             if people is not None and people[k] is not None:
                                 # Counted by the crowd model's detector: its people, not a heat map.
-                                from counting.apply.annotated import draw_people
+                                from counting.apply.people_drawing import draw_people
 
                                 image = image.copy()
                                 height, width = image.shape[:2]

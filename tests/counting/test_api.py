@@ -31,7 +31,9 @@ def test_count_of_paths_is_the_cli_json(frames: list[Path], tmp_path: Path) -> N
     assert [row["image"] for row in counts] == [row["image"] for row in written["images"]]
     for ours, theirs in zip(counts, written["images"]):
         # counted_by: the default crowd model's sparse gate says which route counted the picture.
-        assert ours.keys() == theirs.keys() == {"image", "count", "low", "high", "familiarity", "unfamiliar", "counted_by"}
+        assert (
+            ours.keys() == theirs.keys() == {"image", "count", "low", "high", "familiarity", "unfamiliar", "counted_by"}
+        )
         assert ours["familiarity"] == pytest.approx(theirs["familiarity"], abs=1e-9)
         assert ours["counted_by"] == theirs["counted_by"] in ("density", "detector")
         for key in ("count", "low", "high"):

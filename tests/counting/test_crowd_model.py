@@ -144,7 +144,9 @@ def test_small_crowd_training_end_to_end(shared_data: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_an_ensemble_crowd_model_gives_every_train_picture_an_out_of_fold_count(shared_data: Path, tmp_path: Path) -> None:
+def test_an_ensemble_crowd_model_gives_every_train_picture_an_out_of_fold_count(
+    shared_data: Path, tmp_path: Path
+) -> None:
     """folds=2: two heads, each validated on half the train pictures; every train picture gets the
     region sums of the head that never trained on it (what the sparse gate can be fitted on)."""
     from counting.features import FeatureCache

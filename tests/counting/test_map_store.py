@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from counting.features.backbones import Preprocessing, get_backbone
-from counting.heads.density import conv_fitting, conv_training
+from counting.heads.density import conv_fitting, conv_training, map_store
 from counting.heads.density.conv_fitting import ConvSettings, fit_conv_head, stride8_maps
 from counting.heads.density.map_store import MapStore, StoredMap
 
@@ -82,7 +82,7 @@ def test_stride8_maps_on_disk_in_chunks_equal_the_maps_in_memory(
     backbone = get_backbone("efficientnet-lite0")
     prep = Preprocessing(input_size=96)
     layers = ("block4", "block7", "block10")
-    monkeypatch.setattr(conv_fitting, "MAP_CHUNK", 2)  # three chunks: 2 + 2 + 1 pictures
+    monkeypatch.setattr(map_store, "MAP_CHUNK", 2)  # three chunks: 2 + 2 + 1 pictures
     stored = stride8_maps(paths, backbone, prep, layers)
     held = stride8_maps(paths, backbone, prep, layers, on_disk=False)
     assert isinstance(stored, MapStore) and isinstance(held, list) and len(stored) == len(held) == 5
@@ -121,3 +121,51 @@ def test_the_map_folder_is_removed_when_training_fails_half_way(
         )
     assert made and made[0].parent == tmp_path and not made[0].exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_ridge_head_reads_its_maps_from_disk_and_fits_as_in_memory(
+    mall_conv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The closed-form route (`train --density-head`) fits from a float32 store, which it removes
+    afterwards: the head is the one fitted on the same maps held in memory."""
+    from counting.heads.density import training
+    from counting.heads.density.fitting import fit_density_head
+
+    seen: list = []
+
+    def recording(maps, *args, **kwargs):
+        seen.append((maps, len(maps), maps.folder.parent))
+        return fit_density_head(maps, *args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(training, "fit_density_head", recording)
+    train = mall_conv.subset("train")
+    backbone, prep = get_backbone("efficientnet-lite0"), Preprocessing(input_size=96)
+    head, rows = training.fit_head_descriptors(
+        train.samples, train, backbone, prep, (2, 2), is_sequence=True, seed=0, kind="ridge"
+    )
+    ((store, size, parent),) = seen
+    assert isinstance(store, MapStore) and store.dtype == np.float32 and size == len(train.samples)
+    assert parent == tmp_path
+    assert list(tmp_path.iterdir()) == []  # removed once fitted
+    # The same fit on the maps in memory.
+    from counting.heads.density.maps import extract_maps
+
+    held = extract_maps(train.paths, backbone, prep, head.layers).maps
+    density = training.density_targets(
+        train.samples, [item.shape[1:] for item in held], training.TargetSettings(), None, str(train.root)
+    )
+    counts = np.array([float(sample.count) for sample in train.samples])
+    folds = np.arange(len(held)) % 5
+    on_disk = fit_density_head(store_copy(held, tmp_path), density, counts, head.layers, grid=(2, 2), folds=folds)
+    in_memory = fit_density_head(held, density, counts, head.layers, grid=(2, 2), folds=folds)
+    np.testing.assert_array_equal(on_disk.head.coef, in_memory.head.coef)
+    np.testing.assert_array_equal(on_disk.out_of_fold, in_memory.out_of_fold)
+    assert np.isfinite(rows).all() and rows.shape == (len(train.samples), 5)
+
+
+def store_copy(maps: list[np.ndarray], folder: Path) -> MapStore:
+    store = MapStore(folder / "copy", dtype=np.float32)
+    for item in maps:
+        store.append(item)
+    return store

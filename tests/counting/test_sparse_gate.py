@@ -258,7 +258,8 @@ def test_zones_and_heat_maps_of_a_photo_the_detector_counted_show_its_people(cro
 
 @pytest.mark.slow
 def test_an_annotated_photo_the_detector_counted_shows_its_people_not_a_heat_map(crowd_model, shared_data) -> None:
-    from counting.apply.annotated import PEOPLE_COLOUR, annotated_frame
+    from counting.apply.annotated import annotated_frame
+    from counting.apply.people_drawing import PEOPLE_COLOUR
     from counting.data.imaging import load_image
 
     rgb = np.asarray(load_image(shared_data / COCO / "000000000061.jpg"))

@@ -70,7 +70,7 @@ def annotated_jpeg(
     image = np.ascontiguousarray(bgr)
     if "people" in record:
         # Counted by a crowd model's detector (its sparse gate): its people, not a heat map.
-        from counting.apply.annotated import draw_people
+        from counting.apply.people_drawing import draw_people
 
         image = image.copy()
         draw_people(image, record["people"])

@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from rich.console import Console
 
-from counting.features.extract import _progress_bar
 from counting.heads.density.conv_head import CONV_STRIDE, ConvDensityHead, build_network
 from counting.heads.density.fitting import channel_statistics
-from counting.heads.density.map_store import MapStore
+from counting.heads.density.map_store import MapStore, maps_in_chunks
 from counting.heads.density.maps import extract_maps, head_grid, resample
 from counting.heads.density.regions import region_weights, roi_weights
 
@@ -114,7 +112,7 @@ def stride8_maps(
     then upsampled as :func:`counting.heads.density.maps.resample` does (the values inference sees).
 
     ``on_disk`` (default): the maps go to a :class:`~counting.heads.density.map_store.MapStore`
-    as they are made, ``MAP_CHUNK`` pictures at a time, and are read back a crop at a time, so
+    as they are made, ``map_store.MAP_CHUNK`` pictures at a time, and are read back a crop at a time, so
     memory stays flat in the number of pictures; otherwise a list of arrays in memory.
     ``dtype`` float16 halves the size of a training set (standardised channels lose nothing
     that matters at 1e-3 relative precision).
@@ -122,28 +120,13 @@ def stride8_maps(
     groups: dict[int, list[str]] = {}
     for layer in layers:
         groups.setdefault(max(CONV_STRIDE, native_stride(backbone, layer)), []).append(layer)
-    result: MapStore | list[np.ndarray] = MapStore(dtype=dtype) if on_disk else []
-    chunks = [list(paths[first : first + MAP_CHUNK]) for first in range(0, len(paths), MAP_CHUNK)]
-    try:
-        console = Console(stderr=True)
-        with _progress_bar(console, progress and console.is_terminal and len(chunks) > 1) as bar:
-            task = bar.add_task(f"{backbone.name} maps", total=len(paths)) if bar else None
-            for chunk in chunks:
-                for item in _stride8_chunk(
-                    chunk, backbone, prep, layers, groups, cache, batch_size, progress and len(chunks) == 1
-                ):
-                    result.append(item if on_disk else item.astype(dtype))
-                if bar is not None and task is not None:
-                    bar.advance(task, len(chunk))
-    except BaseException:
-        if isinstance(result, MapStore):
-            result.close()
-        raise
-    return result
 
+    def make(chunk: list[str], show: bool) -> list[np.ndarray]:
+        return _stride8_chunk(chunk, backbone, prep, layers, groups, cache, batch_size, show)
 
-# Pictures whose maps are made (and held in memory) at once before they go to the store.
-MAP_CHUNK = 32
+    return maps_in_chunks(
+        list(paths), make, dtype=dtype, on_disk=on_disk, progress=progress, label=f"{backbone.name} maps"
+    )
 
 
 def _stride8_chunk(

@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Console
 
-__all__ = ["MapStore", "StoredMap"]
+from counting.features.extract import _progress_bar
+
+__all__ = ["MAP_CHUNK", "MapStore", "StoredMap", "maps_in_chunks"]
+
+# Pictures whose maps are made (and held in memory) at once before they go to the store.
+MAP_CHUNK = 32
 
 
 class StoredMap:
@@ -114,3 +120,34 @@ class MapStore(Sequence[StoredMap]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def maps_in_chunks(
+    paths: Sequence[str],
+    make: Callable[[list[str], bool], list[np.ndarray]],
+    *,
+    dtype: Any = np.float16,
+    on_disk: bool = True,
+    progress: bool = False,
+    label: str = "maps",
+) -> MapStore | list[np.ndarray]:
+    """The maps ``make(chunk, progress)`` gives for ``paths``, ``MAP_CHUNK`` pictures at a time,
+    each chunk's written to a :class:`MapStore` before the next is made (``on_disk``; otherwise
+    a list of ``dtype`` arrays in memory). One progress bar over the chunks when there are
+    several; ``make`` shows its own for one. The store is removed if anything fails half-way."""
+    result: MapStore | list[np.ndarray] = MapStore(dtype=dtype) if on_disk else []
+    chunks = [list(paths[first : first + MAP_CHUNK]) for first in range(0, len(paths), MAP_CHUNK)]
+    try:
+        console = Console(stderr=True)
+        with _progress_bar(console, progress and console.is_terminal and len(chunks) > 1) as bar:
+            task = bar.add_task(label, total=len(paths)) if bar else None
+            for chunk in chunks:
+                for item in make(chunk, progress and len(chunks) == 1):
+                    result.append(item if on_disk else np.asarray(item, dtype=dtype))
+                if bar is not None and task is not None:
+                    bar.advance(task, len(chunk))
+    except BaseException:
+        if isinstance(result, MapStore):
+            result.close()
+        raise
+    return result

@@ -17,6 +17,7 @@ from counting.core.errors import DatasetError, TrainingError
 from counting.heads.density.data import TargetSettings, density_targets
 from counting.heads.density.fitting import fit_density_head
 from counting.heads.density.head import DensityHead
+from counting.heads.density.map_store import MapStore, maps_in_chunks
 from counting.heads.density.maps import extract_maps
 
 __all__ = [
@@ -107,42 +108,52 @@ def fit_head_descriptors(
         # Fixed sigma: on Mall, sigma scaled by pMapN gave the same validation figures (head MAE
         # 1.93 both, AGP 2.35 against 2.29): map cells of 16 px blur the difference away.
         targets = TargetSettings()
-    map_set = extract_maps(
-        [sample.path for sample in samples],
-        backbone,
-        prep,
-        layers,
-        cache=cache,
-        batch_size=batch_size,
+
+    def make(chunk: list[str], show: bool) -> list[np.ndarray]:
+        found = extract_maps(chunk, backbone, prep, layers, cache=cache, batch_size=batch_size, progress=show)
+        if found.errors:
+            path, message = next(iter(found.errors.items()))
+            raise DatasetError(message if path in message else f"{path}: {message}")
+        return found.maps  # type: ignore[return-value]
+
+    # On disk, read back one picture at a time by the fit (memory flat in the pictures); float32,
+    # as the maps are made, so the head is the one fitted in memory.
+    maps = maps_in_chunks(
+        [str(sample.path) for sample in samples],
+        make,
+        dtype=np.float32,
         progress=progress,
+        label=f"{backbone.name} maps",
     )
-    if map_set.errors:
-        path, message = next(iter(map_set.errors.items()))
-        raise DatasetError(message if path in message else f"{path}: {message}")
-    maps = [item for item in map_set.maps if item is not None]
-    density = density_targets(
-        samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
-    )
-    indices = np.array([sample.index for sample in samples])
-    fold_of = np.zeros(len(samples), dtype=int)
-    # Each fold gets at least two runs, so that on a short sequence no fold is one long stretch.
-    run = max(1, min(SEQUENCE_RUN, len(samples) // (2 * HEAD_FOLDS)))
-    for number, members in enumerate(cv_folds(indices, HEAD_FOLDS, is_sequence, seed, run if is_sequence else None)):
-        fold_of[members] = number
-    if log is not None:
-        log(f"fitting the {kind} density head on {', '.join(layers)} maps of {len(samples)} images")
-    fit = fit_density_head(
-        maps,
-        density,
-        np.array([float(sample.count) for sample in samples]),
-        layers,
-        roi_mask=prep.roi_mask,
-        grid=grid,
-        folds=fold_of,
-        kind=kind,
-        seed=seed,
-        count_weights=DEFAULT_COUNT_WEIGHTS,
-    )
+    try:
+        density = density_targets(
+            samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
+        )
+        indices = np.array([sample.index for sample in samples])
+        fold_of = np.zeros(len(samples), dtype=int)
+        # Each fold gets at least two runs, so that on a short sequence no fold is one long stretch.
+        run = max(1, min(SEQUENCE_RUN, len(samples) // (2 * HEAD_FOLDS)))
+        for number, members in enumerate(
+            cv_folds(indices, HEAD_FOLDS, is_sequence, seed, run if is_sequence else None)
+        ):
+            fold_of[members] = number
+        if log is not None:
+            log(f"fitting the {kind} density head on {', '.join(layers)} maps of {len(samples)} images")
+        fit = fit_density_head(
+            maps,
+            density,
+            np.array([float(sample.count) for sample in samples]),
+            layers,
+            roi_mask=prep.roi_mask,
+            grid=grid,
+            folds=fold_of,
+            kind=kind,
+            seed=seed,
+            count_weights=DEFAULT_COUNT_WEIGHTS,
+        )
+    finally:
+        if isinstance(maps, MapStore):
+            maps.close()
     head = fit.head
     head.settings |= {
         "grid": None if grid is None else list(grid),
