@@ -169,3 +169,25 @@ def store_copy(maps: list[np.ndarray], folder: Path) -> MapStore:
     for item in maps:
         store.append(item)
     return store
+
+
+def test_a_full_disk_is_one_line_naming_the_folder_and_leaves_nothing(tmp_path: Path) -> None:
+    """A private 1 MB tmpfs stands in for a full disk (unmounted afterwards)."""
+    import subprocess
+
+    from counting.core.errors import CountingError
+
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(tiny)], capture_output=True).returncode:
+        pytest.skip("cannot mount a private tmpfs here (not root)")
+    try:
+        store = MapStore(tiny)
+        with pytest.raises(CountingError, match=r"cannot write the training maps .* after \d+ pictures .*TMPDIR"):
+            for _ in range(40):
+                store.append(np.zeros((100, 30, 40), np.float16))  # 240 KB each
+        assert 1 <= len(store) < 40
+        store.close()
+        assert list(tiny.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(tiny)], check=True)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
+from counting.core.errors import CountingError
 from counting.features.extract import _progress_bar
 
 __all__ = ["MAP_CHUNK", "MapStore", "StoredMap", "maps_in_chunks"]
@@ -80,9 +81,16 @@ class MapStore(Sequence[StoredMap]):
     make it; default the system's temporary folder), in the order appended."""
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, dtype: Any = np.float16) -> None:
-        if directory is not None:
-            Path(directory).mkdir(parents=True, exist_ok=True)
-        self._folder = tempfile.TemporaryDirectory(prefix="counting-maps-", dir=directory)
+        try:
+            if directory is not None:
+                Path(directory).mkdir(parents=True, exist_ok=True)
+            self._folder = tempfile.TemporaryDirectory(prefix="counting-maps-", dir=directory)
+        except OSError as error:
+            where = directory if directory is not None else tempfile.gettempdir()
+            raise CountingError(
+                f"{where}: cannot make a folder for the training maps ({error.strerror or error}); "
+                "set TMPDIR to a writable folder"
+            ) from None
         self.dtype = np.dtype(dtype)
         self._maps: list[StoredMap] = []
 
@@ -93,7 +101,14 @@ class MapStore(Sequence[StoredMap]):
     def append(self, array: np.ndarray) -> None:
         path = self.folder / f"{len(self._maps):06d}.npy"
         data = np.ascontiguousarray(array, dtype=self.dtype)
-        np.save(path, data)
+        try:
+            np.save(path, data)
+        except OSError as error:  # a full disk, mostly: one line, not numpy's traceback
+            reason = error.strerror or str(error)
+            raise CountingError(
+                f"{self.folder}: cannot write the training maps ({reason}) after {len(self._maps)} pictures "
+                f"({self.nbytes / 1e6:.0f} MB); set TMPDIR to a folder with room for them"
+            ) from None
         offset = path.stat().st_size - data.nbytes
         self._maps.append(StoredMap(path, data.shape, self.dtype, offset))
 
