@@ -1,12 +1,14 @@
 """Fit the crowd model's sparse gate (counting.heads.sparse_gate) and print the validation figures.
 
     export COUNTING_CACHE_DIR=/work/cache-crowd     # optional: reuses the training maps
-    python scripts/fit_crowd_gate.py --data ../shared/data -m models/crowd.npz -o models/crowd.npz
+    python scripts/fit_crowd_gate.py --data ../shared/data -m crowd-fam.npz -o crowd.npz --out-of-fold crowd-oof.csv
 
 The third step of the crowd model's reproduction, after `scripts/train_crowd_model.py` and
-`scripts/familiarize_several.py` (the gate reads familiarity). The gate is fitted on the quarter of
-the train part the head never trained on (counting.train.crowd.head_validation_samples), its
-interval recalibrated on the gate's out-of-fold counts there; then each set's fixed validation
+`scripts/familiarize_several.py` (the gate reads familiarity). The gate is fitted on every train
+picture of `--out-of-fold` (the CSV train_crowd_model.py wrote: each picture's count by the head
+that never trained on it; an ensemble needs it), or, for a one-head model, on the quarter the head
+never trained on (counting.train.crowd.head_validation_samples); its interval is recalibrated on
+the gate's out-of-fold counts there; then each set's fixed validation
 part is scored with and without the gate. The output replaces the model file only when it is
 written completely (CountingModel.save is atomic).
 """

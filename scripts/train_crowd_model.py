@@ -1,7 +1,10 @@
 """Train the general crowd model (models/crowd.npz) end to end and print its validation figures.
 
     export COUNTING_CACHE_DIR=/work/cache-crowd
-    python scripts/train_crowd_model.py --data ../shared/data -o models/crowd.npz
+    python scripts/train_crowd_model.py --data ../shared/data -o crowd-heads.npz --out-of-fold crowd-oof.csv
+
+The first of three steps (then scripts/familiarize_several.py and scripts/fit_crowd_gate.py;
+the whole reproduction is in docs/density.md, "The ensemble").
 
 Reads the four shared sets (counting.data.datasets.crowd: ShanghaiTech A and B train, Mall
 frames 1-800, coco-voc20 person boxes), trains on their train parts (counting.train.crowd) and
@@ -58,7 +61,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="SET=SHARE",
-        help="relative share of crops of a set (default: the shipped shares, coco-voc20=2 mall=0.5; others 1)",
+        help="relative share of crops of a set (default: the shipped shares, mall=0.5; others 1)",
     )
     args = parser.parse_args()
 

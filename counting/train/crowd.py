@@ -52,10 +52,11 @@ class CrowdSettings:
     sampling: str = "balanced"
     # With balanced sampling: (set, relative share) pairs for sets that get more or fewer crops
     # than the others (default share 1).
-    # Shipped: coco-voc20 twice the others' share, Mall half (run B, docs/density.md: coco-voc20
-    # validation MAE 7.1 against 11.3 with equal shares).
-    shares: tuple[tuple[str, float], ...] = (("coco-voc20", 2.0), ("mall", 0.5))
-    steps: int = 3000
+    # Shipped (2026-11-25): Mall half the others' share. coco-voc20 had twice (run B) while the
+    # head alone counted sparse photos; the sparse gate now sends them to the detector, and equal
+    # shares gave ShanghaiTech B and Mall more (docs/density.md, "The ensemble").
+    shares: tuple[tuple[str, float], ...] = (("coco-voc20", 1.0), ("mall", 0.5))
+    steps: int = 5000
     width: int = 32
     depth: int = 3
     # The model's count: the head's sum plus this much of the AGP's correction. 0 was best on three
@@ -64,7 +65,7 @@ class CrowdSettings:
     correction_weight: float = 0.0
     # Heads trained (1: one head on three quarters; K > 1: K heads, each on all folds but one, and
     # the model counts with their mean; every train picture then has an out-of-fold count).
-    folds: int = 1
+    folds: int = 4
     seed: int = 0
 
     def conv_settings(self) -> ConvSettings:
@@ -184,8 +185,8 @@ def train_crowd_model(
 
 
 def head_validation_samples(dataset: Any, settings: CrowdSettings = CrowdSettings()) -> list:
-    """The train pictures the head never trained on: the quarter of the thinned train part it is
-    early-stopped on (:func:`~counting.heads.density.conv_training.validation_part`), the rows its
+    """The train pictures a one-head model (``folds=1``) never trained on: the quarter of the
+    thinned train part it is early-stopped on (:func:`~counting.heads.density.conv_training.validation_part`), the rows its
     AGP learns from. What the sparse gate is fitted on."""
     from counting.heads.density.conv_training import validation_part
 
@@ -219,6 +220,13 @@ def fit_crowd_gate(
 
     if model.familiarity is None:
         raise ValueError(f"{model.name}: the sparse gate reads familiarity; add it first (counting familiarize)")
+    folds = int(model.training.get("crowd", {}).get("folds", 1))
+    if out_of_fold is None and folds > 1:
+        # The ensemble trained on every train picture: its own counts of them are in-sample.
+        raise ValueError(
+            f"{model.name}: an ensemble of {folds} heads needs its out-of-fold rows to fit the gate "
+            "(scripts/train_crowd_model.py --out-of-fold FILE, then fit_crowd_gate.py --out-of-fold FILE)"
+        )
     started = time.perf_counter()
     if out_of_fold is not None:
         samples = [sample for sample in dataset.samples if str(sample.path) in out_of_fold]
