@@ -256,7 +256,8 @@ def fit_crowd_gate(
     if log is not None:
         log(
             f"sparse gate: C={gate.settings['C']:g}, detector threshold {gate.settings['detector_threshold']:g}, "
-            f"{gate.settings['n_sparse']} of {gate.settings['n_pictures']} held-out pictures sparse; "
+            f"{gate.settings['n_detector_closer']} of {gate.settings['n_pictures']} held-out pictures counted closer "
+            f"by the detector ({gate.settings['n_sparse']} sparse); "
             f"out-of-fold MAE {gate.settings['out_of_fold_mae']:.2f} (head alone {gate.settings['head_mae']:.2f}); "
             f"interval scale {scale}"
         )
