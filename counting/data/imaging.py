@@ -613,6 +613,8 @@ def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
         raise
     except _DecodeTimeout:
         raise ImageError(_timeout_message(path)) from None
+    except Image.DecompressionBombError:  # not an OSError: it escaped the header read (a crash)
+        raise ImageError(f"{path}: image too large (PIL refuses it as a decompression bomb)") from None
     except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc})") from None
     return height, width

@@ -92,3 +92,17 @@ def test_error_lines_show_undecodable_names_escaped(cli, tmp_path: Path) -> None
     missing = tmp_path / os.fsdecode(b"gone\xff.png")
     line = assert_one_error(cli("count", missing), "gone\\xff.png")
     assert "\udcff" not in line
+
+
+def test_a_decompression_bomb_among_other_pictures_is_skipped_in_one_line(cli, tmp_path: Path) -> None:
+    """400 Mpx (PIL's error, not its warning): refused from the header when the run groups its
+    pictures by size, as it is when counted alone (it was a traceback with two pictures)."""
+    bomb = png_with_header_size(tmp_path / "huge.png", 20_000, 20_000)
+    ok = make_image(tmp_path / "ok.png")
+    result = cli("count", bomb, ok, "--csv", tmp_path / "out.csv")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and "DecompressionBombError" not in result.output
+    skipped = [line for line in result.stderr.splitlines() if "huge.png" in line]
+    assert skipped and all("decompression bomb" in line for line in skipped)
+    rows = (tmp_path / "out.csv").read_text().splitlines()
+    assert len(rows) == 2 and "ok.png" in rows[1]
