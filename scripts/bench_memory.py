@@ -35,6 +35,11 @@ other jobs (load average 4-14, so the times vary; the memory does not):
     evaluate    2000                 -    1101 MB
     report        96                 -    1113 MB
     compare       96                 -     857 MB
+
+`train` (conv heads, native 640x480 input, maps on disk; 2026-11-25, load 1-3): 100 frames
+2238 MB, 400 frames 2262 MB (79 MB per 1000 frames). A 40-frame ridge training peaks at 1.5 GB:
+the training process's own base, not the maps. Exits 1 against the default 2048 MB limit, which
+is the counting commands' bound.
 """
 
 from __future__ import annotations
