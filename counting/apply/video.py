@@ -553,6 +553,9 @@ def count_video(
     zone_kinds = ["count"] + (["low", "high"] if model.interval is not None else [])
     fields += [zone_column(kind, zone.name) for zone in zones for kind in zone_kinds]
     fields += ["familiarity", "unfamiliar"]  # empty for a model file without a familiarity section
+    gated = getattr(model, "sparse_gate", None) is not None
+    if gated:  # a crowd model's sparse gate: which route counted each frame (count's column too)
+        fields.append("counted_by")
     smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
     sink = None
     writer = None
@@ -625,6 +628,8 @@ def count_video(
                         if in_zones is not None:
                             record.update(zone_fields(in_zones[k]["zones"]))
                         record["familiarity"], record["unfamiliar"] = None, None
+                        if people is not None:
+                            record["counted_by"] = "density" if people[k] is None else "detector"
                         if marked is not None and np.isfinite(familiarity[k]):
                             record["familiarity"], record["unfamiliar"] = float(familiarity[k]), bool(marked[k])
                             run.scored_frames += 1
