@@ -34,6 +34,7 @@ from counting.core import defaults
 from counting.core.columns import class_column
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import unique_files
+from counting.heads.sparse_gate import routes
 from counting.model.counting_model import CountingModel, CountResult, load_model
 
 __all__ = ["Counts", "count", "count_rows", "familiarity_warning", "load_model"]
@@ -215,11 +216,7 @@ def count(
             else:
                 prepared = [counting_model.prepare_image(item)]
                 counts, familiarity, _, people = counting_model.count_prepared_scored(prepared, with_people=True)
-                counted_by = (
-                    None
-                    if getattr(counting_model, "sparse_gate", None) is None
-                    else np.array(["density" if found is None else "detector" for found in people])
-                )
+                counted_by = None if getattr(counting_model, "sparse_gate", None) is None else routes(people)
         except CountingError as error:
             skipped[source] = f"{source}: {str(error).splitlines()[0]}"
             continue

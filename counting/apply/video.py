@@ -42,6 +42,7 @@ from counting.core.columns import class_column, zone_column
 from counting.core.errors import CountingError, StreamError
 from counting.core.inflight import computed_in_order
 from counting.core.signals import sigterm_as_interrupt
+from counting.heads.sparse_gate import routes
 
 URL_PREFIXES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://")
 OPEN_TIMEOUT_MS = 5000
@@ -553,8 +554,7 @@ def count_video(
     zone_kinds = ["count"] + (["low", "high"] if model.interval is not None else [])
     fields += [zone_column(kind, zone.name) for zone in zones for kind in zone_kinds]
     fields += ["familiarity", "unfamiliar"]  # empty for a model file without a familiarity section
-    gated = getattr(model, "sparse_gate", None) is not None
-    if gated:  # a crowd model's sparse gate: which route counted each frame (count's column too)
+    if getattr(model, "sparse_gate", None) is not None:  # which route counted each frame (count's column)
         fields.append("counted_by")
     smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
     sink = None
@@ -604,6 +604,7 @@ def count_video(
                     model, reader.batches(batch_size), with_density
                 ):
                     lows, highs = model.intervals(counts)
+                    counted_by = None if people is None else routes(people)
                     in_zones = (
                         density_records(model, zones, batch[0].image.shape[:2], densities, counts)
                         if zones and densities is not None
@@ -629,7 +630,7 @@ def count_video(
                             record.update(zone_fields(in_zones[k]["zones"]))
                         record["familiarity"], record["unfamiliar"] = None, None
                         if people is not None:
-                            record["counted_by"] = "density" if people[k] is None else "detector"
+                            record["counted_by"] = counted_by[k]
                         if marked is not None and np.isfinite(familiarity[k]):
                             record["familiarity"], record["unfamiliar"] = float(familiarity[k]), bool(marked[k])
                             run.scored_frames += 1
@@ -643,10 +644,10 @@ def count_video(
                             if people is not None and people[k] is not None:
                                 # Counted by the crowd model's detector: its people, not a heat map.
                                 from counting.apply.people_drawing import draw_people
+                                from counting.heads.sparse_gate import people_in_pixels
 
                                 image = image.copy()
-                                height, width = image.shape[:2]
-                                draw_people(image, np.asarray(people[k]) * [width, height, width, height, 1.0])
+                                draw_people(image, people_in_pixels(people[k], image.shape[:2]))
                             elif densities is not None:
                                 from counting.heads.density.heatmap import overlay_density
 

@@ -252,13 +252,14 @@ def _with_route(records: list[dict[str, Any]], people: Sequence[Any], frame_size
     """A gated crowd model's records say what counted each frame: ``counted_by`` "detector" (with
     the ``people`` it counted: boxes ``[x1, y1, x2, y2, score]`` in the frame's pixels) or
     "density" (the density head)."""
-    height, width = frame_size
-    for record, boxes in zip(records, people, strict=True):
-        record["counted_by"] = "density" if boxes is None else "detector"
+    from counting.heads.sparse_gate import people_in_pixels, routes
+
+    for record, route, boxes in zip(records, routes(people), people, strict=True):
+        record["counted_by"] = route
         if boxes is not None:
-            scaled = np.asarray(boxes, dtype=float) * [width, height, width, height, 1.0]
             record["people"] = [
-                [round(float(value), 1) for value in box[:4]] + [round(float(box[4]), 3)] for box in scaled
+                [round(float(value), 1) for value in box[:4]] + [round(float(box[4]), 3)]
+                for box in people_in_pixels(boxes, frame_size)
             ]
 
 

@@ -40,12 +40,13 @@ the coefficients and the intercept (JSON numbers), and applying it is one dot pr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SparseGate", "SparseGateError", "fit_sparse_gate", "gate_features"]
+__all__ = ["SparseGate", "SparseGateError", "fit_sparse_gate", "gate_features", "people_in_pixels", "routes"]
 
 # Pictures with at most this many people count as sparse when the gate is fitted: the detector's
 # top-100 decode and its recall on small people limit it to sparse scenes (on the held-out crowd
@@ -58,6 +59,23 @@ AXES_GRID = (0, 4, 8, 16)
 FOLDS = 5
 # Added to each fitting picture's weight (people): pictures where both routes err alike still count.
 WEIGHT_FLOOR = 0.1
+
+
+# The ``counted_by`` of a gated model's picture: its density head's count, or the detector's.
+BY_HEAD, BY_DETECTOR = "density", "detector"
+
+
+def routes(people: Sequence[np.ndarray | None]) -> np.ndarray:
+    """``counted_by`` of each picture from the gate's ``people`` (``CountingModel._gated``:
+    the boxes the detector's count took, None where the head counted)."""
+    return np.array([BY_HEAD if found is None else BY_DETECTOR for found in people], dtype=object)
+
+
+def people_in_pixels(boxes: np.ndarray, frame_size: tuple[int, int]) -> np.ndarray:
+    """``(m, 5)`` person boxes (``person_boxes``: fractions of the picture, then the score) in the
+    pixels of a ``(height, width)`` frame."""
+    height, width = frame_size
+    return np.asarray(boxes, dtype=np.float64).reshape(-1, 5) * [width, height, width, height, 1.0]
 
 
 class SparseGateError(ValueError):

@@ -22,6 +22,7 @@ from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split
 from counting.heads.applied import AppliedHead, Chunking
 from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.registry import applied_head_for, read_head_sections
+from counting.heads.sparse_gate import routes
 from counting.heads.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"
@@ -522,13 +523,14 @@ class CountingModel:
                 rows.ok[asked & ~readable] = False  # could not be read a second time
                 return found
 
-            counts, sparse, boxes = self._gated(counts, familiarity, rows.probes, evidence)
+            counts, people = self._gated(counts, familiarity, rows.probes, evidence)
             counts[~rows.ok] = np.nan
-            counted_by = np.where(sparse, "detector", "density")
+            counted_by = routes(people)
             if on_density is not None:
                 # Zones of a picture the detector counted: shares of its people, not of the head's map.
-                for k in np.flatnonzero(sparse & rows.ok):
-                    on_density(sources[k], self.sparse_gate.person_density(boxes[k], grids[int(k)]))
+                for k, found in enumerate(people):
+                    if found is not None and rows.ok[k]:
+                        on_density(sources[k], self.sparse_gate.person_density(found, grids[k]))
         low, high = self.intervals(counts)
         return CountResult(
             sources=sources,
@@ -547,24 +549,26 @@ class CountingModel:
         familiarity: np.ndarray | None,
         probes: np.ndarray | None,
         evidence: Any,
-    ) -> tuple[np.ndarray, np.ndarray, list]:
-        """``(counts, sparse, boxes)``: the sparse gate's counts (counting.heads.sparse_gate), which
-        pictures the detector counted, and their person boxes (``person_boxes``; None elsewhere).
-        ``evidence(wanted)`` gives the detector's ``(person rows, boxes)`` of the pictures in the
-        mask ``wanted`` (NaN rows elsewhere); it is asked only for those the gate's screen lets
-        through."""
+    ) -> tuple[np.ndarray, list]:
+        """``(counts, people)``: the sparse gate's counts (counting.heads.sparse_gate) and, per
+        picture, the person boxes the detector's count took where the gate handed it over
+        (``SparseGate.counted_boxes``), None where the head counted it. ``evidence(wanted)``
+        gives the detector's ``(person rows, boxes)`` of the pictures in the mask ``wanted`` (NaN
+        rows elsewhere); it is asked only for those the gate's screen lets through."""
         gate = self.sparse_gate
-        nobody = (counts, np.zeros(len(counts), dtype=bool), [None] * len(counts))
+        people: list = [None] * len(counts)
         projected = self.familiarity.project(probes)
         wanted = gate.needs_detector(counts, familiarity, projected)
         if not wanted.any():
-            return nobody
+            return counts, people
         found = _without_detector(evidence, wanted)
         if found is None:
-            return nobody
+            return counts, people
         persons, boxes = found
         gated, sparse = gate.apply(counts, persons, familiarity, projected)
-        return gated, sparse, boxes
+        for k in np.flatnonzero(sparse):
+            people[k] = gate.counted_boxes(boxes[k])
+        return gated, people
 
     def person_rows(
         self,
@@ -725,15 +729,13 @@ class CountingModel:
                     boxes[k] = picture
                 return persons, boxes
 
-            counts, sparse, boxes = self._gated(counts, familiarity, rows.probes, evidence)
-            gate = self.sparse_gate
-            for k in np.flatnonzero(sparse):
-                people[k] = gate.counted_boxes(boxes[k])
-            if density is not None and sparse.any():
+            counts, people = self._gated(counts, familiarity, rows.probes, evidence)
+            if density is not None and any(found is not None for found in people):
                 # A picture the detector counted shows its people, not the head's reading of it.
                 density = np.array(density, dtype=float)
-                for k in np.flatnonzero(sparse):
-                    density[k] = gate.person_density(boxes[k], density.shape[1:])
+                for k, found in enumerate(people):
+                    if found is not None:
+                        density[k] = self.sparse_gate.person_density(found, density.shape[1:])
         return (counts, familiarity, density, people) if with_people else (counts, familiarity, density)
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
