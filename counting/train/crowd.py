@@ -235,11 +235,16 @@ def fit_crowd_gate(
     paths = [str(sample.path) for sample in samples]
     truth = np.array([float(sample.count) for sample in samples])
     plain = replace(model, sparse_gate=None)
-    # One pass over the maps gives both the head's rows and the familiarity probes.
-    rows = _head_pass(plain, paths, cache, batch_size, with_probes=True)
-    heads, probes = plain.predict_features(rows.features), rows.probes
     if out_of_fold is not None:
-        heads = plain.predict_features(np.stack([out_of_fold[path] for path in paths]))
+        # The heads' counts are the out-of-fold ones: only the probes need the maps (running the
+        # ensemble over them too would compute counts that are thrown away).
+        probes, ok, _ = plain.probe_paths(paths, cache=cache, batch_size=batch_size)
+        rows = np.stack([out_of_fold[path] for path in paths])
+        heads = np.where(ok, plain.predict_features(rows), np.nan)
+    else:
+        # One pass over the maps gives both the head's rows and the familiarity probes.
+        found = _head_pass(plain, paths, cache, batch_size, with_probes=True)
+        heads, probes = plain.predict_features(found.features), found.probes
     familiarity = model.familiarity.scores_without_self(probes)
     persons, _ = plain.person_rows(paths, np.isfinite(heads), {})
     projected = model.familiarity.project(probes)
