@@ -75,23 +75,22 @@ def test_a_head_trained_on_stored_maps_is_the_head_trained_in_memory(tmp_path: P
     np.testing.assert_array_equal(on_disk.head.x_mean, in_memory.head.x_mean)
 
 
-def test_stride8_maps_on_disk_in_chunks_equal_the_maps_in_memory(
-    mall_root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_stride8_maps_in_chunks_equal_the_maps_made_in_one_go(mall_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     paths = [str(mall_root / "frames" / f"seq_{k:06d}.jpg") for k in range(1, 6)]
     backbone = get_backbone("efficientnet-lite0")
     prep = Preprocessing(input_size=96)
     layers = ("block4", "block7", "block10")
+    whole = stride8_maps(paths, backbone, prep, layers)  # one chunk (MAP_CHUNK is 32)
     monkeypatch.setattr(map_store, "MAP_CHUNK", 2)  # three chunks: 2 + 2 + 1 pictures
     stored = stride8_maps(paths, backbone, prep, layers)
-    held = stride8_maps(paths, backbone, prep, layers, on_disk=False)
-    assert isinstance(stored, MapStore) and isinstance(held, list) and len(stored) == len(held) == 5
-    for mine, theirs in zip(stored, held, strict=True):
+    assert isinstance(stored, MapStore) and isinstance(whole, MapStore) and len(stored) == len(whole) == 5
+    for mine, theirs in zip(stored, whole, strict=True):
         assert theirs.dtype == np.float16 and mine.shape == theirs.shape == (40 + 80 + 112, 12, 16)
-        np.testing.assert_array_equal(np.asarray(mine), theirs)
-    folder = stored.folder
+        np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs))
+    folders = [stored.folder, whole.folder]
     stored.close()
-    assert not folder.exists()
+    whole.close()
+    assert not any(folder.exists() for folder in folders)
 
 
 def test_the_map_folder_is_removed_when_training_fails_half_way(

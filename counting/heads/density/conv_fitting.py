@@ -106,14 +106,13 @@ def stride8_maps(
     batch_size: int = 8,
     progress: bool = False,
     dtype: type = np.float16,
-    on_disk: bool = True,
-) -> MapStore | list[np.ndarray]:
+) -> MapStore:
     """Training maps on the stride-8 grid: each layer cached at its own stride (max(8, native)),
     then upsampled as :func:`counting.heads.density.maps.resample` does (the values inference sees).
 
-    ``on_disk`` (default): the maps go to a :class:`~counting.heads.density.map_store.MapStore`
-    as they are made, ``map_store.MAP_CHUNK`` pictures at a time, and are read back a crop at a time, so
-    memory stays flat in the number of pictures; otherwise a list of arrays in memory.
+    The maps go to a :class:`~counting.heads.density.map_store.MapStore` as they are made,
+    ``map_store.MAP_CHUNK`` pictures at a time, and are read back a crop at a time, so memory
+    stays flat in the number of pictures (close it, or use it in a ``with``, when done).
     ``dtype`` float16 halves the size of a training set (standardised channels lose nothing
     that matters at 1e-3 relative precision).
     """
@@ -124,9 +123,7 @@ def stride8_maps(
     def make(chunk: list[str], show: bool) -> list[np.ndarray]:
         return _stride8_chunk(chunk, backbone, prep, layers, groups, cache, batch_size, show)
 
-    return maps_in_chunks(
-        list(paths), make, dtype=dtype, on_disk=on_disk, progress=progress, label=f"{backbone.name} maps"
-    )
+    return maps_in_chunks(list(paths), make, dtype=dtype, progress=progress, label=f"{backbone.name} maps")
 
 
 def _stride8_chunk(

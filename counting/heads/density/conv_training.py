@@ -24,7 +24,6 @@ from counting.core.errors import DatasetError
 from counting.heads.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
 from counting.heads.density.conv_head import ConvDensityHead, ensemble
 from counting.heads.density.data import TargetSettings, density_targets
-from counting.heads.density.map_store import MapStore
 
 __all__ = [
     "CONV_LAYERS",
@@ -131,7 +130,8 @@ def fit_conv_descriptors(
         )
     except ValueError as error:
         raise DatasetError(str(error)) from None
-    try:
+    # The maps live in a temporary folder (conv_fitting.stride8_maps): removed once trained.
+    with maps:
         density = density_targets(
             samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
         )
@@ -148,10 +148,6 @@ def fit_conv_descriptors(
             log=log,
             sample_weights=sample_weights,
         )
-    finally:
-        # The maps live in a temporary folder (conv_fitting.stride8_maps): removed once trained.
-        if isinstance(maps, MapStore):
-            maps.close()
     heads = [fit.head for fit in fits]
     head = ensemble(heads)
     validated = ~np.isnan(rows[:, 0])

@@ -142,15 +142,14 @@ def maps_in_chunks(
     make: Callable[[list[str], bool], list[np.ndarray]],
     *,
     dtype: Any = np.float16,
-    on_disk: bool = True,
     progress: bool = False,
     label: str = "maps",
-) -> MapStore | list[np.ndarray]:
-    """The maps ``make(chunk, progress)`` gives for ``paths``, ``MAP_CHUNK`` pictures at a time,
-    each chunk's written to a :class:`MapStore` before the next is made (``on_disk``; otherwise
-    a list of ``dtype`` arrays in memory). One progress bar over the chunks when there are
-    several; ``make`` shows its own for one. The store is removed if anything fails half-way."""
-    result: MapStore | list[np.ndarray] = MapStore(dtype=dtype) if on_disk else []
+) -> MapStore:
+    """A :class:`MapStore` of the maps ``make(chunk, progress)`` gives for ``paths``,
+    ``MAP_CHUNK`` pictures at a time, each chunk's written before the next is made. One progress
+    bar over the chunks when there are several; ``make`` shows its own for one. The store is
+    removed if anything fails half-way."""
+    store = MapStore(dtype=dtype)
     chunks = [list(paths[first : first + MAP_CHUNK]) for first in range(0, len(paths), MAP_CHUNK)]
     try:
         console = Console(stderr=True)
@@ -158,11 +157,10 @@ def maps_in_chunks(
             task = bar.add_task(label, total=len(paths)) if bar else None
             for chunk in chunks:
                 for item in make(chunk, progress and len(chunks) == 1):
-                    result.append(item if on_disk else np.asarray(item, dtype=dtype))
+                    store.append(item)
                 if bar is not None and task is not None:
                     bar.advance(task, len(chunk))
     except BaseException:
-        if isinstance(result, MapStore):
-            result.close()
+        store.close()
         raise
-    return result
+    return store

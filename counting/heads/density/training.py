@@ -17,7 +17,7 @@ from counting.core.errors import DatasetError, TrainingError
 from counting.heads.density.data import TargetSettings, density_targets
 from counting.heads.density.fitting import fit_density_head
 from counting.heads.density.head import DensityHead
-from counting.heads.density.map_store import MapStore, maps_in_chunks
+from counting.heads.density.map_store import maps_in_chunks
 from counting.heads.density.maps import extract_maps
 
 __all__ = [
@@ -118,14 +118,13 @@ def fit_head_descriptors(
 
     # On disk, read back one picture at a time by the fit (memory flat in the pictures); float32,
     # as the maps are made, so the head is the one fitted in memory.
-    maps = maps_in_chunks(
+    with maps_in_chunks(
         [str(sample.path) for sample in samples],
         make,
         dtype=np.float32,
         progress=progress,
         label=f"{backbone.name} maps",
-    )
-    try:
+    ) as maps:
         density = density_targets(
             samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
         )
@@ -151,9 +150,6 @@ def fit_head_descriptors(
             seed=seed,
             count_weights=DEFAULT_COUNT_WEIGHTS,
         )
-    finally:
-        if isinstance(maps, MapStore):
-            maps.close()
     head = fit.head
     head.settings |= {
         "grid": None if grid is None else list(grid),
