@@ -46,7 +46,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SparseGate", "SparseGateError", "fit_sparse_gate", "gate_features", "people_in_pixels", "routes"]
+__all__ = [
+    "SparseGate",
+    "SparseGateError",
+    "fit_sparse_gate",
+    "gate_features",
+    "people_in_pixels",
+    "person_density",
+    "routes",
+]
 
 # Pictures with at most this many people count as sparse when the gate is fitted: the detector's
 # top-100 decode and its recall on small people limit it to sparse scenes (on the held-out crowd
@@ -69,6 +77,20 @@ def routes(people: Sequence[np.ndarray | None]) -> np.ndarray:
     """``counted_by`` of each picture from the gate's ``people`` (``CountingModel._gated``:
     the boxes the detector's count took, None where the head counted)."""
     return np.array([BY_HEAD if found is None else BY_DETECTOR for found in people], dtype=object)
+
+
+def person_density(people: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """``shape`` ``(h, w)`` map of one person at the grid cell of each box centre of ``people``
+    (the boxes the gate's detector count took, :meth:`SparseGate.counted_boxes`): it sums to that
+    count, so zones of a picture the detector counted split its people by where they are, not by
+    the density head's reading of the picture."""
+    rows, cols = shape
+    boxes = np.asarray(people, dtype=np.float64).reshape(-1, 5)
+    row = np.minimum(((boxes[:, 1] + boxes[:, 3]) / 2 * rows).astype(int), rows - 1)
+    col = np.minimum(((boxes[:, 0] + boxes[:, 2]) / 2 * cols).astype(int), cols - 1)
+    density = np.zeros((rows, cols))
+    np.add.at(density, (row, col), 1.0)
+    return density
 
 
 def people_in_pixels(boxes: np.ndarray, frame_size: tuple[int, int]) -> np.ndarray:
@@ -212,19 +234,6 @@ class SparseGate:
 
         chosen = np.asarray(boxes, dtype=np.float64).reshape(-1, 5)
         return chosen[chosen[:, 4] >= THRESHOLDS[self.count_index]]
-
-    def person_density(self, boxes: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-        """``shape`` ``(h, w)`` map of one person at the grid cell of each box centre the gate's
-        count takes (``boxes``: :func:`~counting.features.detector.evidence.person_boxes`): it
-        sums to :meth:`detector_counts`, so zones of a picture the detector counted split its
-        people by where they are, not by the density head's reading of the picture."""
-        rows, cols = shape
-        chosen = self.counted_boxes(boxes)
-        row = np.minimum(((chosen[:, 1] + chosen[:, 3]) / 2 * rows).astype(int), rows - 1)
-        col = np.minimum(((chosen[:, 0] + chosen[:, 2]) / 2 * cols).astype(int), cols - 1)
-        density = np.zeros((rows, cols))
-        np.add.at(density, (row, col), 1.0)
-        return density
 
     def needs_detector(self, head_counts: np.ndarray, familiarity: np.ndarray, projected: np.ndarray) -> np.ndarray:
         """Pictures the detector must run on (all of them without a screen)."""

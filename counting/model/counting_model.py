@@ -22,7 +22,7 @@ from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split
 from counting.heads.applied import AppliedHead, Chunking
 from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.registry import applied_head_for, read_head_sections
-from counting.heads.sparse_gate import routes
+from counting.heads.sparse_gate import person_density, routes
 from counting.heads.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"
@@ -530,7 +530,7 @@ class CountingModel:
                 # Zones of a picture the detector counted: shares of its people, not of the head's map.
                 for k, found in enumerate(people):
                     if found is not None and rows.ok[k]:
-                        on_density(sources[k], self.sparse_gate.person_density(found, grids[k]))
+                        on_density(sources[k], person_density(found, grids[k]))
         low, high = self.intervals(counts)
         return CountResult(
             sources=sources,
@@ -735,7 +735,7 @@ class CountingModel:
                 density = np.array(density, dtype=float)
                 for k, found in enumerate(people):
                     if found is not None:
-                        density[k] = self.sparse_gate.person_density(found, density.shape[1:])
+                        density[k] = person_density(found, density.shape[1:])
         return (counts, familiarity, density, people) if with_people else (counts, familiarity, density)
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
