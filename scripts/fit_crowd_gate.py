@@ -16,18 +16,15 @@ written completely (CountingModel.save is atomic).
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
 from dataclasses import replace
 
-import numpy as np
-
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.model import load_model
-from counting.train import crowd_figures, fit_crowd_gate
+from counting.train import crowd_figures, fit_crowd_gate, read_out_of_fold
 
 
 def _table(title: str, figures: dict) -> None:
@@ -55,11 +52,7 @@ def main() -> None:
     model = load_model(args.model)
     print(f"load before: {os.getloadavg()[0]:.1f}", flush=True)
     started = time.perf_counter()
-    out_of_fold = None
-    if args.out_of_fold:
-        with open(args.out_of_fold, newline="") as handle:
-            table = list(csv.reader(handle))[1:]
-        out_of_fold = {row[0]: np.array([float(value) for value in row[1:]]) for row in table}
+    out_of_fold = read_out_of_fold(args.out_of_fold) if args.out_of_fold else None
     gated = fit_crowd_gate(
         replace(model, sparse_gate=None),
         dataset,

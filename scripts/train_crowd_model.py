@@ -16,7 +16,6 @@ training (maps included: a fresh cache makes them) and of the scoring, and the l
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -25,17 +24,7 @@ from pathlib import Path
 
 from counting.data import read_crowd
 from counting.features import FeatureCache
-from counting.train import CrowdSettings, crowd_figures, train_crowd_model
-
-
-def write_out_of_fold(path: Path, rows: dict) -> None:
-    """CSV ``image,sum,cell_1..``: each validated train picture's region sums (the whole picture,
-    then the grid's cells) by the head that never trained on it."""
-    cells = len(next(iter(rows.values()))) - 1 if rows else 0
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["image", "sum", *(f"cell_{k + 1}" for k in range(cells))])
-        writer.writerows([source, *(f"{value:.6f}" for value in row)] for source, row in rows.items())
+from counting.train import CrowdSettings, crowd_figures, train_crowd_model, write_out_of_fold
 
 
 def main() -> None:
@@ -95,7 +84,7 @@ def main() -> None:
     trained = time.perf_counter() - started
     model.save(args.output)
     if args.out_of_fold:
-        write_out_of_fold(Path(args.out_of_fold), out_of_fold)
+        write_out_of_fold(args.out_of_fold, out_of_fold)
     print(f"training: {trained:.0f} s (load now {os.getloadavg()[0]:.1f}); model -> {args.output}", flush=True)
 
     started = time.perf_counter()

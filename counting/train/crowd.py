@@ -14,6 +14,9 @@ the head's sum; the model adds ``correction_weight`` of that correction to the h
 
 from __future__ import annotations
 
+import csv
+import io
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -21,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from counting.core.files import atomic_write_text
 from counting.core.metrics import crowd_metrics
 from counting.heads.density.conv_fitting import ConvSettings
 from counting.heads.kinds import HeadRows
@@ -34,8 +38,10 @@ __all__ = [
     "fit_crowd_gate",
     "head_rows",
     "head_validation_samples",
+    "read_out_of_fold",
     "thinned_train_part",
     "train_crowd_model",
+    "write_out_of_fold",
 ]
 
 
@@ -318,3 +324,21 @@ def crowd_figures(
             entry[f"mae_w{weight:g}"] = float(np.mean(np.abs(other - truth)))
         figures[name] = entry
     return figures
+
+
+def write_out_of_fold(path: str | os.PathLike[str], rows: dict[str, np.ndarray]) -> None:
+    """CSV ``image,sum,cell_1..`` of :func:`train_crowd_model`'s ``out_of_fold`` rows (each
+    picture's region sums by the head that never trained on it), written atomically."""
+    cells = len(next(iter(rows.values()))) - 1 if rows else 0
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["image", "sum", *(f"cell_{k + 1}" for k in range(cells))])
+    writer.writerows([source, *(f"{value:.6f}" for value in row)] for source, row in rows.items())
+    atomic_write_text(path, text.getvalue())
+
+
+def read_out_of_fold(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The rows :func:`write_out_of_fold` wrote (path -> region sums), for :func:`fit_crowd_gate`."""
+    with open(path, newline="") as handle:
+        table = list(csv.reader(handle))[1:]
+    return {row[0]: np.array([float(value) for value in row[1:]]) for row in table}

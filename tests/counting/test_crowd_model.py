@@ -168,3 +168,10 @@ def test_an_ensemble_crowd_model_gives_every_train_picture_an_out_of_fold_count(
     stacked = np.stack(list(rows.values()))
     np.testing.assert_allclose(stacked[:, 1:].sum(axis=1), stacked[:, 0], rtol=1e-6, atol=1e-6)
     assert model.training["crowd"]["folds"] == 2
+    # The CSV fit_crowd_gate.py reads them from keeps them (6 decimals).
+    from counting.train.crowd import read_out_of_fold, write_out_of_fold
+
+    write_out_of_fold(tmp_path / "oof.csv", rows)
+    again = read_out_of_fold(tmp_path / "oof.csv")
+    assert list(again) == list(rows)
+    np.testing.assert_allclose(np.stack(list(again.values())), stacked, atol=1e-6)
