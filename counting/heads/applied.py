@@ -340,7 +340,10 @@ class DensityHeadApplied:
         return {"density_head": head_to_document(self.head)}
 
     def summary(self) -> dict[str, Any]:
-        return {"density_head": ",".join(self.head.layers)}
+        specialists = getattr(self.head, "specialists", None)
+        return {"density_head": ",".join(self.head.layers)} | (
+            {"specialists": ",".join(specialists)} if specialists else {}
+        )
 
     def check_backbone(self, model: ModelParts, backbone: Any) -> None:
         head = self.head

@@ -33,6 +33,7 @@ from counting.train.pipeline import TrainingConfig, assemble_model, calibrate, f
 
 __all__ = [
     "CrowdSettings",
+    "add_specialists",
     "balanced_weights",
     "crowd_figures",
     "fit_crowd_gate",
@@ -188,6 +189,91 @@ def train_crowd_model(
     calibrate(model, plan, rows, fitted, log)
     model.training["crowd"] = settings.record() | {"seconds": round(time.perf_counter() - started, 1)}
     return model
+
+
+def add_specialists(
+    model: CountingModel,
+    dataset: Any,
+    sets: tuple[str, ...],
+    settings: CrowdSettings = CrowdSettings(),
+    *,
+    cache: Any = None,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+    folds: int = 1,
+) -> CountingModel:
+    """The crowd model with a specialist head for each set in ``sets`` and the router that mixes
+    them into its density (:mod:`counting.heads.density.routing`).
+
+    Each specialist is a conv head trained as the general head is (``settings``: input size,
+    width, steps), on the train pictures of its set alone: one head on three quarters of them (the
+    fourth is measured), or with ``folds`` K > 1 an ensemble of K heads, each on all folds but one.
+    The router is fitted on the map statistics of every train picture of every set, labelled by set.
+    The model's count, gate, familiarity and interval are otherwise kept."""
+    from counting.heads.density.conv_training import CONV_LAYERS, fit_conv_descriptors
+    from counting.heads.density.routing import fit_set_router
+
+    head = model.density_head
+    if getattr(head, "kind", None) != "conv":
+        raise ValueError(f"{model.name}: specialists join a conv density head, the model has none")
+    started = time.perf_counter()
+    train = thinned_train_part(dataset, settings.sequence_stride)
+    known = set(train.source_names().tolist())
+    unknown = [name for name in sets if name not in known]
+    if unknown:
+        raise ValueError(f"no train pictures of set {unknown[0]!r} (sets: {', '.join(sorted(known))})")
+    config = TrainingConfig(
+        input_size=settings.input_size,
+        grid=settings.grid,
+        density_head=True,
+        density_kind="conv",
+        density_layers=CONV_LAYERS,
+        seed=settings.seed,
+        use_roi=False,
+    )
+    specialists = {}
+    for name in sets:
+        part = train.of_source(name)
+        plan = plan_training(part, config, cache=cache, progress=progress, log=log)
+        if log is not None:
+            log(f"specialist {name}: {len(part.samples)} train pictures")
+        specialist, _ = fit_conv_descriptors(
+            plan.inputs.samples,
+            part,
+            plan.inputs.backbone,
+            plan.inputs.preprocessing,
+            settings.grid,
+            is_sequence=False,
+            seed=settings.seed,
+            cache=cache,
+            progress=progress,
+            log=log,
+            layers=CONV_LAYERS,
+            settings=replace(settings, folds=folds).conv_settings(),
+        )
+        specialist.settings |= {"specialist_of": name}
+        specialists[name] = specialist
+    paths = [str(sample.path) for sample in train.samples]
+    plain = replace(model, density_head=replace(head, specialists={}, router=None), sparse_gate=None)
+    statistics, ok, errors = plain.probe_paths(paths, cache=cache)
+    if errors:
+        raise ValueError(f"{len(errors)} train pictures could not be read: {next(iter(errors.values()))}")
+    router = fit_set_router(statistics[ok], train.source_names()[ok], seed=settings.seed)
+    if log is not None:
+        log(
+            f"router: C={router.settings['C']:g}, train accuracy {router.settings['train_accuracy']:.3f} "
+            f"on {int(ok.sum())} pictures of {len(router.classes)} sets"
+        )
+    routed = replace(model, density_head=replace(head, specialists=specialists, router=router))
+    routed.training = dict(model.training) | {
+        "specialists": {
+            "sets": list(sets),
+            "folds": folds,
+            "router": router.settings,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+    }
+    return routed
 
 
 def head_validation_samples(dataset: Any, settings: CrowdSettings = CrowdSettings()) -> list:

@@ -175,3 +175,42 @@ def test_an_ensemble_crowd_model_gives_every_train_picture_an_out_of_fold_count(
     again = read_out_of_fold(tmp_path / "oof.csv")
     assert list(again) == list(rows)
     np.testing.assert_allclose(np.stack(list(again.values())), stacked, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, tmp_path: Path) -> None:
+    """add_specialists: a head trained on ShanghaiTech B alone and a router fitted on every train
+    picture's map statistics; ShanghaiTech B photos are then counted (mostly) by it, coco photos
+    by the general head, and the file keeps both."""
+    from counting.features import FeatureCache
+    from counting.model.counting_model import load_model
+    from counting.train.crowd import CrowdSettings, add_specialists, train_crowd_model
+
+    crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
+    few = [s for s in crowd.samples if s.split == "train"][::12] + [s for s in crowd.samples if s.split == "test"][::25]
+    crowd = replace(crowd, samples=few)
+    settings = CrowdSettings(input_size=128, steps=10, folds=1)
+    cache = FeatureCache(tmp_path / "cache")
+    general = train_crowd_model(crowd, settings, cache=cache)
+    with pytest.raises(ValueError, match="no train pictures of set 'mall'"):
+        add_specialists(general, crowd, ("mall",), settings, cache=cache)
+    routed = add_specialists(general, crowd, ("shanghaitech-B",), settings, cache=cache)
+    head = routed.density_head
+    assert list(head.specialists) == ["shanghaitech-B"] and head.router.classes == ("coco-voc20", "shanghaitech-B")
+    assert head.specialists["shanghaitech-B"].settings["specialist_of"] == "shanghaitech-B"
+    assert routed.training["specialists"]["sets"] == ["shanghaitech-B"]
+    loaded = load_model(routed.save(tmp_path / "routed.npz"))
+    assert list(loaded.density_head.specialists) == ["shanghaitech-B"]
+    assert loaded.summary()["specialists"] == "shanghaitech-B"
+    validation = crowd.subset("test")
+    sources = validation.source_names()
+    paths = [str(sample.path) for sample in validation.samples]
+    statistics, ok, _ = loaded.probe_paths(paths, cache=cache)
+    share = loaded.density_head.router.probabilities(statistics[ok])[:, 1]
+    assert share[sources[ok] == "shanghaitech-B"].mean() > 0.8 > 0.2 > share[sources[ok] == "coco-voc20"].mean()
+    # the loaded model counts as the trained one, and differs from the general head where routed
+    routed_counts = loaded.count_paths(paths, cache=cache).counts
+    np.testing.assert_allclose(routed_counts, routed.count_paths(paths, cache=cache).counts, rtol=1e-9)
+    general_counts = general.count_paths(paths, cache=cache).counts
+    street = sources == "shanghaitech-B"
+    assert not np.allclose(routed_counts[street], general_counts[street])

@@ -6,7 +6,9 @@ a shipped model's count shows here. Tolerance: BLAS sum order differs between CP
 AVX-512) by ~1e-5 on a count of 20, far below any real change. `crowd` was re-recorded when its
 sparse gate was added (issue 21: the coco photo 000000000036 now gets the detector's count, 1,
 instead of the head's 6.3; the intervals were recalibrated), and again when it became an ensemble of
-four heads with its gate fitted on every train picture's out-of-fold count (issue 21, 2026-11-25).
+four heads with its gate fitted on every train picture's out-of-fold count (issue 21, 2026-11-25),
+and when it gained ShanghaiTech B and Mall specialists (issue 21, 2026-11-27: the two Mall frames
+and the ShanghaiTech B photo are now counted by their set's specialist).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from counting.heads.density.conv_head import CONV_STRIDE, ConvDensityHead, folded_weights, parameter_shapes
+from counting.heads.density.routing import SetRouter
 from counting.heads.density.sections import (
     DensityHeadError,
     checked_layers,
@@ -25,7 +26,12 @@ __all__ = ["conv_head_from_document", "conv_head_to_document"]
 KIND = "counting-density-head"
 # Version 2: an ensemble (``members`` > 1, arrays ``member{m}_weight{n}`` for members after the
 # first). A single head is still written as version 1, which earlier readers take.
-FORMAT_VERSION = 2
+# Version 3: ``specialists`` (set name -> a conv head section of the same layers) and the
+# ``router`` that mixes them (counting.heads.density.routing); earlier readers refuse such a file
+# in one line rather than count with the general head alone.
+FORMAT_VERSION = 3
+_MAX_SPECIALISTS = 16
+_MAX_SET_NAME = 100
 _MAX_MEMBERS = 64
 _MAX_CHANNELS = 100_000
 _MAX_WIDTH = 1024
@@ -41,25 +47,80 @@ _PROBE_MAGNITUDE = 1e3
 def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
     """The head as a JSON-ready dict for a model file."""
     ensemble = {"members": len(head.members)} if head.more_weights else {}
+    version = 3 if head.specialists else 2 if head.more_weights else 1
+    routed = (
+        {
+            "specialists": {name: conv_head_to_document(member) for name, member in head.specialists.items()},
+            "router": _router_to_document(head.router),
+        }
+        if head.specialists and head.router is not None
+        else {}
+    )
     more = {
         f"member{member}_weight{number}": encode_array(value)
         for member, weights in enumerate(head.more_weights, start=1)
         for number, value in enumerate(weights)
     }
+    return (
+        {
+            "kind": KIND,
+            "format_version": version,
+            "head_kind": "conv",
+            "layers": list(head.layers),
+            "width": int(head.width),
+            "depth": int(head.depth),
+            "stride": int(head.stride),
+            "output_scale": float(head.output_scale),
+            "settings": head.settings,
+            "arrays": {"x_mean": encode_array(head.x_mean), "x_scale": encode_array(head.x_scale)}
+            | {f"weight{number}": encode_array(value) for number, value in enumerate(head.weights)}
+            | more,
+        }
+        | ensemble
+        | routed
+    )
+
+
+def _router_to_document(router: SetRouter) -> dict[str, Any]:
     return {
-        "kind": KIND,
-        "format_version": 2 if head.more_weights else 1,
-        "head_kind": "conv",
-        "layers": list(head.layers),
-        "width": int(head.width),
-        "depth": int(head.depth),
-        "stride": int(head.stride),
-        "output_scale": float(head.output_scale),
-        "settings": head.settings,
-        "arrays": {"x_mean": encode_array(head.x_mean), "x_scale": encode_array(head.x_scale)}
-        | {f"weight{number}": encode_array(value) for number, value in enumerate(head.weights)}
-        | more,
-    } | ensemble
+        "classes": list(router.classes),
+        "settings": router.settings,
+        "arrays": {
+            "mean": encode_array(router.mean),
+            "scale": encode_array(router.scale),
+            "coef": encode_array(router.coef),
+            "intercept": encode_array(router.intercept),
+        },
+    }
+
+
+def _router_from_document(document: Any, dim: int, fail) -> SetRouter:
+    if not isinstance(document, dict):
+        raise fail("router must be a mapping")
+    classes = document.get("classes")
+    if (
+        not isinstance(classes, list)
+        or not 2 <= len(classes) <= _MAX_SPECIALISTS * 4
+        or not all(isinstance(name, str) and 0 < len(name) <= _MAX_SET_NAME for name in classes)
+        or len(set(classes)) != len(classes)
+    ):
+        raise fail("router classes must be a list of at least two distinct set names")
+    entries = document.get("arrays")
+    if not isinstance(entries, dict) or set(entries) != {"mean", "scale", "coef", "intercept"}:
+        raise fail("router arrays must be mean, scale, coef and intercept")
+    arrays = {name: decode_array(f"router {name}", entry, fail) for name, entry in entries.items()}
+    if not all(np.all(np.isfinite(value)) for value in arrays.values()):
+        raise fail("router arrays must hold finite floats")
+    shapes = {"mean": (dim,), "scale": (dim,), "coef": (len(classes), dim), "intercept": (len(classes),)}
+    for name, shape in shapes.items():
+        if arrays[name].shape != shape:
+            raise fail(f"router {name} has shape {arrays[name].shape}, expected {shape}")
+    if np.any(arrays["scale"] <= 0):
+        raise fail("router scale must be positive")
+    settings = document.get("settings", {})
+    if not isinstance(settings, dict):
+        raise fail("router settings must be a mapping")
+    return SetRouter(tuple(classes), arrays["mean"], arrays["scale"], arrays["coef"], arrays["intercept"], settings)
 
 
 def _integer(document: dict, name: str, low: int, high: int, fail) -> int:
@@ -148,7 +209,33 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
         settings=settings,
     )
     _check_probe(head, prefixes, fail)
+    if "specialists" in document or "router" in document:
+        if version < 3:
+            raise fail(f"specialists need format version 3, the file says {version}")
+        head.specialists, head.router = _specialists(document, head, source, fail)
     return head
+
+
+def _specialists(document: dict, head: ConvDensityHead, source: str, fail) -> tuple[dict, SetRouter]:
+    """The specialist heads (each validated as a head of its own) and their router."""
+    entries = document.get("specialists")
+    if not isinstance(entries, dict) or not 1 <= len(entries) <= _MAX_SPECIALISTS:
+        raise fail(f"specialists must map 1 to {_MAX_SPECIALISTS} set names to heads")
+    specialists = {}
+    for name, entry in entries.items():
+        if not 0 < len(name) <= _MAX_SET_NAME:
+            raise fail("a specialist's set name must be 1 to 100 characters")
+        if isinstance(entry, dict) and ("specialists" in entry or "router" in entry):
+            raise fail(f"specialist {name!r:.60} has specialists of its own")
+        member = conv_head_from_document(entry, f"{source}: specialist {name!r:.60}")
+        if tuple(member.layers) != tuple(head.layers) or member.n_channels != head.n_channels:
+            raise fail(f"specialist {name!r:.60} reads other maps than the head ({'+'.join(member.layers)})")
+        specialists[name] = member
+    router = _router_from_document(document.get("router"), 2 * head.n_channels, fail)
+    missing = [name for name in specialists if name not in router.classes]
+    if missing:
+        raise fail(f"the router has no class for specialist {missing[0]!r:.60}")
+    return specialists, router
 
 
 def _check_probe(head: ConvDensityHead, prefixes: list[str], fail) -> None:

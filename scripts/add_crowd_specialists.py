@@ -1,0 +1,103 @@
+"""Give the crowd model specialist heads and the router that mixes them, and print its figures.
+
+    export COUNTING_CACHE_DIR=/work/cache-crowd
+    python scripts/add_crowd_specialists.py --data ../shared/data -m crowd.npz -o crowd.npz
+
+The fourth step of the crowd model's reproduction (after train_crowd_model.py,
+familiarize_several.py and fit_crowd_gate.py; docs/density.md, "Specialists"). For each ``--set``
+(default: ShanghaiTech B, the set the general heads count worst against one trained on it alone)
+one conv head is trained on that set's train pictures alone, and a router is fitted on every train
+picture's map statistics (counting.train.crowd.add_specialists). Then the model is scored on each
+set's fixed validation part, as train_crowd_model.py scores it, and the share of each part the
+router gives to each specialist is printed. Prints the wall time and the load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from counting.data import read_crowd
+from counting.features import FeatureCache
+from counting.model import CountingModel
+from counting.train import CrowdSettings, crowd_figures
+from counting.train.crowd import add_specialists
+
+DEFAULT_SETS = ("shanghaitech-B",)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="../shared/data", help="folder holding the shared sets")
+    parser.add_argument("-m", "--model", required=True, help="the crowd model (gate and familiarity included)")
+    parser.add_argument("-o", "--output", required=True, help="model file to write (.npz)")
+    parser.add_argument("--set", action="append", dest="sets", help="a set given a specialist (repeatable)")
+    parser.add_argument("--steps", type=int, default=CrowdSettings().steps)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--folds", type=int, default=1, help="heads per specialist (K > 1: an ensemble of K folds)")
+    parser.add_argument("--figures", help="also write the validation figures to this JSON file")
+    args = parser.parse_args()
+
+    sets = tuple(args.sets or DEFAULT_SETS)
+    settings = CrowdSettings(steps=args.steps, seed=args.seed)
+    cache = FeatureCache()
+    dataset = read_crowd(args.data)
+    model = CountingModel.load(args.model)
+    print(
+        f"specialists for {', '.join(sets)} ({args.folds} heads each); load before: {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    started = time.perf_counter()
+    routed = add_specialists(
+        model,
+        dataset,
+        sets,
+        settings,
+        cache=cache,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+        folds=args.folds,
+    )
+    trained = time.perf_counter() - started
+    routed.save(args.output)
+    print(f"training: {trained:.0f} s (load now {os.getloadavg()[0]:.1f}); model -> {args.output}", flush=True)
+
+    started = time.perf_counter()
+    figures = crowd_figures(routed, dataset, cache=cache)
+    shares = _router_shares(routed, dataset, cache)
+    print(f"validation scoring: {time.perf_counter() - started:.0f} s", flush=True)
+    print(f"{'set':<16}{'n':>5}{'MAE':>9}{'RMSE':>9}{'cover90':>9}  mean router share: " + " / ".join(sets))
+    for name, entry in figures.items():
+        share = " / ".join(f"{value:.3f}" for value in shares[name])
+        print(
+            f"{name:<16}{entry['n']:>5}{entry['mae']:>9.2f}{entry['rmse']:>9.2f}"
+            f"{entry.get('coverage', float('nan')):>9.2f}  {share}"
+        )
+    if args.figures:
+        Path(args.figures).write_text(
+            json.dumps(
+                {"sets": list(sets), "train_seconds": trained, "figures": figures, "router_shares": shares}, indent=2
+            )
+            + "\n"
+        )
+
+
+def _router_shares(model: CountingModel, dataset, cache) -> dict[str, list[float]]:
+    """Per validation part: the mean weight the router gives each specialist."""
+    head = model.density_head
+    names = list(head.specialists)
+    chosen = dataset.subset("test")
+    sources = chosen.source_names()
+    shares = {}
+    for name in dict.fromkeys(sources):
+        paths = [str(sample.path) for sample, source in zip(chosen.samples, sources, strict=True) if source == name]
+        statistics, ok, _ = model.probe_paths(paths, cache=cache)
+        shares[name] = [float(value) for value in head.router.weights(statistics[ok], names).mean(axis=0)]
+    return shares
+
+
+if __name__ == "__main__":
+    main()
