@@ -86,7 +86,7 @@ def main() -> None:
 
 
 def _router_shares(model: CountingModel, dataset, cache) -> dict[str, list[float]]:
-    """Per validation part: the mean weight the router gives each specialist."""
+    """Per validation part: the mean weight the router gives each specialist (as counting uses it)."""
     head = model.density_head
     names = list(head.specialists)
     chosen = dataset.subset("test")
@@ -95,7 +95,7 @@ def _router_shares(model: CountingModel, dataset, cache) -> dict[str, list[float
     for name in dict.fromkeys(sources):
         paths = [str(sample.path) for sample, source in zip(chosen.samples, sources, strict=True) if source == name]
         statistics, ok, _ = model.probe_paths(paths, cache=cache)
-        shares[name] = [float(value) for value in head.router.weights(statistics[ok], names).mean(axis=0)]
+        shares[name] = [float(value) for value in head.router.mixture(statistics[ok], names)[:, 1:].mean(axis=0)]
     return shares
 
 

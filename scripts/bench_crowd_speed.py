@@ -7,6 +7,9 @@ resizing, the trunk, the density head and the AGP, as `counting count photos/` r
 warm-up call (model load, ONNX session) is not timed; then each of --rounds rounds counts the
 same photos again from scratch. Prints pictures per second per round, the CPU model, the
 thread count and the load average before and after (a shared machine's figures are lower bounds).
+Then times the density head alone on the first photo's maps: the ensemble's members one by one,
+the same members as one grouped convolution (how counting runs them), and the whole head as it
+counts (router and specialists included).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import os
 import statistics
 import time
 from pathlib import Path
+
+import numpy as np
 
 import counting
 from counting.data import image_size
@@ -49,6 +54,46 @@ def main() -> None:
     print(
         f"median {statistics.median(speeds):.2f} pictures/s (1024x768, end to end, no cache); "
         f"load after {os.getloadavg()[0]:.2f}"
+    )
+    _head_alone(model, photos[0])
+
+
+def _head_alone(model, photo: str, runs: int = 30) -> None:
+    """ms per picture of the density head on one photo's maps, three ways."""
+    import torch
+
+    from counting.data.imaging import load_image
+    from counting.heads.density.maps import maps_on_grid
+
+    head = model.density_head
+    if getattr(head, "kind", None) != "conv":
+        return
+    tensor = model.prepare_image(load_image(photo))
+    maps = maps_on_grid(model.get_backbone(), np.asarray(tensor)[None], head.layers, head.stride)
+    batch = torch.from_numpy(np.ascontiguousarray(maps, dtype=np.float32))
+    separate, fused = head.networks(), head.fused_network()
+
+    def one_by_one() -> None:
+        with torch.inference_mode():
+            for network in separate:
+                network(batch)
+
+    def grouped() -> None:
+        with torch.inference_mode():
+            fused(batch)
+
+    timings = {}
+    for name, run in (("members one by one", one_by_one), ("one grouped convolution", grouped)) * 2 + (
+        ("as counting runs it", lambda: head.density(maps)),
+    ):
+        run()
+        started = time.perf_counter()
+        for _ in range(runs):
+            run()
+        timings[name] = (time.perf_counter() - started) / runs * 1000
+    figures = "; ".join(f"{name} {value:.1f} ms" for name, value in timings.items())
+    print(
+        f"density head on {tuple(maps.shape[-2:])} maps, {len(head.members)} members: {figures} (load {os.getloadavg()[0]:.2f})"
     )
 
 

@@ -30,8 +30,8 @@ __all__ = ["SetRouter", "fit_set_router"]
 # Inverse regularisations tried by the cross-validation (scikit-learn's C).
 ROUTER_C = (0.01, 0.1, 1.0, 10.0)
 # A head's weight below this is dropped (and the others rescaled), so a picture does not pay for
-# running a network that would change its count by less than a thousandth.
-MIN_WEIGHT = 1e-3
+# running a network that would change its count by less than a hundredth of the heads' difference.
+MIN_WEIGHT = 0.01
 _SMALL = 1e-8
 
 
