@@ -111,7 +111,8 @@ class ConvDensityHead(MapHead):
     def fused_network(self) -> torch.nn.Sequential:
         """Every member in one torch module (its output channel k is member k's density):
         the first convs side by side, the rest grouped by member. One grouped convolution runs
-        faster than K small ones (docs/density.md: 13.7 -> 11.0 ms a picture for four members).
+        faster than K small ones (four members on a 1024x768 photo's maps: 14.6-16.8 -> 11.4-11.6 ms,
+        scripts/bench_crowd_speed.py).
 
         Built once, and again when a member or the standardisation is replaced (an ensemble is
         assembled by assigning ``more_weights`` to a head that may have counted already)."""
