@@ -13,6 +13,7 @@ from counting.heads.density.conv_head import ConvDensityHead, parameter_shapes
 from counting.heads.density.conv_persistence import conv_head_from_document, conv_head_to_document
 from counting.heads.density.persistence import DensityHeadError
 from counting.heads.density.routing import MIN_WEIGHT, SetRouter, fit_set_router
+from counting.heads.density.sections import encode_array
 from counting.heads.familiarity import map_statistics
 
 CHANNELS = 5
@@ -122,6 +123,10 @@ def test_specialists_survive_the_model_file_and_tampering_is_refused() -> None:
     )
     assert "router coef has shape" in broken(lambda d: d["router"]["arrays"].update(coef=d["router"]["arrays"]["mean"]))
     assert "router must be a mapping" in broken(lambda d: d.update(router=None))
+    huge = encode_array(np.full((2, 2 * CHANNELS), 1e300))
+    assert "router coef holds values beyond" in broken(lambda d: d["router"]["arrays"].update(coef=huge))
+    tiny = encode_array(np.full(2 * CHANNELS, 1e-300))
+    assert "router scale must be at least" in broken(lambda d: d["router"]["arrays"].update(scale=tiny))
     assert "specialist 'street'" in broken(lambda d: d["specialists"]["street"].update(width=0))
     other = conv_head_to_document(replace(random_head(5), layers=("block4", "block10")))
     assert "reads other maps" in broken(lambda d: d["specialists"].update(street=other))

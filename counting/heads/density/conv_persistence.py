@@ -31,6 +31,8 @@ KIND = "counting-density-head"
 # in one line rather than count with the general head alone.
 FORMAT_VERSION = 3
 _MAX_SPECIALISTS = 16
+_ROUTER_MAGNITUDE = 1e6
+_ROUTER_MIN_SCALE = 1e-8
 _MAX_SET_NAME = 100
 _MAX_MEMBERS = 64
 _MAX_CHANNELS = 100_000
@@ -115,8 +117,14 @@ def _router_from_document(document: Any, dim: int, fail) -> SetRouter:
     for name, shape in shapes.items():
         if arrays[name].shape != shape:
             raise fail(f"router {name} has shape {arrays[name].shape}, expected {shape}")
-    if np.any(arrays["scale"] <= 0):
-        raise fail("router scale must be positive")
+    # Bounds that keep every logit finite for finite statistics (float64 overflows near 1e308): a
+    # file with coefficients of 1e300 would otherwise give NaN weights, and NaN counts, at count
+    # time. A trained router's values are of order 1 (the shipped one: |coef| <= 0.27).
+    if np.any(arrays["scale"] < _ROUTER_MIN_SCALE):
+        raise fail(f"router scale must be at least {_ROUTER_MIN_SCALE:g}")
+    for name in ("mean", "coef", "intercept"):
+        if np.any(np.abs(arrays[name]) > _ROUTER_MAGNITUDE):
+            raise fail(f"router {name} holds values beyond {_ROUTER_MAGNITUDE:g} (file edited or corrupt)")
     settings = document.get("settings", {})
     if not isinstance(settings, dict):
         raise fail("router settings must be a mapping")

@@ -55,7 +55,10 @@ class SetRouter:
         array = np.asarray(statistics, dtype=np.float64)
         if array.ndim != 2 or array.shape[1] != self.dim:
             raise ValueError(f"router reads {self.dim} statistics per picture, got shape {array.shape}")
-        logits = ((array - self.mean) / self.scale) @ self.coef.T + self.intercept
+        with np.errstate(over="ignore", invalid="ignore"):
+            logits = ((array - self.mean) / self.scale) @ self.coef.T + self.intercept
+        # Statistics beyond any training picture's (maps of inf) give infinite logits: such a
+        # picture's probabilities are NaN, as its count is, rather than a warning per picture.
         logits -= logits.max(axis=1, keepdims=True)
         weights = np.exp(logits)
         return weights / weights.sum(axis=1, keepdims=True)
