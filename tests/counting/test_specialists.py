@@ -130,3 +130,26 @@ def test_specialists_survive_the_model_file_and_tampering_is_refused() -> None:
     assert "specialist 'street'" in broken(lambda d: d["specialists"]["street"].update(width=0))
     other = conv_head_to_document(replace(random_head(5), layers=("block4", "block10")))
     assert "reads other maps" in broken(lambda d: d["specialists"].update(street=other))
+
+
+def test_a_network_overflowing_to_minus_infinity_or_absurd_densities_is_refused_on_load() -> None:
+    """softplus(-inf) is a finite 0: a member whose last conv overflows to -inf on the probes
+    passed the load check and gave NaN counts on real maps (hostile pass, 2026-11-27); a final
+    bias of 1e30 gave counts of 1e31."""
+    head = random_head(0)
+    weights = [value * 1e10 for value in head.weights]
+    # ReLU outputs are >= 0 and the last conv is negative: it goes to -inf, never above 0
+    weights[-2], weights[-1] = -np.abs(weights[-2]), -np.abs(head.weights[-1])
+    with pytest.raises(DensityHeadError, match="overflow inside the network"):
+        conv_head_from_document(conv_head_to_document(replace(head, weights=weights)), "m.npz")
+    biased = [*head.weights[:-1], np.array([1e30])]
+    with pytest.raises(DensityHeadError, match="people per cell on typical maps"):
+        conv_head_from_document(conv_head_to_document(replace(head, weights=biased)), "m.npz")
+    # inside a specialist, the file names it
+    routed = replace(
+        random_head(1),
+        specialists={"street": replace(head, weights=weights)},
+        router=two_set_router(np.random.default_rng(5)),
+    )
+    with pytest.raises(DensityHeadError, match="specialist 'street'.*overflow inside the network"):
+        conv_head_from_document(conv_head_to_document(routed), "m.npz")

@@ -163,3 +163,13 @@ def test_an_ordinary_photo_gives_no_small_image_warning() -> None:
         assert Preprocessing(input_size=224).checked_target_size(640, 480) == (299, 224)
     with pytest.warns(UserWarning, match="only 31x40 pixels"):
         Preprocessing(input_size=224).checked_target_size(31, 40, source="x.png")
+
+
+def test_a_panorama_too_wide_at_the_model_input_is_one_line_that_count_can_follow(cli, tmp_path: Path) -> None:
+    """4000x300 is within the aspect limit, but 7680x576 at the crowd model's input is above the
+    pixel limit; the line told `count` users to pass --input-size, which only `train` has."""
+    wide = tmp_path / "wide.png"
+    Image.new("RGB", (4000, 300)).save(wide)
+    result = cli("count", wide)
+    assert_one_error(result, "wide.png", "7680x576 after resizing")
+    assert "crop or split the picture" in result.output

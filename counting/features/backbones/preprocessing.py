@@ -155,7 +155,7 @@ class Preprocessing:
             raise ImageError(
                 f"{source}: image is {width}x{height}, {new_width}x{new_height} after resizing is "
                 f"above the limit of {MAX_INPUT_PIXELS // 1_000_000}.{MAX_INPUT_PIXELS % 1_000_000 // 100_000} "
-                f"megapixels / {MAX_LONG_SIDE} pixels a side (use a smaller --input-size)"
+                f"megapixels / {MAX_LONG_SIDE} pixels a side (crop or split the picture; when training, a smaller --input-size)"
             )
         return new_width, new_height
 

@@ -31,6 +31,9 @@ KIND = "counting-density-head"
 # in one line rather than count with the general head alone.
 FORMAT_VERSION = 3
 _MAX_SPECIALISTS = 16
+# People per stride-8 cell (8x8 input pixels) a head may give on the typical probe: real heads give
+# at most a few; ShanghaiTech A's densest cells hold about 10.
+_MAX_TYPICAL_DENSITY = 1e4
 _ROUTER_MAGNITUDE = 1e6
 _ROUTER_MIN_SCALE = 1e-8
 _MAX_SET_NAME = 100
@@ -266,7 +269,17 @@ def _check_probe(head: ConvDensityHead, prefixes: list[str], fail) -> None:
     batch = torch.from_numpy(np.concatenate(probes).astype(np.float32))
     with torch.inference_mode():
         for number, network in enumerate(head.networks(), start=1):
-            output = network(batch).double().numpy() / (head.output_scale * len(prefixes))
-            if not np.all(np.isfinite(output)):
-                which = f"member {number} of {len(prefixes)}" if len(prefixes) > 1 else "the network"
+            which = f"member {number} of {len(prefixes)}" if len(prefixes) > 1 else "the network"
+            # Before the final softplus: softplus(-inf) is a finite 0, so a network overflowing to
+            # -inf on the probes passed, and gave NaN counts (inf - inf) on real maps.
+            logits = network[:-1](batch).double().numpy()
+            if not np.all(np.isfinite(logits)):
                 raise fail(f"{which}: its weights overflow inside the network (file edited or corrupt)")
+            # People per cell on typical maps: a trained head gives a few; an edited bias of 1e30 gave
+            # counts of 1e31 without a word.
+            typical_density = np.logaddexp(0.0, logits[0]) / (head.output_scale * len(prefixes))
+            if np.max(typical_density) > _MAX_TYPICAL_DENSITY:
+                raise fail(
+                    f"{which}: gives {np.max(typical_density):.3g} people per cell on typical maps "
+                    "(file edited or corrupt)"
+                )
