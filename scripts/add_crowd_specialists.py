@@ -24,8 +24,7 @@ from pathlib import Path
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.model import CountingModel
-from counting.train import CrowdSettings, crowd_figures
-from counting.train.crowd import add_specialists
+from counting.train import CrowdSettings, add_specialists, crowd_figures
 
 DEFAULT_SETS = ("shanghaitech-B",)
 

@@ -62,8 +62,8 @@ def _head_alone(model, photo: str, runs: int = 30) -> None:
     """ms per picture of the density head on one photo's maps, three ways."""
     import torch
 
-    from counting.data.imaging import load_image
-    from counting.heads.density.maps import maps_on_grid
+    from counting.data import load_image
+    from counting.heads import maps_on_grid
 
     head = model.density_head
     if getattr(head, "kind", None) != "conv":

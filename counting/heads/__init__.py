@@ -20,7 +20,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ".multiclass": "PerClassRegressor TransformedRegressor apply_gate choose_gate",
         # density heads on frozen feature maps
         ".density": "DensityHead extract_maps fit_density_head",
-        ".density.maps": "layer_channels",
+        ".density.maps": "layer_channels maps_on_grid",
+        ".density.routing": "SetRouter fit_set_router",
         ".density.fitting": "COUNT_WEIGHTS",
         ".density.data": "TargetSettings density_targets",
         # the conv density head, its ensemble and the AGP's correction of the ensemble's sum
