@@ -137,40 +137,16 @@ def train_crowd_model(
 
     ``out_of_fold``, when given, gets each validated train picture's region sums by the head that
     never trained on it (path -> ``(1 + cells,)`` row): what :func:`fit_crowd_gate` can fit on."""
-    from counting.heads.density.conv_training import CONV_LAYERS, fit_conv_descriptors
 
     if settings.sampling not in ("balanced", "uniform"):
         raise ValueError(f"sampling must be 'balanced' or 'uniform', got {settings.sampling!r}")
     started = time.perf_counter()
     train = thinned_train_part(dataset, settings.sequence_stride)
-    config = TrainingConfig(
-        input_size=settings.input_size,
-        grid=settings.grid,
-        density_head=True,
-        density_kind="conv",
-        density_layers=CONV_LAYERS,
-        seed=settings.seed,
-        use_roi=False,
-    )
-    plan = plan_training(train, config, cache=cache, progress=progress, log=log)
+    plan = _crowd_plan(train, settings, cache, progress, log)
     inputs = plan.inputs
     sources = train.source_names()
     weights = balanced_weights(sources, dict(settings.shares)) if settings.sampling == "balanced" else None
-    head, frame = fit_conv_descriptors(
-        inputs.samples,
-        train,
-        inputs.backbone,
-        inputs.preprocessing,
-        settings.grid,
-        is_sequence=False,
-        seed=settings.seed,
-        cache=cache,
-        progress=progress,
-        log=log,
-        layers=CONV_LAYERS,
-        settings=settings.conv_settings(),
-        sample_weights=weights,
-    )
+    head, frame = _fit_crowd_heads(plan, train, settings, cache, progress, log, sample_weights=weights)
     head.settings |= {"crowd": settings.record()}
     kept = ~np.isnan(frame).any(axis=1)
     if out_of_fold is not None:
@@ -210,7 +186,6 @@ def add_specialists(
     fourth is measured), or with ``folds`` K > 1 an ensemble of K heads, each on all folds but one.
     The router is fitted on the map statistics of every train picture of every set, labelled by set.
     The model's count, gate, familiarity and interval are otherwise kept."""
-    from counting.heads.density.conv_training import CONV_LAYERS, fit_conv_descriptors
     from counting.heads.density.routing import fit_set_router
 
     head = model.density_head
@@ -222,35 +197,13 @@ def add_specialists(
     unknown = [name for name in sets if name not in known]
     if unknown:
         raise ValueError(f"no train pictures of set {unknown[0]!r} (sets: {', '.join(sorted(known))})")
-    config = TrainingConfig(
-        input_size=settings.input_size,
-        grid=settings.grid,
-        density_head=True,
-        density_kind="conv",
-        density_layers=CONV_LAYERS,
-        seed=settings.seed,
-        use_roi=False,
-    )
     specialists = {}
     for name in sets:
         part = train.of_source(name)
-        plan = plan_training(part, config, cache=cache, progress=progress, log=log)
+        plan = _crowd_plan(part, settings, cache, progress, log)
         if log is not None:
             log(f"specialist {name}: {len(part.samples)} train pictures")
-        specialist, _ = fit_conv_descriptors(
-            plan.inputs.samples,
-            part,
-            plan.inputs.backbone,
-            plan.inputs.preprocessing,
-            settings.grid,
-            is_sequence=False,
-            seed=settings.seed,
-            cache=cache,
-            progress=progress,
-            log=log,
-            layers=CONV_LAYERS,
-            settings=replace(settings, folds=folds).conv_settings(),
-        )
+        specialist, _ = _fit_crowd_heads(plan, part, replace(settings, folds=folds), cache, progress, log)
         specialist.settings |= {"specialist_of": name}
         specialists[name] = specialist
     paths = [str(sample.path) for sample in train.samples]
@@ -274,6 +227,52 @@ def add_specialists(
         }
     }
     return routed
+
+
+def _crowd_plan(dataset: Any, settings: CrowdSettings, cache: Any, progress: bool, log: Any) -> Any:
+    """The training plan of the crowd route's conv heads (maps of CONV_LAYERS, no ROI)."""
+    from counting.heads.density.conv_training import CONV_LAYERS
+
+    config = TrainingConfig(
+        input_size=settings.input_size,
+        grid=settings.grid,
+        density_head=True,
+        density_kind="conv",
+        density_layers=CONV_LAYERS,
+        seed=settings.seed,
+        use_roi=False,
+    )
+    return plan_training(dataset, config, cache=cache, progress=progress, log=log)
+
+
+def _fit_crowd_heads(
+    plan: Any,
+    dataset: Any,
+    settings: CrowdSettings,
+    cache: Any,
+    progress: bool,
+    log: Any,
+    sample_weights: np.ndarray | None = None,
+) -> tuple[Any, np.ndarray]:
+    """``(head, out-of-fold region sums)``: the conv heads ``settings`` describe, on the plan's pictures."""
+    from counting.heads.density.conv_training import CONV_LAYERS, fit_conv_descriptors
+
+    inputs = plan.inputs
+    return fit_conv_descriptors(
+        inputs.samples,
+        dataset,
+        inputs.backbone,
+        inputs.preprocessing,
+        settings.grid,
+        is_sequence=False,
+        seed=settings.seed,
+        cache=cache,
+        progress=progress,
+        log=log,
+        layers=CONV_LAYERS,
+        settings=settings.conv_settings(),
+        sample_weights=sample_weights,
+    )
 
 
 def head_validation_samples(dataset: Any, settings: CrowdSettings = CrowdSettings()) -> list:

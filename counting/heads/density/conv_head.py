@@ -104,10 +104,6 @@ class ConvDensityHead(MapHead):
         """One torch module per member, input standardisation folded into its first conv."""
         return [self._network_of(member) for member in self.members]
 
-    def network(self) -> torch.nn.Sequential:
-        """The first member's torch module."""
-        return self._network_of(self.weights)
-
     def fused_network(self) -> torch.nn.Sequential:
         """Every member in one torch module (its output channel k is member k's density):
         the first convs side by side, the rest grouped by member. One grouped convolution runs
