@@ -6,8 +6,9 @@
 The fourth step of the crowd model's reproduction (after train_crowd_model.py,
 familiarize_several.py and fit_crowd_gate.py; docs/density.md, "Specialists"). For each ``--set``
 (default: ShanghaiTech B, the set the general heads count worst against one trained on it alone)
-one conv head is trained on that set's train pictures alone, and a router is fitted on every train
-picture's map statistics (counting.train.crowd.add_specialists). Then the model is scored on each
+one conv head is trained on that set's train pictures alone (and, a quarter of its crops, on their
+grayscale copies: ``--gray-share``), and a router is fitted on every train picture's map
+statistics and its grayscale copy's (counting.train.crowd.add_specialists). Then the model is scored on each
 set's fixed validation part, as train_crowd_model.py scores it, and the share of each part the
 router gives to each specialist is printed. Prints the wall time and the load.
 """
@@ -37,12 +38,18 @@ def main() -> None:
     parser.add_argument("--set", action="append", dest="sets", help="a set given a specialist (repeatable)")
     parser.add_argument("--steps", type=int, default=CrowdSettings().steps)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--gray-share",
+        type=float,
+        default=0.25,
+        help="share of the specialists' crops drawn from grayscale copies (the shipped model's 0.25; 0: none)",
+    )
     parser.add_argument("--folds", type=int, default=1, help="heads per specialist (K > 1: an ensemble of K folds)")
     parser.add_argument("--figures", help="also write the validation figures to this JSON file")
     args = parser.parse_args()
 
     sets = tuple(args.sets or DEFAULT_SETS)
-    settings = CrowdSettings(steps=args.steps, seed=args.seed)
+    settings = CrowdSettings(steps=args.steps, seed=args.seed, gray_share=args.gray_share)
     cache = FeatureCache()
     dataset = read_crowd(args.data)
     model = CountingModel.load(args.model)

@@ -42,6 +42,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--folds", type=int, default=defaults.folds, help="heads in the ensemble (1: one head)")
     parser.add_argument(
+        "--gray-share", type=float, default=defaults.gray_share, help="share of crops from grayscale copies (0: none)"
+    )
+    parser.add_argument(
         "--out-of-fold",
         help="write each validated train picture's out-of-fold head count to this CSV (fit_crowd_gate.py reads it)",
     )
@@ -63,6 +66,7 @@ def main() -> None:
         correction_weight=args.correction_weight,
         seed=args.seed,
         folds=args.folds,
+        gray_share=args.gray_share,
         shares=tuple((name, float(value)) for name, value in (item.split("=") for item in args.share))
         if args.share
         else defaults.shares,

@@ -445,6 +445,21 @@ class CountingModel:
             self._backbone_cache["preprocessing"] = Preprocessing(input_size=self.input_size, roi_mask=self.roi_mask)
         return self._backbone_cache["preprocessing"]
 
+    def seeing_grayscale(self) -> CountingModel:
+        """A copy of the model that sees every picture as its grayscale copy (what training's
+        grayscale augmentation measures and fits the router on); counts, not files, change."""
+        from dataclasses import replace as copied
+
+        from counting.features.backbones import Preprocessing
+
+        # Its own cache dict (replace() would share this one): the backbone is shared, the
+        # preprocessing is not.
+        view = copied(self, _backbone_cache=dict(self._backbone_cache))
+        view._backbone_cache["preprocessing"] = Preprocessing(
+            input_size=self.input_size, roi_mask=self.roi_mask, grayscale=True
+        )
+        return view
+
     def get_backbone(self, weights: str | Path | None = None) -> Any:
         """The backbone the model was trained with (loaded once per model object and runtime),
         on the runtime configured now (:func:`counting.features.backbones.configure_runtime`), whichever

@@ -189,7 +189,7 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
     crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
     few = [s for s in crowd.samples if s.split == "train"][::12] + [s for s in crowd.samples if s.split == "test"][::25]
     crowd = replace(crowd, samples=few)
-    settings = CrowdSettings(input_size=128, steps=10, folds=1)
+    settings = CrowdSettings(input_size=128, steps=10, folds=1, gray_share=0.25)
     cache = FeatureCache(tmp_path / "cache")
     general = train_crowd_model(crowd, settings, cache=cache)
     with pytest.raises(ValueError, match="no train pictures of set 'mall'"):
@@ -197,6 +197,10 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
     routed = add_specialists(general, crowd, ("shanghaitech-B",), settings, cache=cache)
     head = routed.density_head
     assert list(head.specialists) == ["shanghaitech-B"] and head.router.classes == ("coco-voc20", "shanghaitech-B")
+    # the router also learnt each train picture's grayscale copy
+    train = [sample for sample in crowd.samples if sample.split == "train"]
+    assert sum(head.router.settings["pictures"].values()) == 2 * len(train)
+    assert head.specialists["shanghaitech-B"].settings["training"]["gray_share"] == 0.25
     assert head.specialists["shanghaitech-B"].settings["specialist_of"] == "shanghaitech-B"
     assert routed.training["specialists"]["sets"] == ["shanghaitech-B"]
     loaded = load_model(routed.save(tmp_path / "routed.npz"))

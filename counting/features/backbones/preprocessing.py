@@ -28,6 +28,7 @@ __all__ = [
     "ImageLike",
     "Normalisation",
     "Preprocessing",
+    "grayscale_pixels",
     "prepare_image",
     "to_pil",
 ]
@@ -75,6 +76,10 @@ class Preprocessing:
     # Mirror the frame left to right (after resizing, ROI included): the second view of
     # flip-averaged descriptors.
     flip: bool = False
+    # See the frame as its grayscale copy (ITU-R 601 luma, PIL's "L", in all three channels):
+    # the grayscale copies a crowd model trains on beside the colour pictures, so that CCTV,
+    # infrared and old photos are counted as colour ones are (docs/density.md, "Grayscale").
+    grayscale: bool = False
     _mask_cache: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _roi_sha256: str | None = field(default=None, init=False, repr=False, compare=False)
@@ -107,10 +112,13 @@ class Preprocessing:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Preprocessing):
             return NotImplemented
-        return (self.input_size, self.roi_sha256, self.flip) == (other.input_size, other.roi_sha256, other.flip)
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.input_size, self.roi_sha256, self.flip))
+        return hash(self._key())
+
+    def _key(self) -> tuple:
+        return (self.input_size, self.roi_sha256, self.flip, self.grayscale)
 
     def fingerprint(self) -> dict[str, Any]:
         """JSON-ready description of everything that changes the network input."""
@@ -121,6 +129,8 @@ class Preprocessing:
             description["resize"] = RESIZE_METHOD
         if self.flip:  # absent unflipped: earlier cache entries stay valid
             description["flip"] = "left-right"
+        if self.grayscale:  # absent in colour: earlier cache entries stay valid
+            description["grayscale"] = "itu-r-601-luma"
         return description
 
     def target_size(self, width: int, height: int) -> tuple[int, int]:
@@ -247,6 +257,8 @@ def prepare_image(
     if prep.flip:
         pixels = np.ascontiguousarray(pixels[:, ::-1])
         mask = None if mask is None else np.ascontiguousarray(mask[:, ::-1])
+    if prep.grayscale:
+        pixels = grayscale_pixels(pixels)
     # NumPy on purpose: torch's multi-threaded element-wise kernels cost ~50x more than this on
     # a 2-core machine where the decode threads and the forward pass share the cores.
     if not channels_last:
@@ -263,6 +275,15 @@ def prepare_image(
     # A (3, H, W) view of the (H, W, 3) pixels: batches are stacked straight into the
     # channels-last layout torch runs in, without a transpose copy per image.
     return torch.from_numpy(normalised).permute(2, 0, 1)
+
+
+def grayscale_pixels(pixels: np.ndarray) -> np.ndarray:
+    """``(H, W, 3)`` RGB uint8 -> the same shape holding its luma in every channel, bit for bit
+    what ``PIL.Image.convert("L").convert("RGB")`` gives (PIL's fixed-point ITU-R 601 weights),
+    so a grayscale copy made here is the picture a grayscale file would be."""
+    rgb = pixels.astype(np.uint32)
+    luma = (rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) >> 16
+    return np.repeat(luma.astype(np.uint8)[..., None], 3, axis=2)
 
 
 def _checked_array(image: np.ndarray, source: str) -> np.ndarray:

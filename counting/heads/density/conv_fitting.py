@@ -64,6 +64,10 @@ class ConvSettings:
     # Heads trained by `train` (conv_training): 1, or K folds of the train images, each head
     # validated on one fold and trained on the rest, their densities averaged (an ensemble).
     folds: int = 1
+    # Share of the training crops drawn from grayscale copies of the train pictures (0: none).
+    # Each copy is drawn with its picture's chance times gray_share / (1 - gray_share), is never
+    # validated on, and is left out of the head validated on its picture (no leak).
+    gray_share: float = 0.0
 
     def record(self) -> dict:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -212,9 +216,11 @@ def fit_conv_head(
     log: Callable[[str], None] | None = None,
     statistics: tuple[np.ndarray, np.ndarray] | None = None,
     sample_weights: np.ndarray | None = None,
+    unused: np.ndarray | None = None,
 ) -> ConvFit:
     """Train on the images where ``validation`` is False; keep the weights best on the others, or
-    the last ones (``settings.keep``).
+    the last ones (``settings.keep``). Images where ``unused`` is True are neither trained nor
+    validated on (augmented copies of the validation images).
 
     ``maps``: ``(C, h, w)`` stride-8 maps (float16 or float32); ``targets``: their ``(h, w)``
     densities; ``counts``: true counts (the validation MAE is measured against them).
@@ -223,7 +229,8 @@ def fit_conv_head(
     to the others (default: uniform); the crowd model balances its sets with it.
     """
     validation = np.asarray(validation, dtype=bool)
-    fit_part, val_part = np.flatnonzero(~validation), np.flatnonzero(validation)
+    skipped = np.zeros_like(validation) if unused is None else np.asarray(unused, dtype=bool)
+    fit_part, val_part = np.flatnonzero(~validation & ~skipped), np.flatnonzero(validation)
     if not len(fit_part) or not len(val_part):
         raise ValueError("the conv head needs images both to fit on and to validate on")
     draw = None
@@ -352,33 +359,46 @@ def fit_conv_heads(
     settings: ConvSettings = ConvSettings(),
     log: Callable[[str], None] | None = None,
     sample_weights: np.ndarray | None = None,
+    copy_of: np.ndarray | None = None,
 ) -> tuple[list[ConvFit], np.ndarray]:
     """One head per boolean mask of ``parts``, each validated on its part and trained on the
     other images (several heads share one standardisation, measured on every image: it uses no
     labels). Returns the fits and ``(n, 1 + cells)`` region sums: each validated image's by the
-    head validated on it, NaN for images in no part."""
-    statistics = sampled_statistics(maps) if len(parts) > 1 else None
-    rows = np.full((len(maps), 1 + (0 if grid is None else grid[0] * grid[1])), np.nan)
+    head validated on it, NaN for images in no part.
+
+    ``copy_of``: the maps past the ``n = len(parts[0])`` pictures are augmented copies (grayscale),
+    ``copy_of[j]`` the picture map ``n + j`` is a copy of. A copy is trained on with its picture,
+    never validated on, and left out of the head validated on its picture. ``sample_weights``
+    then covers every map, copies included."""
+    count = len(parts[0]) if len(parts) else len(maps)
+    copies = np.zeros(0, dtype=int) if copy_of is None else np.asarray(copy_of, dtype=int)
+    if count + len(copies) != len(maps) or (len(copies) and (copies.min() < 0 or copies.max() >= count)):
+        raise ValueError(f"{len(maps)} maps are not {count} pictures and {len(copies)} copies of them")
+    statistics = sampled_statistics([maps[index] for index in range(count)]) if len(parts) > 1 else None
+    rows = np.full((count, 1 + (0 if grid is None else grid[0] * grid[1])), np.nan)
     fits: list[ConvFit] = []
     for number, part in enumerate(parts, start=1):
+        part = np.asarray(part, dtype=bool)
         if log is not None:
             which = "" if len(parts) == 1 else f" {number} of {len(parts)}"
+            extra = f" and {int((~part[copies]).sum())} grayscale copies" if len(copies) else ""
             log(
                 f"training conv density head{which} ({settings.width} wide, {settings.depth} 3x3 convs) on "
-                f"{', '.join(layers)} maps at stride 8: {int((~part).sum())} images, validated on {int(part.sum())}"
+                f"{', '.join(layers)} maps at stride 8: {int((~part).sum())} images{extra}, validated on {int(part.sum())}"
             )
         fit = fit_conv_head(
             maps,
             targets,
             counts,
             layers,
-            part,
+            np.concatenate([part, np.zeros(len(copies), dtype=bool)]),
             roi_mask=roi_mask,
             grid=grid,
             settings=settings,
             log=log,
             statistics=statistics,
             sample_weights=sample_weights,
+            unused=np.concatenate([np.zeros(count, dtype=bool), part[copies]]),
         )
         rows[part] = fit.validation_sums
         fits.append(fit)

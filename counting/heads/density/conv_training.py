@@ -14,6 +14,7 @@ quarter's sums only, and the rows of the fit part are returned as NaN and left o
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -123,21 +124,38 @@ def fit_conv_descriptors(
             f"{dataset.root}: a conv density head needs at least 16 train images and 4 per fold "
             f"({len(samples)} given, {settings.folds} folds)"
         )
+    if not 0.0 <= settings.gray_share < 1.0:
+        raise ValueError(f"gray_share must be in [0, 1), got {settings.gray_share!r}")
     parts = validation_parts(indices, is_sequence, seed, settings.folds)
-    try:
-        maps = stride8_maps(
-            [str(sample.path) for sample in samples], backbone, prep, layers, cache, batch_size, progress
-        )
-    except ValueError as error:
-        raise DatasetError(str(error)) from None
-    # The maps live in a temporary folder (conv_fitting.stride8_maps): removed once trained.
-    with maps:
+    paths = [str(sample.path) for sample in samples]
+    # The maps live in temporary folders (conv_fitting.stride8_maps): removed once trained.
+    with contextlib.ExitStack() as stack:
+        try:
+            maps = stack.enter_context(stride8_maps(paths, backbone, prep, layers, cache, batch_size, progress))
+            gray = (
+                stack.enter_context(
+                    stride8_maps(paths, backbone, replace(prep, grayscale=True), layers, cache, batch_size, progress)
+                )
+                if settings.gray_share
+                else None
+            )
+        except ValueError as error:
+            raise DatasetError(str(error)) from None
         density = density_targets(
             samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
         )
         counts = np.array([float(sample.count) for sample in samples])
+        every, copy_of, weights = list(maps), None, sample_weights
+        if gray is not None:
+            # Each grayscale copy trains with its picture: same targets, drawn gray_share of the time.
+            every += list(gray)
+            copy_of = np.arange(len(samples))
+            density = density + density
+            counts = np.concatenate([counts, counts])
+            base = np.ones(len(samples)) if sample_weights is None else np.asarray(sample_weights, dtype=float)
+            weights = np.concatenate([base * (1 - settings.gray_share), base * settings.gray_share])
         fits, rows = fit_conv_heads(
-            maps,
+            every,
             density,
             counts,
             layers,
@@ -146,8 +164,11 @@ def fit_conv_descriptors(
             grid=grid,
             settings=settings,
             log=log,
-            sample_weights=sample_weights,
+            sample_weights=weights,
+            copy_of=copy_of,
         )
+        counts = counts[: len(samples)]
+        density = density[: len(samples)]
     heads = [fit.head for fit in fits]
     head = ensemble(heads)
     validated = ~np.isnan(rows[:, 0])

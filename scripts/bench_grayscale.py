@@ -1,0 +1,87 @@
+"""How a crowd model counts grayscale pictures: each validation picture in colour and as its
+grayscale copy (CCTV, infrared and old photos are grayscale; the training sets are mostly colour).
+
+    python scripts/bench_grayscale.py [-m models/crowd.npz] [--data ../shared/data] [--sets mall ...]
+
+The grayscale copy is the model seeing the picture's ITU-R 601 luma in all three channels
+(`CountingModel.seeing_grayscale()`, what a grayscale file gives to within two grey levels).
+Prints per set of the crowd validation parts (counting.data.datasets.crowd): pictures, the
+model's MAE in colour and in grayscale, the ratio of the grayscale to the colour count summed over
+the set, and the share of grayscale copies the familiarity score marks. Add ``--json FILE`` for
+the figures in a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from counting.data import read_crowd
+from counting.features import FeatureCache
+from counting.model import CountingModel
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-m", "--model", default="models/crowd.npz")
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--sets", nargs="*", help="crowd sets to measure (default: all four)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args()
+    model = CountingModel.load(args.model)
+    gray = model.seeing_grayscale()
+    cache = FeatureCache()
+    validation = read_crowd(args.data, sets=tuple(args.sets) if args.sets else None).subset("test")
+    sources = validation.source_names()
+    print(f"{model.name}: {cpu_name()}, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"{'set':16s} {'n':>4s} {'colour MAE':>11s} {'gray MAE':>9s} {'gray/colour':>12s} {'gray marked':>12s}")
+    figures = {}
+    started = time.perf_counter()
+    for name in dict.fromkeys(sources):
+        members = [sample for sample, source in zip(validation.samples, sources, strict=True) if source == name]
+        paths = [str(sample.path) for sample in members]
+        truth = np.array([float(sample.count) for sample in members])
+        colour = model.count_paths(paths, cache=cache, batch_size=4)
+        seen = gray.count_paths(paths, cache=cache, batch_size=4)
+        ok = colour.ok & seen.ok
+        marked = (
+            float(np.mean(seen.familiarity[ok] < model.familiarity.threshold))
+            if seen.familiarity is not None
+            else float("nan")
+        )
+        entry = {
+            "n": int(ok.sum()),
+            "colour_mae": float(np.mean(np.abs(colour.counts[ok] - truth[ok]))),
+            "gray_mae": float(np.mean(np.abs(seen.counts[ok] - truth[ok]))),
+            "gray_over_colour": float(np.sum(seen.counts[ok]) / max(np.sum(colour.counts[ok]), 1e-9)),
+            "gray_marked": marked,
+        }
+        figures[name] = entry
+        print(
+            f"{name:16s} {entry['n']:4d} {entry['colour_mae']:11.2f} {entry['gray_mae']:9.2f} "
+            f"{entry['gray_over_colour']:12.3f} {entry['gray_marked']:12.2f}",
+            flush=True,
+        )
+    print(f"{time.perf_counter() - started:.0f} s, load now {os.getloadavg()[0]:.1f}")
+    if args.json:
+        args.json.write_text(json.dumps({"model": str(args.model), "figures": figures}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
