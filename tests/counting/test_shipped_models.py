@@ -8,7 +8,8 @@ sparse gate was added (issue 21: the coco photo 000000000036 now gets the detect
 instead of the head's 6.3; the intervals were recalibrated), and again when it became an ensemble of
 four heads with its gate fitted on every train picture's out-of-fold count (issue 21, 2026-11-25),
 and when it gained ShanghaiTech B and Mall specialists (issue 21, 2026-11-27: the two Mall frames
-and the ShanghaiTech B photo are now counted by their set's specialist).
+and the ShanghaiTech B photo are now counted by their set's specialist), and when the specialists
+were retrained with grayscale copies (issue 21, 2026-11-27: counts moved by 0.1-5.7).
 """
 
 from __future__ import annotations
