@@ -49,7 +49,10 @@ def main() -> None:
     args = parser.parse_args()
 
     sets = tuple(args.sets or DEFAULT_SETS)
-    settings = CrowdSettings(steps=args.steps, seed=args.seed, gray_share=args.gray_share)
+    try:
+        settings = CrowdSettings(steps=args.steps, seed=args.seed, gray_share=args.gray_share)
+    except ValueError as error:
+        parser.error(str(error))
     cache = FeatureCache()
     dataset = read_crowd(args.data)
     model = CountingModel.load(args.model)

@@ -57,20 +57,23 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    settings = CrowdSettings(
-        input_size=args.input_size,
-        steps=args.steps,
-        sampling=args.sampling,
-        sequence_stride=args.sequence_stride,
-        width=args.width,
-        correction_weight=args.correction_weight,
-        seed=args.seed,
-        folds=args.folds,
-        gray_share=args.gray_share,
-        shares=tuple((name, float(value)) for name, value in (item.split("=") for item in args.share))
-        if args.share
-        else defaults.shares,
-    )
+    try:
+        settings = CrowdSettings(
+            input_size=args.input_size,
+            steps=args.steps,
+            sampling=args.sampling,
+            sequence_stride=args.sequence_stride,
+            width=args.width,
+            correction_weight=args.correction_weight,
+            seed=args.seed,
+            folds=args.folds,
+            gray_share=args.gray_share,
+            shares=tuple((name, float(value)) for name, value in (item.split("=") for item in args.share))
+            if args.share
+            else defaults.shares,
+        )
+    except ValueError as error:
+        parser.error(str(error))
     cache = FeatureCache()
     dataset = read_crowd(args.data)
     print(f"settings: {settings.record()}", flush=True)

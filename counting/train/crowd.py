@@ -81,6 +81,10 @@ class CrowdSettings:
     gray_share: float = 0.0
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.gray_share < 1.0:
+            raise ValueError(f"gray_share must be in [0, 1), got {self.gray_share!r}")
+
     def conv_settings(self) -> ConvSettings:
         # One head, weights averaged (EMA), last weights kept; its validation quarter is measured
         # once at the end (every evaluation counts every validation picture).

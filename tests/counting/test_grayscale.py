@@ -127,3 +127,12 @@ def test_the_shipped_crowd_model_counts_grayscale_mall_frames_as_colour_ones(sha
     assert ok.all() and np.all(head.router.mixture(statistics, list(head.specialists))[:, mall] > 0.95)
     colour, seen = model.count_paths(frames).counts, gray.count_paths(frames).counts
     assert np.all(np.abs(seen - colour) < 2.0) and np.all(colour > 15)
+
+
+def test_a_gray_share_outside_zero_to_one_is_refused() -> None:
+    from counting.train import CrowdSettings
+
+    assert CrowdSettings(gray_share=0.25).conv_settings().gray_share == 0.25
+    for share in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="gray_share must be in \\[0, 1\\)"):
+            CrowdSettings(gray_share=share)
