@@ -117,7 +117,7 @@ def test_a_model_seeing_grayscale_counts_the_grayscale_file(shared_data: Path, t
 def test_the_shipped_crowd_model_counts_grayscale_mall_frames_as_colour_ones(shared_data: Path) -> None:
     """The Mall specialist trained on grayscale copies and the router learnt them: a grayscale
     Mall frame goes to the Mall specialist and is counted within two people of its colour count
-    (before the copies it went to the general heads and got 39 % fewer people)."""
+    (before the copies the specialist, trained on colour frames, counted 39 % fewer people)."""
     model = load_model(REPO / "models" / "crowd.npz")
     gray = model.seeing_grayscale()
     frames = [str(shared_data / "mall-train" / "frames" / f"seq_{number:06d}.jpg") for number in (650, 750)]
