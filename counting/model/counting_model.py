@@ -446,8 +446,10 @@ class CountingModel:
         return self._backbone_cache["preprocessing"]
 
     def seeing_grayscale(self) -> CountingModel:
-        """A copy of the model that sees every picture as its grayscale copy (what training's
-        grayscale augmentation measures and fits the router on); counts, not files, change."""
+        """A copy of the model whose backbone sees every picture as its grayscale copy (what
+        training's grayscale augmentation measures and fits the router on); counts, not files,
+        change. Only the backbone's input: a detector (the sparse gate's person count, the
+        multi-class model) still sees the colour picture."""
         from dataclasses import replace as copied
 
         from counting.features.backbones import Preprocessing
