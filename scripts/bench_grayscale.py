@@ -19,25 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
 
 from counting.data import read_crowd
-from counting.features import FeatureCache
+from counting.features import FeatureCache, cpu_description
 from counting.model import CountingModel
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:
@@ -52,7 +41,7 @@ def main() -> None:
     cache = FeatureCache()
     validation = read_crowd(args.data, sets=tuple(args.sets) if args.sets else None).subset("test")
     sources = validation.source_names()
-    print(f"{model.name}: {cpu_name()}, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"{model.name}: {cpu_description()}, load {os.getloadavg()[0]:.1f}", flush=True)
     print(f"{'set':16s} {'n':>4s} {'colour MAE':>11s} {'gray MAE':>9s} {'gray/colour':>12s} {'gray marked':>12s}")
     figures = {}
     started = time.perf_counter()
@@ -64,7 +53,7 @@ def main() -> None:
         seen = gray.count_paths(paths, cache=cache, batch_size=4)
         ok = colour.ok & seen.ok
         marked = (
-            float(np.mean(seen.familiarity[ok] < model.familiarity.threshold))
+            float(np.mean(model.familiarity.unfamiliar(seen.familiarity[ok])))
             if seen.familiarity is not None
             else float("nan")
         )

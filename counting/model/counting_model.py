@@ -452,14 +452,10 @@ class CountingModel:
         multi-class model) still sees the colour picture."""
         from dataclasses import replace as copied
 
-        from counting.features.backbones import Preprocessing
-
         # Its own cache dict (replace() would share this one): the backbone is shared, the
         # preprocessing is not.
         view = copied(self, _backbone_cache=dict(self._backbone_cache))
-        view._backbone_cache["preprocessing"] = Preprocessing(
-            input_size=self.input_size, roi_mask=self.roi_mask, grayscale=True
-        )
+        view._backbone_cache["preprocessing"] = copied(self.preprocessing(), grayscale=True)
         return view
 
     def get_backbone(self, weights: str | Path | None = None) -> Any:

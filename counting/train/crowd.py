@@ -82,8 +82,7 @@ class CrowdSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.gray_share < 1.0:
-            raise ValueError(f"gray_share must be in [0, 1), got {self.gray_share!r}")
+        self.conv_settings()  # refuses what the heads would refuse (a gray_share outside [0, 1)), here
 
     def conv_settings(self) -> ConvSettings:
         # One head, weights averaged (EMA), last weights kept; its validation quarter is measured

@@ -136,3 +136,17 @@ def test_a_gray_share_outside_zero_to_one_is_refused() -> None:
     for share in (-0.1, 1.0, float("nan")):
         with pytest.raises(ValueError, match="gray_share must be in \\[0, 1\\)"):
             CrowdSettings(gray_share=share)
+        with pytest.raises(ValueError, match="gray_share must be in \\[0, 1\\)"):
+            ConvSettings(gray_share=share)
+
+
+def test_a_cluster_refuses_grayscale_extraction() -> None:
+    """Its workers rebuild the preprocessing from the input size and ROI: they would see colour."""
+    from counting.apply.distributed import extract_features_distributed
+    from counting.apply.distributed.cluster import ClusterError
+    from counting.features.backbones import get_backbone
+
+    with pytest.raises(ClusterError, match="rebuild only the input size and ROI, not grayscale; drop --cluster"):
+        extract_features_distributed(
+            ["a.jpg"], get_backbone("efficientnet-lite0"), Preprocessing(input_size=64, grayscale=True), client=None
+        )

@@ -120,9 +120,11 @@ def extract_features_distributed(
     if prep.flip:
         # Workers rebuild the preprocessing from its input size and ROI: they would not mirror.
         raise ClusterError("flip-averaged descriptors (--flip-average) are not computed on a cluster; drop --cluster")
-    if prep.grayscale:
-        # Nor would they see the grayscale copy.
-        raise ClusterError("grayscale copies are not computed on a cluster; drop --cluster")
+    rebuilt = Preprocessing(input_size=prep.input_size, roi_mask=prep.roi_mask)
+    if prep != rebuilt:
+        # Nor anything else the workers' Preprocessing would lack (a grayscale copy, say).
+        extra = ", ".join(sorted(set(prep.fingerprint()) - set(rebuilt.fingerprint())))
+        raise ClusterError(f"the cluster's workers rebuild only the input size and ROI, not {extra}; drop --cluster")
     grid = check_grid(grid) if grid is not None else None
     path_list = [str(path) for path in paths]
     n_images = len(path_list)

@@ -69,6 +69,10 @@ class ConvSettings:
     # validated on, and is left out of the head validated on its picture (no leak).
     gray_share: float = 0.0
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.gray_share < 1.0:
+            raise ValueError(f"gray_share must be in [0, 1), got {self.gray_share!r}")
+
     def record(self) -> dict:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 

@@ -124,8 +124,6 @@ def fit_conv_descriptors(
             f"{dataset.root}: a conv density head needs at least 16 train images and 4 per fold "
             f"({len(samples)} given, {settings.folds} folds)"
         )
-    if not 0.0 <= settings.gray_share < 1.0:
-        raise ValueError(f"gray_share must be in [0, 1), got {settings.gray_share!r}")
     parts = validation_parts(indices, is_sequence, seed, settings.folds)
     paths = [str(sample.path) for sample in samples]
     # The maps live in temporary folders (conv_fitting.stride8_maps): removed once trained.
@@ -145,19 +143,21 @@ def fit_conv_descriptors(
             samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
         )
         counts = np.array([float(sample.count) for sample in samples])
-        every, copy_of, weights = list(maps), None, sample_weights
+        # What the heads train on: the pictures, then (with gray_share) their grayscale copies,
+        # each with its picture's targets and drawn gray_share of the time.
+        every_map, every_target, every_count = list(maps), density, counts
+        copy_of, weights = None, sample_weights
         if gray is not None:
-            # Each grayscale copy trains with its picture: same targets, drawn gray_share of the time.
-            every += list(gray)
+            every_map += list(gray)
+            every_target = density + density
+            every_count = np.concatenate([counts, counts])
             copy_of = np.arange(len(samples))
-            density = density + density
-            counts = np.concatenate([counts, counts])
             base = np.ones(len(samples)) if sample_weights is None else np.asarray(sample_weights, dtype=float)
             weights = np.concatenate([base * (1 - settings.gray_share), base * settings.gray_share])
         fits, rows = fit_conv_heads(
-            every,
-            density,
-            counts,
+            every_map,
+            every_target,
+            every_count,
             layers,
             parts,
             roi_mask=prep.roi_mask,
@@ -167,8 +167,6 @@ def fit_conv_descriptors(
             sample_weights=weights,
             copy_of=copy_of,
         )
-        counts = counts[: len(samples)]
-        density = density[: len(samples)]
     heads = [fit.head for fit in fits]
     head = ensemble(heads)
     validated = ~np.isnan(rows[:, 0])
