@@ -20,8 +20,8 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
+from counting.core import atomic_write
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.model import CountingModel
@@ -86,12 +86,10 @@ def main() -> None:
             f"{entry.get('coverage', float('nan')):>9.2f}  {share}"
         )
     if args.figures:
-        Path(args.figures).write_text(
-            json.dumps(
-                {"sets": list(sets), "train_seconds": trained, "figures": figures, "router_shares": shares}, indent=2
-            )
-            + "\n"
-        )
+        with atomic_write(args.figures) as handle:
+            document = {"sets": list(sets), "train_seconds": trained, "figures": figures, "router_shares": shares}
+            json.dump(document, handle, indent=2)
+            handle.write("\n")
 
 
 def _router_shares(model: CountingModel, dataset, cache) -> dict[str, list[float]]:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from counting.core import atomic_write
 from counting.data import read_crowd
 from counting.features import FeatureCache, cpu_description
 from counting.model import CountingModel
@@ -72,7 +73,9 @@ def main() -> None:
         )
     print(f"{time.perf_counter() - started:.0f} s, load now {os.getloadavg()[0]:.1f}")
     if args.json:
-        args.json.write_text(json.dumps({"model": str(args.model), "figures": figures}, indent=2) + "\n")
+        with atomic_write(args.json) as handle:
+            json.dump({"model": str(args.model), "figures": figures}, handle, indent=2)
+            handle.write("\n")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
+from counting.core import atomic_write
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.train import CrowdSettings, crowd_figures, train_crowd_model, write_out_of_fold
@@ -105,9 +105,9 @@ def main() -> None:
             f"{entry.get('coverage', float('nan')):>9.2f}  {weights}"
         )
     if args.figures:
-        Path(args.figures).write_text(
-            json.dumps({"settings": settings.record(), "train_seconds": trained, "figures": figures}, indent=2) + "\n"
-        )
+        with atomic_write(args.figures) as handle:
+            json.dump({"settings": settings.record(), "train_seconds": trained, "figures": figures}, handle, indent=2)
+            handle.write("\n")
 
 
 if __name__ == "__main__":
