@@ -2,13 +2,17 @@
 
     export COUNTING_CACHE_DIR=/work/cache-crowd
     python scripts/add_crowd_specialists.py --data ../shared/data -m crowd.npz -o crowd.npz
+        --set shanghaitech-B --set mall --folds 4 --out-of-fold crowd-oof.csv    (one command)
 
 The fourth step of the crowd model's reproduction (after train_crowd_model.py,
 familiarize_several.py and fit_crowd_gate.py; docs/density.md, "Specialists"). For each ``--set``
 (default: ShanghaiTech B, the set the general heads count worst against one trained on it alone)
 one conv head is trained on that set's train pictures alone (and, a quarter of its crops, on their
 grayscale copies: ``--gray-share``), and a router is fitted on every train picture's map
-statistics and its grayscale copy's (counting.train.crowd.add_specialists). Then the model is scored on each
+statistics and its grayscale copy's (counting.train.crowd.add_specialists), and the model's
+interval is calibrated per route (each specialist, the general heads, the detector; with
+``--out-of-fold``, the general heads' out-of-fold rows, on out-of-fold counts throughout:
+counting.train.crowd.route_intervals). Then the model is scored on each
 set's fixed validation part, as train_crowd_model.py scores it, and the share of each part the
 router gives to each specialist is printed. Prints the wall time and the load.
 """
@@ -25,7 +29,7 @@ from counting.core import atomic_write
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.model import CountingModel
-from counting.train import CrowdSettings, add_specialists, crowd_figures
+from counting.train import CrowdSettings, add_specialists, crowd_figures, read_out_of_fold
 
 DEFAULT_SETS = ("shanghaitech-B",)
 
@@ -45,6 +49,11 @@ def main() -> None:
         help="share of the specialists' crops drawn from grayscale copies (the shipped model's 0.25; 0: none)",
     )
     parser.add_argument("--folds", type=int, default=1, help="heads per specialist (K > 1: an ensemble of K folds)")
+    parser.add_argument(
+        "--out-of-fold",
+        help="the general heads' out-of-fold rows (train_crowd_model.py --out-of-fold): the specialists' "
+        "intervals count their pictures with them (without: the general head's own, in-sample, sums)",
+    )
     parser.add_argument("--figures", help="also write the validation figures to this JSON file")
     args = parser.parse_args()
 
@@ -69,6 +78,7 @@ def main() -> None:
         cache=cache,
         log=lambda line: print(line, file=sys.stderr, flush=True),
         folds=args.folds,
+        out_of_fold=read_out_of_fold(args.out_of_fold) if args.out_of_fold else None,
     )
     trained = time.perf_counter() - started
     routed.save(args.output)

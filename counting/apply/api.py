@@ -213,10 +213,15 @@ def count(
                 zone_records = {source: record["zones"]}
                 familiarity = None if record.get("familiarity") is None else np.array([record["familiarity"]])
                 counted_by = None if "counted_by" not in record else np.array([record["counted_by"]])
+                # The record's interval is on the picture's route (count_frames).
+                bounds = (np.array([record["low"]]), np.array([record["high"]])) if "low" in record else None
             else:
                 prepared = [counting_model.prepare_image(item)]
-                counts, familiarity, _, people = counting_model.count_prepared_scored(prepared, with_people=True)
+                counts, familiarity, _, people, interval_routes = counting_model.count_prepared_scored(
+                    prepared, with_people=True, with_routes=True
+                )
                 counted_by = None if getattr(counting_model, "sparse_gate", None) is None else routes(people)
+                bounds = counting_model.intervals(np.asarray(counts), interval_routes)
         except CountingError as error:
             skipped[source] = f"{source}: {str(error).splitlines()[0]}"
             continue
@@ -225,7 +230,7 @@ def count(
                 f"{source}: cannot decode the image ({str(error).splitlines()[0] or type(error).__name__})"
             )
             continue
-        result = _one_result(counting_model, source, np.asarray(counts), familiarity, counted_by)
+        result = _one_result(counting_model, source, np.asarray(counts), familiarity, counted_by, bounds)
         rows.extend(count_rows(counting_model, result, zone_records))
     count_run()
     if not rows:
@@ -305,9 +310,11 @@ def _one_result(
     counts: np.ndarray,
     familiarity: np.ndarray | None = None,
     counted_by: np.ndarray | None = None,
+    bounds: tuple[np.ndarray | None, np.ndarray | None] | None = None,
 ) -> CountResult:
-    """A :class:`CountResult` for one in-memory picture, with the model's interval."""
-    low, high = model.intervals(counts)
+    """A :class:`CountResult` for one in-memory picture, with ``bounds`` (its ``(low, high)``),
+    or without them the model's interval."""
+    low, high = model.intervals(counts) if bounds is None else bounds
     return CountResult(
         sources=[source],
         counts=counts,

@@ -36,7 +36,7 @@ import numpy as np
 
 from counting.apply.smoothing import CausalSmoother
 from counting.apply.zone_drawing import draw_zones
-from counting.apply.zones import Zone, check_localises, density_records, zone_fields, zone_weights
+from counting.apply.zones import Zone, check_localises, density_records, routed_intervals, zone_fields, zone_weights
 from counting.core import defaults
 from counting.core.columns import class_column, zone_column
 from counting.core.errors import CountingError, StreamError
@@ -600,13 +600,15 @@ def count_video(
                 # A density-head model draws its map on the annotated video: one pass gives both.
                 head = getattr(model, "density_head", None)
                 with_density = (writer is not None or bool(zones)) and head is not None
-                for batch, counts, familiarity, densities, people in _counted_batches(
+                for batch, counts, familiarity, densities, people, interval_routes in _counted_batches(
                     model, reader.batches(batch_size), with_density
                 ):
-                    lows, highs = model.intervals(counts)
+                    lows, highs = routed_intervals(model, counts, interval_routes)
                     counted_by = None if people is None else routes(people)
                     in_zones = (
-                        density_records(model, zones, batch[0].image.shape[:2], densities, counts)
+                        density_records(
+                            model, zones, batch[0].image.shape[:2], densities, counts, routes=interval_routes
+                        )
                         if zones and densities is not None
                         else None
                     )
@@ -625,7 +627,8 @@ def count_video(
                             if lows is not None:
                                 record["low"], record["high"] = float(lows[k]), float(highs[k])
                         if smoother is not None:
-                            record.update(_smoothed_fields(model, names, smoother.update(count)))
+                            route = None if interval_routes is None else interval_routes[k : k + 1]
+                            record.update(_smoothed_fields(model, names, smoother.update(count), route))
                         if in_zones is not None:
                             record.update(zone_fields(in_zones[k]["zones"]))
                         record["familiarity"], record["unfamiliar"] = None, None
@@ -679,11 +682,18 @@ def count_video(
     return run
 
 
-def _smoothed_fields(model: Any, names: list[str] | None, smoothed: Any) -> dict[str, float]:
+def _smoothed_fields(
+    model: Any, names: list[str] | None, smoothed: Any, route: np.ndarray | None = None
+) -> dict[str, float]:
     """The smoothed count and, for a calibrated model, its own interval: the model's interval
-    evaluated at the smoothed count (scripts/smoothing_study.py measures its coverage on Mall)."""
+    evaluated at the smoothed count (scripts/smoothing_study.py measures its coverage on Mall),
+    on the route of the frame's own count (``route``: a one-item array, or None)."""
     values = {"smoothed": np.asarray(smoothed, dtype=float)}
-    low, high = model.intervals(values["smoothed"])
+    if route is None:
+        low, high = model.intervals(values["smoothed"])
+    else:  # one frame: its smoothed count as a one-item batch, then back to the frame's shape
+        low, high = model.intervals(values["smoothed"][None], route)
+        low, high = (None, None) if low is None else (low[0], high[0])
     if low is not None:
         values["smoothed_low"], values["smoothed_high"] = np.asarray(low), np.asarray(high)
     if names:
@@ -693,30 +703,34 @@ def _smoothed_fields(model: Any, names: list[str] | None, smoothed: Any) -> dict
 
 def _counted_batches(
     model: Any, batches: Iterator[list[Frame]], with_density: bool
-) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None, np.ndarray | None, list | None]]:
-    """``(frames, counts, familiarity or None, density maps or None, people or None)`` per batch, in
-    order (people: a crowd model's, per frame the boxes its detector counted or None); on
+) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None, np.ndarray | None, list | None, np.ndarray | None]]:
+    """``(frames, counts, familiarity or None, density maps or None, people or None, interval
+    routes or None)`` per batch, in order (people: a crowd model's, per frame the boxes its
+    detector counted or None; interval routes: ``CountingModel.interval_routes``); on
     onnxruntime the next batch's forward pass runs while the caller writes this one's records
     (torch's intra-op threads already take every core)."""
 
     gated = getattr(model, "sparse_gate", None) is not None
 
-    def compute(frames: list[Frame]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, list | None]:
+    def compute(frames: list[Frame]) -> tuple:
         prepared = [frame.prepared for frame in frames]
         scored = getattr(model, "count_prepared_scored", None)
         if scored is not None:
             if gated:  # which frames the crowd model's detector counted, and whom (drawn as boxes)
-                return scored(prepared, with_density=with_density, with_people=True)
-            return (*scored(prepared, with_density=with_density), None)
+                return scored(prepared, with_density=with_density, with_people=True, with_routes=True)
+            counts, familiarity, densities, interval_routes = scored(
+                prepared, with_density=with_density, with_routes=True
+            )
+            return counts, familiarity, densities, None, interval_routes
         # A model-like object with only count_prepared (and density_maps): familiarity unknown.
         if with_density:
             densities = model.density_maps(prepared)
-            return model.count_density(densities), None, densities, None
-        return model.count_prepared(prepared), None, None, None
+            return model.count_density(densities), None, densities, None, None
+        return model.count_prepared(prepared), None, None, None, None
 
     depth = 2 if model.get_backbone().runtime == "onnxruntime" else 1
-    for frames, (counts, familiarity, densities, people) in computed_in_order(batches, compute, depth):
-        yield frames, counts, familiarity, densities, people
+    for frames, (counts, familiarity, densities, people, interval_routes) in computed_in_order(batches, compute, depth):
+        yield frames, counts, familiarity, densities, people, interval_routes
 
 
 def _temporary_beside(target: Path) -> Path:

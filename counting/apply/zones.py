@@ -240,9 +240,11 @@ def count_frames_with_density(
     frame_size = sizes.pop()
     weights = zone_weights(zones, frame_size, model)  # before the forward pass: a bad zone costs nothing
     prepared = [model.prepare_image(frame) for frame in frames]
-    counts, familiarity, density, people = model.count_prepared_scored(prepared, with_density=True, with_people=True)
+    counts, familiarity, density, people, routes = model.count_prepared_scored(
+        prepared, with_density=True, with_people=True, with_routes=True
+    )
     counts = np.asarray(counts, dtype=float)
-    records = density_records(model, zones, frame_size, density, counts, weights)
+    records = density_records(model, zones, frame_size, density, counts, weights, routes)
     if getattr(model, "sparse_gate", None) is not None:
         _with_route(records, people, frame_size)
     return _with_familiarity(records, familiarity), density
@@ -311,14 +313,16 @@ def density_records(
     density: np.ndarray,
     counts: np.ndarray,
     weights: np.ndarray | None = None,
+    routes: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """The records of :func:`count_frames` from density maps the caller already has (the video
-    loop draws them too) and the frame counts the model made of them."""
+    loop draws them too) and the frame counts the model made of them (``routes``: their
+    intervals' routes, ``CountingModel.interval_routes``)."""
     from counting.heads.density.regions import roi_weights
 
     if weights is None:
         weights = zone_weights(zones, frame_size, model)
-    low, high = model.intervals(counts)
+    low, high = routed_intervals(model, counts, routes)
     shares = zone_shares(density, weights, roi_weights(model.roi_mask, density.shape[1:]))
     records = []
     for k, zone_record in enumerate(frame_zone_records(zones, shares, counts, low, high)):
@@ -328,6 +332,12 @@ def density_records(
         record["zones"] = zone_record
         records.append(record)
     return records
+
+
+def routed_intervals(model: Any, counts: np.ndarray, routes: np.ndarray | None) -> tuple:
+    """``model.intervals(counts, routes)``; without routes, ``model.intervals(counts)`` (a
+    model-like object may take the counts alone)."""
+    return model.intervals(counts) if routes is None else model.intervals(counts, routes)
 
 
 def frame_sizes(zones: Sequence[Zone], paths: Sequence[str]) -> dict[str, tuple[int, int]]:

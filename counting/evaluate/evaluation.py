@@ -125,15 +125,26 @@ def score_predictions(
     indices: np.ndarray,
     is_sequence: bool,
     smoothing_window: int = defaults.SMOOTHING_WINDOW,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[dict, dict | None, dict | None, np.ndarray | None]:
     """(per-frame figures, sequence figures, interval figures, smoothed counts).
 
-    The sequence figures are of the centred ``smoothing_window``-frame mean (offline)."""
+    The sequence figures are of the centred ``smoothing_window``-frame mean (offline). The
+    interval figures are of ``bounds`` (``(low, high)`` as counting gave them: a model with
+    per-route intervals gives each picture its route's), else of the model's interval."""
     if model.is_multi_output:
         return voc_metrics(y_true, y_pred, model.class_names), None, None, None
     figures = crowd_metrics(y_true, y_pred)
     interval = None
-    if model.interval is not None:
+    if model.interval is not None and bounds is not None:
+        low, high = (np.asarray(bound, dtype=float) for bound in bounds)
+        interval = {
+            "level": model.interval.level,
+            "coverage": float(np.mean((y_true >= low) & (y_true <= high))),
+            "mean_width": float(np.mean(high - low)),
+            "scale": model.interval.scale,
+        }
+    elif model.interval is not None:
         interval = model.interval.evaluate(y_true, y_pred)
     sequence, smoothed = None, None
     if is_sequence and smoothing_window > 1 and len(y_true) > 1:
@@ -184,8 +195,9 @@ def evaluate_model(
     y_pred = result.counts[ok]
     indices = np.array([sample.index for sample in samples])[ok]
     is_sequence = dataset.name in defaults.SEQUENCE_DATASETS
+    bounds = None if result.low is None or result.high is None else (result.low[ok], result.high[ok])
     figures, sequence, interval, smoothed = score_predictions(
-        model, y_true, y_pred, indices, is_sequence, smoothing_window
+        model, y_true, y_pred, indices, is_sequence, smoothing_window, bounds
     )
     return EvaluationResult(
         dataset=dataset.name,

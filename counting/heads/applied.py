@@ -54,6 +54,7 @@ class ModelParts(Protocol):
     descriptor: Any
     flip_average: bool
     familiarity: Any
+    needs_probes: bool
     uses_maps: bool
     feature_dim: int
     views_per_image: int
@@ -433,7 +434,7 @@ class DensityHeadApplied:
             batch = np.stack([np.asarray(tensor) for tensor in tensors[start : start + chunking.per_pass]])
             maps = maps_on_grid(backbone, batch, head.layers, stride)
             densities.append(head.density(maps))
-            if model.familiarity is not None:
+            if model.needs_probes:
                 probes.append(map_statistics(maps))
         density = np.concatenate(densities)
         features = head.sum_regions(density, model.roi_mask, head.grid)

@@ -315,8 +315,10 @@ def fit_sparse_gate(
     *,
     sparse_max: float = SPARSE_MAX,
     seed: int = 0,
-) -> tuple[SparseGate, np.ndarray]:
-    """``(gate, out-of-fold counts)`` from pictures the density head never trained on.
+    with_sent: bool = False,
+) -> tuple:
+    """``(gate, out-of-fold counts)`` from pictures the density head never trained on
+    (``with_sent``: and, third, the mask of pictures those out-of-fold fits sent to the detector).
 
     ``projected``: the pictures' familiarity probes on its principal axes. The detector threshold
     is the one with the lowest MAE on the sparse pictures; the number of axes read and the
@@ -402,6 +404,10 @@ def fit_sparse_gate(
     probability = probabilities[best]
     oof = np.full(len(head), np.nan)
     oof[keep] = np.where(probability > 0.5, gate.detector_counts(people[keep]), head[keep])
+    if with_sent:
+        sent = np.zeros(len(head), dtype=bool)
+        sent[keep] = probability > 0.5
+        return gate, oof, sent
     return gate, oof
 
 

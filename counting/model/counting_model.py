@@ -20,9 +20,10 @@ from counting.core.errors import BackboneError, CountingError, ModelFileError
 from counting.core.version import __version__
 from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views
 from counting.heads.applied import AppliedHead, Chunking
+from counting.heads.density.routing import ROUTE_GENERAL
 from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.registry import applied_head_for, read_head_sections
-from counting.heads.sparse_gate import person_density, routes
+from counting.heads.sparse_gate import BY_DETECTOR, person_density, routes
 from counting.heads.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"
@@ -195,6 +196,12 @@ class CountingModel:
             raise ModelFileError("flip-averaged descriptors are whole-frame only (no grid)")
 
     # ------------------------------------------------------------------ file format
+    @property
+    def needs_probes(self) -> bool:
+        """Whether counting needs each picture's familiarity probe: for its familiarity, or for
+        the route of its interval (:meth:`interval_routes`)."""
+        return self.familiarity is not None or (self.interval is not None and bool(self.interval.by_route))
+
     @property
     def feature_dim(self) -> int:
         """Dimension of one descriptor (a pyramid row concatenates the frame's and its cells')."""
@@ -430,11 +437,37 @@ class CountingModel:
             return counts[:, 0]
         return apply_gate(counts, self.gate)
 
-    def intervals(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
-        """Calibrated ``(low, high)`` for predicted counts, or ``(None, None)`` when uncalibrated."""
+    def intervals(
+        self, counts: np.ndarray, routes: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+        """Calibrated ``(low, high)`` for predicted counts, or ``(None, None)`` when uncalibrated.
+        ``routes`` (:meth:`interval_routes`): each picture's own route's interval where the model
+        has one (a crowd model's specialists), the model's interval elsewhere and without them."""
         if self.interval is None:
             return None, None
-        return self.interval.interval(counts)
+        return self.interval.interval(counts, routes)
+
+    def interval_routes(self, probes: np.ndarray | None, people: Sequence[Any] | None = None) -> np.ndarray | None:
+        """The route each picture's interval is calibrated on, or None where the model has one
+        interval: a specialist's set where its head counts the picture (the router's largest
+        weight, from the familiarity ``probes``: the same map statistics the router reads),
+        ``"general"`` where the general heads do, ``"detector"`` where the sparse gate handed the
+        picture to the detector (``people``, :meth:`_gated`: not None there)."""
+        head = self.density_head
+        if self.interval is None or not self.interval.by_route or probes is None:
+            return None
+        if getattr(head, "router", None) is None or not getattr(head, "specialists", None):
+            return None
+        names = list(head.specialists)
+        statistics = np.asarray(probes, dtype=float).reshape(len(probes), -1)
+        with np.errstate(invalid="ignore"):
+            weights = head.router.mixture(statistics, names)
+        choices = np.array([ROUTE_GENERAL, *names], dtype=object)
+        # A picture that could not be read has NaN weights (and a NaN count): any route does.
+        chosen = choices[np.nan_to_num(weights, nan=0.0).argmax(axis=1)]
+        if people is not None:
+            chosen[[found is not None for found in people]] = BY_DETECTOR
+        return chosen
 
     # ------------------------------------------------------------------ images -> counts
     def preprocessing(self) -> Any:
@@ -521,11 +554,11 @@ class CountingModel:
             Chunking(DENSITY_CHUNK, DENSITY_BATCH),  # read now: tests and benches change them
             extract=extract,
             on_density=on_density,
-            with_probes=self.familiarity is not None,
+            with_probes=self.needs_probes,
         )
         counts = self.predict_features(rows.features)
         familiarity = self.familiarity_scores(rows.probes)
-        counted_by = None
+        counted_by, people = None, None
         if self.sparse_gate is not None:
             grids: dict[int, tuple[int, int]] = {}
 
@@ -544,7 +577,7 @@ class CountingModel:
                 for k, found in enumerate(people):
                     if found is not None and rows.ok[k]:
                         on_density(sources[k], person_density(found, grids[k]))
-        low, high = self.intervals(counts)
+        low, high = self.intervals(counts, self.interval_routes(rows.probes, people))
         return CountResult(
             sources=sources,
             counts=counts,
@@ -717,12 +750,15 @@ class CountingModel:
         weights: str | Path | None = None,
         with_density: bool = False,
         with_people: bool = False,
+        with_routes: bool = False,
     ) -> tuple:
         """``(counts, familiarity or None, density maps or None)`` of prepared inputs of one
         shape, from one forward pass; density maps only for a density-head model with
-        ``with_density`` (the annotated video draws them). ``with_people`` adds a fourth item:
+        ``with_density`` (the annotated video draws them). ``with_people`` adds an item:
         per picture, None where the model's head counted it, or the ``(m, 5)`` person boxes
-        (fractions of the picture, then the score) the sparse gate's detector count took."""
+        (fractions of the picture, then the score) the sparse gate's detector count took.
+        ``with_routes`` adds, last, the routes of their intervals (:meth:`interval_routes`: pass
+        them to :meth:`intervals`; None where the model has one interval)."""
         rows = self._applied.rows_of_prepared(self, tensors, weights, Chunking(DENSITY_CHUNK, DENSITY_BATCH))
         counts = self.predict_features(rows.features, source="frames")
         familiarity = self.familiarity_scores(rows.probes)
@@ -749,7 +785,8 @@ class CountingModel:
                 for k, found in enumerate(people):
                     if found is not None:
                         density[k] = person_density(found, density.shape[1:])
-        return (counts, familiarity, density, people) if with_people else (counts, familiarity, density)
+        result = (counts, familiarity, density, people) if with_people else (counts, familiarity, density)
+        return (*result, self.interval_routes(rows.probes, people)) if with_routes else result
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for in-memory images (PIL images or RGB arrays of one size, e.g. video frames)."""
@@ -760,20 +797,30 @@ class CountingModel:
     def summary(self) -> dict:
         """Short description for the CLI."""
         head = self._applied.summary()
-        return head | {
-            "backbone": self.backbone,
-            "input_size": self.input_size,
-            "roi": self.roi_mask is not None,
-            "flip_average": self.flip_average,
-            "grid": None if self.grid is None else f"{self.grid[0]}x{self.grid[1]}",
-            "layout": self.layout,
-            "kernel": self.training.get("kernel"),
-            "n_centers": self.training.get("n_centers"),
-            "dataset": self.dataset.get("name"),
-            "split": self.dataset.get("split"),
-            "interval": None if self.interval is None else self.interval.level,
-            "descriptor": "scores" if self.descriptor is None else self.descriptor.text,
-        }
+        return (
+            head
+            | {
+                "backbone": self.backbone,
+                "input_size": self.input_size,
+                "roi": self.roi_mask is not None,
+                "flip_average": self.flip_average,
+                "grid": None if self.grid is None else f"{self.grid[0]}x{self.grid[1]}",
+                "layout": self.layout,
+                "kernel": self.training.get("kernel"),
+                "n_centers": self.training.get("n_centers"),
+                "dataset": self.dataset.get("name"),
+                "split": self.dataset.get("split"),
+                "interval": None if self.interval is None else self.interval.level,
+                "descriptor": "scores" if self.descriptor is None else self.descriptor.text,
+            }
+            | self._interval_routes_summary()
+        )
+
+    def _interval_routes_summary(self) -> dict:
+        """``{"interval_routes": "mall, ..."}`` where some routes have intervals of their own."""
+        if self.interval is None or not self.interval.by_route:
+            return {}
+        return {"interval_routes": ", ".join(self.interval.by_route)}
 
 
 def _read_familiarity(record: Any) -> Any:

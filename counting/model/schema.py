@@ -233,7 +233,6 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> list[str]:
     from counting.features.backbones import BACKBONES, RUNTIMES
     from counting.features.backbones.preprocessing import MAX_INPUT_SIZE
     from counting.features.layouts import LAYOUTS
-    from counting.heads.uncertainty import SCALES, ConformalInterval
 
     # A bool or a version below 1 would pass the reader's "not newer" test and each per-version rule.
     _integer(metadata.get("format_version"), "format_version", 1, 1 << 20)
@@ -291,25 +290,14 @@ def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> list[str]:
     interval = metadata.get("interval")
     if interval is not None:
         interval = _mapping(interval, "interval")
-        _number(interval.get("level"), "interval.level", 0.0, 1.0)
-        if not 0.0 < float(interval["level"]) < 1.0:
-            raise _Problem(
-                "interval.level",
-                f"{interval['level']} must lie strictly between 0 and 1",
-            )
-        quantile = interval.get("quantile")
-        values = quantile if isinstance(quantile, list) else [quantile]
-        if isinstance(quantile, list) and len(quantile) not in (1, n_outputs):
-            raise _Problem("interval.quantile", f"{len(quantile)} values for {n_outputs} outputs")
-        for value in values:
-            if value is not None:  # null: an infinite quantile (too few calibration samples)
-                _number(value, "interval.quantile", 0.0)
-        if interval.get("lower_bound") is not None:
-            _number(interval["lower_bound"], "interval.lower_bound")
-        if "n_calibration" in interval:
-            _integer(interval["n_calibration"], "interval.n_calibration", 0, 1 << 40)
-        rules = {"method": _one_of((ConformalInterval.method,)), "scale": _one_of(SCALES)}
-        _check_fields(interval, rules, "interval.")
+        _check_interval(interval, n_outputs, "interval.")
+        routes = interval.get("by_route")
+        if routes is not None:
+            for name, record in _mapping(routes, "interval.by_route").items():
+                route = _mapping(record, f"interval.by_route.{name}")
+                if "by_route" in route:
+                    raise _Problem(f"interval.by_route.{name}", "a route's interval has routes of its own")
+                _check_interval(route, n_outputs, f"interval.by_route.{name}.")
     descriptor = metadata.get("descriptor")
     if descriptor is not None:
         _check_descriptor(_mapping(descriptor, "descriptor"))
@@ -523,6 +511,28 @@ def _hyper_fields() -> dict[str, Rule]:
         "random_state": _or_null(_integers(0, 2**32 - 1)),
         "verbose": (lambda value: isinstance(value, bool) or (_is_int(value) and value >= 0), "true, false or a level"),
     }
+
+
+def _check_interval(interval: Mapping[str, Any], n_outputs: int, prefix: str) -> None:
+    """One interval record (the model's, or one route's of its ``by_route``)."""
+    from counting.heads.uncertainty import SCALES, ConformalInterval
+
+    _number(interval.get("level"), prefix + "level", 0.0, 1.0)
+    if not 0.0 < float(interval["level"]) < 1.0:
+        raise _Problem(prefix + "level", f"{interval['level']} must lie strictly between 0 and 1")
+    quantile = interval.get("quantile")
+    values = quantile if isinstance(quantile, list) else [quantile]
+    if isinstance(quantile, list) and len(quantile) not in (1, n_outputs):
+        raise _Problem(prefix + "quantile", f"{len(quantile)} values for {n_outputs} outputs")
+    for value in values:
+        if value is not None:  # null: an infinite quantile (too few calibration samples)
+            _number(value, prefix + "quantile", 0.0)
+    if interval.get("lower_bound") is not None:
+        _number(interval["lower_bound"], prefix + "lower_bound")
+    if "n_calibration" in interval:
+        _integer(interval["n_calibration"], prefix + "n_calibration", 0, 1 << 40)
+    rules = {"method": _one_of((ConformalInterval.method,)), "scale": _one_of(SCALES), "by_route": _OBJECT}
+    _check_fields(interval, rules, prefix)
 
 
 def _check_fields(

@@ -40,6 +40,7 @@ __all__ = [
     "head_rows",
     "head_validation_samples",
     "read_out_of_fold",
+    "route_intervals",
     "thinned_train_part",
     "train_crowd_model",
     "write_out_of_fold",
@@ -187,17 +188,22 @@ def add_specialists(
     progress: bool = False,
     log: Callable[[str], None] | None = None,
     folds: int = 1,
+    out_of_fold: dict[str, np.ndarray] | None = None,
 ) -> CountingModel:
     """The crowd model with a specialist head for each set in ``sets`` and the router that mixes
-    them into its density (:mod:`counting.heads.density.routing`).
+        them into its density (:mod:`counting.heads.density.routing`), and an interval per specialist
+        (:func:`route_intervals`).
 
-    Each specialist is a conv head trained as the general head is (``settings``: input size,
-    width, steps), on the train pictures of its set alone: one head on three quarters of them (the
-    fourth is measured), or with ``folds`` K > 1 an ensemble of K heads, each on all folds but one.
-    The router is fitted on the map statistics of every train picture of every set, labelled by set
-    (with ``settings.gray_share`` > 0 also on each picture's grayscale copy, which the specialists
-    then train on too). The model's count, gate, familiarity and interval are otherwise kept."""
-    from counting.heads.density.routing import fit_set_router
+        Each specialist is a conv head trained as the general head is (``settings``: input size,
+        width, steps), on the train pictures of its set alone: one head on three quarters of them (the
+        fourth is measured), or with ``folds`` K > 1 an ensemble of K heads, each on all folds but one.
+        The router is fitted on the map statistics of every train picture of every set, labelled by set
+        (with ``settings.gray_share`` > 0 also on each picture's grayscale copy, which the specialists
+        then train on too). ``out_of_fold``: the general heads' out-of-fold region sums of the train
+    pictures (:func:`train_crowd_model`), for the specialists' intervals. The model's count, gate,
+    familiarity and its interval elsewhere are otherwise kept."""
+    from counting.heads.density.routing import ROUTE_GENERAL, fit_set_router
+    from counting.heads.sparse_gate import BY_DETECTOR
 
     head = model.density_head
     if getattr(head, "kind", None) != "conv":
@@ -208,15 +214,20 @@ def add_specialists(
     unknown = [name for name in sets if name not in known]
     if unknown:
         raise ValueError(f"no train pictures of set {unknown[0]!r} (sets: {', '.join(sorted(known))})")
+    taken = [name for name in sets if name in (ROUTE_GENERAL, BY_DETECTOR)]
+    if taken:  # the intervals' routes are named by set, beside these two
+        raise ValueError(f"a set named {taken[0]!r} cannot have a specialist: the name is a route's")
     specialists = {}
+    held_out: dict[str, tuple[list, np.ndarray]] = {}
     for name in sets:
         part = train.of_source(name)
         plan = _crowd_plan(part, settings, cache, progress, log)
         if log is not None:
             log(f"specialist {name}: {len(part.samples)} train pictures")
-        specialist, _ = _fit_crowd_heads(plan, part, replace(settings, folds=folds), cache, progress, log)
+        specialist, sums = _fit_crowd_heads(plan, part, replace(settings, folds=folds), cache, progress, log)
         specialist.settings |= {"specialist_of": name}
         specialists[name] = specialist
+        held_out[name] = (list(plan.inputs.samples), sums)
     paths = [str(sample.path) for sample in train.samples]
     plain = replace(model, density_head=replace(head, specialists={}, router=None), sparse_gate=None)
     statistics, ok, errors = plain.probe_paths(paths, cache=cache)
@@ -229,6 +240,7 @@ def add_specialists(
         gray, seen, _ = plain.seeing_grayscale().probe_paths(paths, cache=cache)
         statistics = np.concatenate([statistics, gray[seen]])
         labels = np.concatenate([labels, train.source_names()[seen]])
+    probes = dict(zip(np.array(paths)[ok].tolist(), statistics[: int(ok.sum())], strict=True))
     router = fit_set_router(statistics, labels, seed=settings.seed)
     if log is not None:
         log(
@@ -236,15 +248,146 @@ def add_specialists(
             f"on {len(labels)} pictures of {len(router.classes)} sets"
         )
     routed = replace(model, density_head=replace(head, specialists=specialists, router=router))
+    record: dict[str, Any] = {"sets": list(sets), "folds": folds, "router": router.settings}
+    if model.interval is not None:
+        gated = None
+        if model.sparse_gate is not None and out_of_fold is not None:
+            # The gate's own out-of-fold counts again (fit_crowd_gate's fit, same pictures and
+            # seed): the general and detector routes are calibrated on them.
+            from counting.heads.sparse_gate import fit_sparse_gate
+
+            inputs = _gate_inputs(model, dataset, settings, cache, 4, out_of_fold)
+            _, counts, sent = fit_sparse_gate(
+                inputs.heads,
+                inputs.persons,
+                inputs.familiarity,
+                inputs.projected,
+                inputs.truth,
+                seed=settings.seed,
+                with_sent=True,
+            )
+            gated = (inputs.paths, inputs.truth, counts, sent)
+        routes, record["intervals"] = route_intervals(
+            routed, held_out, probes, out_of_fold, gated, cache=cache, seed=settings.seed, log=log
+        )
+        routed.interval = replace(model.interval, by_route=routes)
     routed.training = dict(model.training) | {
-        "specialists": {
-            "sets": list(sets),
-            "folds": folds,
-            "router": router.settings,
-            "seconds": round(time.perf_counter() - started, 1),
-        }
+        "specialists": record | {"seconds": round(time.perf_counter() - started, 1)}
     }
     return routed
+
+
+def route_intervals(
+    model: CountingModel,
+    held_out: dict[str, tuple[list, np.ndarray]],
+    probes: dict[str, np.ndarray],
+    general_sums: dict[str, np.ndarray] | None = None,
+    gated: tuple[list[str], np.ndarray, np.ndarray, np.ndarray] | None = None,
+    *,
+    cache: Any = None,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, dict]]:
+    """``(intervals, record)``: the model's interval per route (Mondrian conformal,
+    counting.heads.uncertainty; ``CountingModel.interval_routes`` names a picture's route) and
+    what each was calibrated on.
+
+    **A specialist's route** (the router's largest weight is its specialist's): its set's train
+    pictures, ``held_out[set]`` (the pictures and their region sums by the specialist heads that
+    never trained on them; ``folds`` > 1: every picture; one head: its validation quarter, NaN
+    elsewhere, left out). Each is counted as counting mixes it: the router's weights (from
+    ``probes``, path -> map statistics) on the general heads' sums (``general_sums``, their
+    out-of-fold rows; without them the general head's own sums, in-sample, which the record says),
+    its specialist's held-out sums and the other specialists' sums. A picture of another set routed
+    there is named in the record and left out (the router fits its train pictures: none on the
+    shipped data).
+
+    **The ``general`` and ``detector`` routes**, with ``gated`` = ``(paths, truth, counts, sent)``:
+    the gate's out-of-fold counts of the train pictures (``fit_sparse_gate(..., with_sent=True)``)
+    and the mask it sent to the detector. ``detector``: the pictures sent; ``general``: the others
+    the router leaves to the general heads. A picture the gate sends to the detector is on the
+    detector's route, whichever set it is of, so it is left out of its specialist's too.
+
+    A route with too few pictures for the level keeps the model's interval (``record`` says so)."""
+    from counting.heads.density.routing import ROUTE_GENERAL
+    from counting.heads.sparse_gate import BY_DETECTOR
+
+    head = model.density_head
+    names = list(head.specialists)
+    level = model.interval.level if model.interval is not None else 0.9
+    plain = replace(model, density_head=replace(head, specialists={}, router=None), sparse_gate=None)
+    sent_paths = set() if gated is None else {path for path, sent in zip(gated[0], gated[3], strict=True) if sent}
+    intervals, record = {}, {}
+
+    def calibrate(route: str, truth: np.ndarray, counts: np.ndarray, facts: dict) -> None:
+        record[route] = {"pictures": len(truth)} | facts
+        fitted = _route_interval(truth, counts, level, seed)
+        if fitted is None:
+            record[route]["kept"] = "the model's interval: too few pictures for the level"
+        else:
+            intervals[route] = fitted
+            record[route] |= {
+                "scale": fitted.scale,
+                "out_of_fold_mae": round(float(np.mean(np.abs(counts - truth))), 4),
+            }
+        if log is not None:
+            mine = intervals.get(route)
+            width = (
+                "keeps the model's"
+                if mine is None
+                else f"{mine.scale} scale, +/- {mine.half_width(np.array([np.median(truth)]))[0]:.1f} "
+                f"at its median count {np.median(truth):g}; out-of-fold MAE {record[route]['out_of_fold_mae']:.2f}"
+            )
+            log(f"interval for route {route}: {len(truth)} pictures, {width}")
+
+    for name, (samples, sums) in held_out.items():
+        paths = [str(sample.path) for sample in samples]
+        usable = ~np.isnan(sums).any(axis=1) & np.array([path in probes and path not in sent_paths for path in paths])
+        weights = np.zeros((len(paths), 1 + len(names)))
+        weights[usable] = head.router.mixture(np.stack([probes[path] for path in np.array(paths)[usable]]), names)
+        column = 1 + names.index(name)
+        mine = usable & (weights.argmax(axis=1) == column)
+        chosen = [path for path, keep in zip(paths, mine, strict=True) if keep]
+        if general_sums is not None and all(path in general_sums for path in chosen):
+            general, source = np.stack([general_sums[path] for path in chosen]), "general heads' out-of-fold sums"
+        else:
+            general, source = head_rows(plain, chosen, cache), "general head's own sums (in-sample)"
+        mixed = weights[mine, :1] * general + weights[mine, column, None] * sums[mine]
+        for other, specialist in head.specialists.items():
+            share = weights[mine, 1 + names.index(other)]
+            if other != name and share.any():
+                own = replace(plain, density_head=specialist)
+                mixed[share > 0] += share[share > 0, None] * head_rows(own, np.array(chosen)[share > 0].tolist(), cache)
+        truth = np.array([float(sample.count) for sample, keep in zip(samples, mine, strict=True) if keep])
+        facts = {
+            "routed_elsewhere": int((usable & ~mine).sum()),
+            "sent_to_detector": sum(path in sent_paths for path in paths),
+            "general_part": source,
+        }
+        calibrate(name, truth, plain.predict_features(mixed), facts)
+    if gated is not None:
+        paths, truth, counts, sent = gated
+        known = np.array([path in probes for path in paths]) & np.isfinite(counts)
+        routes = np.full(len(paths), "", dtype=object)
+        routes[known] = np.array([ROUTE_GENERAL, *names], dtype=object)[
+            head.router.mixture(np.stack([probes[path] for path in np.array(paths)[known]]), names).argmax(axis=1)
+        ]
+        routes[known & sent] = BY_DETECTOR
+        for route in (ROUTE_GENERAL, BY_DETECTOR):
+            chosen = routes == route
+            calibrate(route, truth[chosen], counts[chosen], {"counted": "the gate's out-of-fold counts"})
+    return intervals, record
+
+
+def _route_interval(truth: np.ndarray, counts: np.ndarray, level: float, seed: int) -> Any:
+    """A split-conformal interval on one route's pairs, its scale chosen on them; None when
+    they are too few for ``level``."""
+    from counting.heads.uncertainty import ConformalInterval, choose_scale, conformal_rank
+
+    if len(truth) == 0 or conformal_rank(len(truth), level) > len(truth):
+        return None
+    scale, _ = choose_scale(truth, counts, level=level, seed=seed)
+    return ConformalInterval.fit(truth, counts, level=level, scale=scale)
 
 
 def _crowd_plan(dataset: Any, settings: CrowdSettings, cache: Any, progress: bool, log: Any) -> Any:
@@ -337,27 +480,9 @@ def fit_crowd_gate(
             "(scripts/train_crowd_model.py --out-of-fold FILE, then fit_crowd_gate.py --out-of-fold FILE)"
         )
     started = time.perf_counter()
-    if out_of_fold is not None:
-        samples = [sample for sample in dataset.samples if str(sample.path) in out_of_fold]
-    else:
-        samples = head_validation_samples(dataset, settings)
-    paths = [str(sample.path) for sample in samples]
-    truth = np.array([float(sample.count) for sample in samples])
-    plain = replace(model, sparse_gate=None)
-    if out_of_fold is not None:
-        # The heads' counts are the out-of-fold ones: only the probes need the maps (running the
-        # ensemble over them too would compute counts that are thrown away).
-        probes, ok, _ = plain.probe_paths(paths, cache=cache, batch_size=batch_size)
-        rows = np.stack([out_of_fold[path] for path in paths])
-        heads = np.where(ok, plain.predict_features(rows), np.nan)
-    else:
-        # One pass over the maps gives both the head's rows and the familiarity probes.
-        found = _head_pass(plain, paths, cache, batch_size, with_probes=True)
-        heads, probes = plain.predict_features(found.features), found.probes
-    familiarity = model.familiarity.scores_without_self(probes)
-    persons, _ = plain.person_rows(paths, np.isfinite(heads), {})
-    projected = model.familiarity.project(probes)
-    gate, oof = fit_sparse_gate(heads, persons, familiarity, projected, truth, seed=settings.seed)
+    inputs = _gate_inputs(model, dataset, settings, cache, batch_size, out_of_fold)
+    paths, truth, heads = inputs.paths, inputs.truth, inputs.heads
+    gate, oof = fit_sparse_gate(heads, inputs.persons, inputs.familiarity, inputs.projected, truth, seed=settings.seed)
     level = model.interval.level if model.interval is not None else 0.9
     scale, widths = choose_scale(truth, oof, level=level, seed=settings.seed)
     interval = ConformalInterval.fit(truth, oof, level=level, scale=scale)
@@ -378,6 +503,52 @@ def fit_crowd_gate(
     gated = replace(model, sparse_gate=gate, interval=interval)
     gated.training = dict(model.training) | {"sparse_gate": gate.settings, "interval_scale_widths_gated": widths}
     return gated
+
+
+@dataclass
+class _GateInputs:
+    """What the sparse gate is fitted on: train pictures each counted by a head that never
+    trained on them, with the detector's person rows and the familiarity the gate reads."""
+
+    paths: list[str]
+    truth: np.ndarray
+    heads: np.ndarray  # the heads' counts
+    persons: np.ndarray  # the detector's person rows
+    familiarity: np.ndarray  # without each picture's own reference
+    projected: np.ndarray  # the probes on the familiarity's principal axes
+
+
+def _gate_inputs(
+    model: CountingModel,
+    dataset: Any,
+    settings: CrowdSettings,
+    cache: Any,
+    batch_size: int,
+    out_of_fold: dict[str, np.ndarray] | None,
+) -> _GateInputs:
+    """The gate's pictures (every one with ``out_of_fold`` rows, else the one head's held-out
+    quarter) and what :func:`~counting.heads.sparse_gate.fit_sparse_gate` reads of them."""
+    if out_of_fold is not None:
+        samples = [sample for sample in dataset.samples if str(sample.path) in out_of_fold]
+    else:
+        samples = head_validation_samples(dataset, settings)
+    paths = [str(sample.path) for sample in samples]
+    truth = np.array([float(sample.count) for sample in samples])
+    plain = replace(model, sparse_gate=None)
+    if out_of_fold is not None:
+        # The heads' counts are the out-of-fold ones: only the probes need the maps (running the
+        # ensemble over them too would compute counts that are thrown away).
+        probes, ok, _ = plain.probe_paths(paths, cache=cache, batch_size=batch_size)
+        rows = np.stack([out_of_fold[path] for path in paths])
+        heads = np.where(ok, plain.predict_features(rows), np.nan)
+    else:
+        # One pass over the maps gives both the head's rows and the familiarity probes.
+        found = _head_pass(plain, paths, cache, batch_size, with_probes=True)
+        heads, probes = plain.predict_features(found.features), found.probes
+    familiarity = model.familiarity.scores_without_self(probes)
+    persons, _ = plain.person_rows(paths, np.isfinite(heads), {})
+    projected = model.familiarity.project(probes)
+    return _GateInputs(paths, truth, heads, persons, familiarity, projected)
 
 
 def head_rows(model: CountingModel, paths: list, cache: Any = None, batch_size: int = 4) -> np.ndarray:

@@ -194,7 +194,8 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
     general = train_crowd_model(crowd, settings, cache=cache)
     with pytest.raises(ValueError, match="no train pictures of set 'mall'"):
         add_specialists(general, crowd, ("mall",), settings, cache=cache)
-    routed = add_specialists(general, crowd, ("shanghaitech-B",), settings, cache=cache)
+    # Two folds: every ShanghaiTech B train picture gets a specialist's count that never trained on it.
+    routed = add_specialists(general, crowd, ("shanghaitech-B",), settings, cache=cache, folds=2)
     head = routed.density_head
     assert list(head.specialists) == ["shanghaitech-B"] and head.router.classes == ("coco-voc20", "shanghaitech-B")
     # the router also learnt each train picture's grayscale copy
@@ -218,3 +219,37 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
     general_counts = general.count_paths(paths, cache=cache).counts
     street = sources == "shanghaitech-B"
     assert not np.allclose(routed_counts[street], general_counts[street])
+    # An interval of its own for the pictures the specialist counts, calibrated on its set's train
+    # pictures the router sends it; the model's interval stays for the rest.
+    record = routed.training["specialists"]["intervals"]["shanghaitech-B"]
+    on_route = loaded.interval.by_route["shanghaitech-B"]
+    in_set = sum(sample.split == "train" for sample in crowd.of_source("shanghaitech-B").samples)
+    assert record["sent_to_detector"] == 0  # the model has no gate: no detector route
+    assert on_route.n_calibration == record["pictures"] == in_set - record["routed_elsewhere"] > 9
+    assert record["general_part"] == "general head's own sums (in-sample)"
+    assert set(loaded.interval.by_route) == {"shanghaitech-B"}  # without a gate the general route keeps the whole
+    # With the gate's out-of-fold counts: the pictures it sent make the detector's route, the
+    # rest the router leaves to the general heads the general route (here: coco's).
+    from counting.train.crowd import route_intervals
+
+    train_paths = [str(sample.path) for sample in train]
+    train_truth = np.array([float(sample.count) for sample in train])
+    probes, readable, _ = loaded.probe_paths(train_paths, cache=cache)
+    sent = train_truth <= 2
+    gated = (train_paths, train_truth, train_truth + 0.5, sent)
+    found, facts = route_intervals(loaded, {}, dict(zip(train_paths, probes, strict=True)), None, gated)
+    to_general = readable & ~sent & (loaded.interval_routes(probes) == "general")
+    assert facts["detector"]["pictures"] == int((readable & sent).sum()) > 9
+    assert facts["general"]["pictures"] == int(to_general.sum())
+    assert found["detector"].n_calibration == facts["detector"]["pictures"]
+    assert found["detector"].interval(np.array([3.0]))[1][0] == pytest.approx(3.5)  # every error 0.5
+    assert on_route.level == loaded.interval.level and loaded.interval.n_calibration == general.interval.n_calibration
+    result = loaded.count_paths(paths, cache=cache)
+    routes = loaded.interval_routes(statistics)
+    assert set(routes[ok]) <= {"general", "shanghaitech-B", "detector"}
+    mine = ok & (routes == "shanghaitech-B")
+    assert mine.any()
+    np.testing.assert_allclose(result.low[mine], on_route.interval(result.counts[mine])[0])
+    np.testing.assert_allclose(result.high[mine], on_route.interval(result.counts[mine])[1])
+    others = ok & (routes == "general")
+    np.testing.assert_allclose(result.high[others], loaded.interval.interval(result.counts[others])[1])

@@ -9,7 +9,9 @@ instead of the head's 6.3; the intervals were recalibrated), and again when it b
 four heads with its gate fitted on every train picture's out-of-fold count (issue 21, 2026-11-25),
 and when it gained ShanghaiTech B and Mall specialists (issue 21, 2026-11-27: the two Mall frames
 and the ShanghaiTech B photo are now counted by their set's specialist), and when the specialists
-were retrained with grayscale copies (issue 21, 2026-11-27: counts moved by 0.1-5.7).
+were retrained with grayscale copies (issue 21, 2026-11-27: counts moved by 0.1-5.7), and when
+its specialists got intervals of their own (issue 21, 2026-11-27: counts unchanged; the Mall
+frames' and the ShanghaiTech B photo's intervals narrowed).
 """
 
 from __future__ import annotations

@@ -50,6 +50,13 @@ def test_the_gate_sends_sparse_pictures_to_the_detector_count_at_the_best_thresh
     # Out-of-fold counts: every picture routed by a fit without it.
     assert oof.shape == truth.shape and np.isfinite(oof).all()
     assert np.mean(np.abs(oof - truth)[truth <= 20]) < np.mean(np.abs(head - truth)[truth <= 20]) / 5
+    # with_sent: the same fit, and which pictures the out-of-fold fits sent to the detector
+    again, same, sent = fit_sparse_gate(head, persons, familiarity, projected, truth, with_sent=True)
+    np.testing.assert_array_equal(same, oof)
+    np.testing.assert_array_equal(again.coef, gate.coef)
+    np.testing.assert_array_equal(same[sent], gate.detector_counts(persons[sent]))
+    np.testing.assert_array_equal(same[~sent], head[~sent])
+    assert np.mean(sent == (truth <= 20)) > 0.9
 
 
 def test_the_screen_skips_the_detector_only_where_the_gate_could_not_say_sparse() -> None:

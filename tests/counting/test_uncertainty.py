@@ -113,3 +113,65 @@ def test_bad_inputs_are_rejected() -> None:
         ConformalInterval.from_dict({"level": 0.9})
     with pytest.raises(ModelFileError, match="scale"):
         ConformalInterval.from_dict({"level": 0.9, "quantile": 1.0, "scale": "cubic"})
+
+
+def _two_routes(seed: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counts of two routes: "quiet" errs by sd 1, "noisy" by sd 8 (a specialist and the rest)."""
+    rng = np.random.default_rng(seed)
+    routes = np.where(rng.random(n) < 0.5, "quiet", "noisy").astype(object)
+    truth = rng.uniform(10, 60, n)
+    predicted = truth + rng.normal(size=n) * np.where(routes == "quiet", 1.0, 8.0)
+    return truth, predicted, routes
+
+
+def _routed(truth: np.ndarray, predicted: np.ndarray, routes: np.ndarray) -> ConformalInterval:
+    whole = ConformalInterval.fit(truth, predicted, level=0.9)
+    whole.by_route = {
+        name: ConformalInterval.fit(truth[routes == name], predicted[routes == name], level=0.9)
+        for name in ("quiet", "noisy")
+    }
+    return whole
+
+
+def test_route_intervals_cover_each_route_where_one_interval_covers_only_on_average() -> None:
+    per_route: dict[str, list[float]] = {"quiet": [], "noisy": []}
+    pooled: dict[str, list[float]] = {"quiet": [], "noisy": []}
+    for seed in range(200):
+        truth, predicted, routes = _two_routes(seed, 300)
+        interval = _routed(truth[:150], predicted[:150], routes[:150])
+        test = slice(150, None)
+        for name in per_route:
+            mine = routes[test] == name
+            per_route[name].append(interval.coverage(truth[test][mine], predicted[test][mine], routes[test][mine]))
+            pooled[name].append(interval.coverage(truth[test][mine], predicted[test][mine]))
+    for name in per_route:
+        assert np.mean(per_route[name]) == pytest.approx(0.9, abs=0.02)
+    # One interval for both: the quiet route's intervals are far too wide, the noisy one's too narrow.
+    assert np.mean(pooled["quiet"]) > 0.99 and np.mean(pooled["noisy"]) < 0.85
+
+
+def test_routes_choose_the_interval_and_unknown_routes_keep_the_whole() -> None:
+    truth, predicted, routes = _two_routes(0, 400)
+    interval = _routed(truth, predicted, routes)
+    at = np.array([30.0, 30.0, 30.0, 30.0])
+    low, high = interval.interval(at, np.array(["quiet", "noisy", "general", None], dtype=object))
+    widths = high - low
+    assert widths[0] < widths[2] < widths[1]  # the whole's width lies between the routes'
+    assert widths[3] == widths[2]
+    np.testing.assert_allclose(interval.interval(at), interval.interval(at, np.array(["x"] * 4, dtype=object)))
+    assert interval.mean_width(at[:1], np.array(["quiet"])) == pytest.approx(widths[0])
+    with pytest.raises(ValueError, match="3 routes for 4 predictions"):
+        interval.interval(at, np.array(["quiet"] * 3))
+
+
+def test_route_intervals_round_trip_through_json() -> None:
+    truth, predicted, routes = _two_routes(1, 200)
+    interval = _routed(truth, predicted, routes)
+    record = json.loads(json.dumps(interval.to_dict()))
+    assert set(record["by_route"]) == {"quiet", "noisy"}
+    restored = ConformalInterval.from_dict(record)
+    np.testing.assert_allclose(restored.interval(predicted, routes), interval.interval(predicted, routes))
+    assert restored.by_route["noisy"].n_calibration == int(np.sum(routes == "noisy"))
+    assert "by_route" not in ConformalInterval.fit(truth, predicted).to_dict()  # files without routes unchanged
+    with pytest.raises(ModelFileError, match="by_route"):
+        ConformalInterval.from_dict(record | {"by_route": {"quiet": 3}})

@@ -88,6 +88,24 @@ CASES = {
         lambda a, d: _meta(d)["interval"].update(quantile="wide"),
         "interval.quantile",
     ),
+    "route interval with a negative quantile": (
+        lambda a, d: _meta(d)["interval"].update(by_route={"mall": dict(_meta(d)["interval"], quantile=-2.0)}),
+        "interval.by_route.mall.quantile",
+    ),
+    "route intervals as a list": (
+        lambda a, d: _meta(d)["interval"].update(by_route=[1, 2]),
+        "interval.by_route",
+    ),
+    "route interval with routes of its own": (
+        lambda a, d: _meta(d)["interval"].update(
+            by_route={"mall": dict(_meta(d)["interval"], by_route={"x": dict(_meta(d)["interval"])})}
+        ),
+        "interval.by_route.mall",
+    ),
+    "route interval at another level": (
+        lambda a, d: _meta(d)["interval"].update(by_route={"mall": dict(_meta(d)["interval"], level=0.5)}),
+        "by_route['mall'] is at level 0.5",
+    ),
     "ROI mask runs that do not cover it": (
         lambda a, d: _meta(d)["preprocessing"].update(roi_mask={"shape": [4, 4], "first": True, "runs": [3, -1]}),
         "roi_mask.runs",

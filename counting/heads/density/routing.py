@@ -25,7 +25,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SetRouter", "fit_set_router"]
+__all__ = ["ROUTE_GENERAL", "SetRouter", "fit_set_router"]
+
+# The route of a picture the router leaves to the general heads (the specialists' are their sets'
+# names): what a model's per-route intervals are keyed by (counting.heads.uncertainty).
+ROUTE_GENERAL = "general"
 
 # Inverse regularisations tried by the cross-validation (scikit-learn's C).
 ROUTER_C = (0.01, 0.1, 1.0, 10.0)
