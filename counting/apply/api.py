@@ -140,7 +140,8 @@ def count(
     """Count the people (or objects) in ``images`` with ``model`` (default: the shipped model).
 
     ``images``: an image file, a folder (its images), a glob pattern, an RGB ``(H, W, 3)``
-    uint8 array or a PIL image, or a list mixing them; arrays are named ``array:K`` (their
+    uint8 array (``(H, W)`` gray, ``(H, W, 4)`` RGBA: composited on white, as RGBA files are) or
+    a PIL image, or a list mixing them; arrays are named ``array:K`` (their
     position in the list). Pictures that cannot be counted are left out of the records and
     listed in :attr:`Counts.skipped` with a one-line reason; when nothing at all can be counted
     a :class:`~counting.core.errors.CountingError` says why. ``cache``: a

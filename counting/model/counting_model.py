@@ -442,29 +442,31 @@ class CountingModel:
     ) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
         """Calibrated ``(low, high)`` for predicted counts, or ``(None, None)`` when uncalibrated.
         ``routes`` (:meth:`interval_routes`): each picture's own route's interval where the model
-        has one (a crowd model's specialists), the model's interval elsewhere and without them."""
+        has one (a crowd model's specialists, general heads, detector), the model's interval
+        elsewhere and without them."""
         if self.interval is None:
             return None, None
         return self.interval.interval(counts, routes)
 
     def interval_routes(self, probes: np.ndarray | None, people: Sequence[Any] | None = None) -> np.ndarray | None:
         """The route each picture's interval is calibrated on, or None where the model has one
-        interval: a specialist's set where its head counts the picture (the router's largest
-        weight, from the familiarity ``probes``: the same map statistics the router reads),
-        ``"general"`` where the general heads do, ``"detector"`` where the sparse gate handed the
-        picture to the detector (``people``, :meth:`_gated`: not None there)."""
+        interval: ``"detector"`` where the sparse gate handed the picture to the detector
+        (``people``, :meth:`_gated`: not None there), else the head with the router's largest
+        weight (from the familiarity ``probes``: the same map statistics the router reads), a
+        specialist's set or ``"general"`` (every picture, for a model without specialists)."""
         head = self.density_head
         if self.interval is None or not self.interval.by_route or probes is None:
             return None
         if getattr(head, "router", None) is None or not getattr(head, "specialists", None):
-            return None
-        names = list(head.specialists)
-        statistics = np.asarray(probes, dtype=float).reshape(len(probes), -1)
-        with np.errstate(invalid="ignore"):
-            weights = head.router.mixture(statistics, names)
-        choices = np.array([ROUTE_GENERAL, *names], dtype=object)
-        # A picture that could not be read has NaN weights (and a NaN count): any route does.
-        chosen = choices[np.nan_to_num(weights, nan=0.0).argmax(axis=1)]
+            chosen = np.full(len(probes), ROUTE_GENERAL, dtype=object)
+        else:
+            names = list(head.specialists)
+            statistics = np.asarray(probes, dtype=float).reshape(len(probes), -1)
+            with np.errstate(invalid="ignore"):
+                weights = head.router.mixture(statistics, names)
+            choices = np.array([ROUTE_GENERAL, *names], dtype=object)
+            # A picture that could not be read has NaN weights (and a NaN count): any route does.
+            chosen = choices[np.nan_to_num(weights, nan=0.0).argmax(axis=1)]
         if people is not None:
             chosen[[found is not None for found in people]] = BY_DETECTOR
         return chosen

@@ -190,18 +190,18 @@ def add_specialists(
     folds: int = 1,
     out_of_fold: dict[str, np.ndarray] | None = None,
 ) -> CountingModel:
-    """The crowd model with a specialist head for each set in ``sets`` and the router that mixes
-        them into its density (:mod:`counting.heads.density.routing`), and an interval per specialist
-        (:func:`route_intervals`).
+    """The crowd model with a specialist head for each set in ``sets``, the router that mixes
+    them into its density (:mod:`counting.heads.density.routing`), and its interval per route
+    (:func:`route_intervals`).
 
-        Each specialist is a conv head trained as the general head is (``settings``: input size,
-        width, steps), on the train pictures of its set alone: one head on three quarters of them (the
-        fourth is measured), or with ``folds`` K > 1 an ensemble of K heads, each on all folds but one.
-        The router is fitted on the map statistics of every train picture of every set, labelled by set
-        (with ``settings.gray_share`` > 0 also on each picture's grayscale copy, which the specialists
-        then train on too). ``out_of_fold``: the general heads' out-of-fold region sums of the train
-    pictures (:func:`train_crowd_model`), for the specialists' intervals. The model's count, gate,
-    familiarity and its interval elsewhere are otherwise kept."""
+    Each specialist is a conv head trained as the general head is (``settings``: input size,
+    width, steps), on the train pictures of its set alone: one head on three quarters of them (the
+    fourth is measured), or with ``folds`` K > 1 an ensemble of K heads, each on all folds but one.
+    The router is fitted on the map statistics of every train picture of every set, labelled by set
+    (with ``settings.gray_share`` > 0 also on each picture's grayscale copy, which the specialists
+    then train on too). ``out_of_fold``: the general heads' out-of-fold region sums of the train
+    pictures (:func:`train_crowd_model`); with them and a sparse gate the general and detector
+    routes get intervals of their own too. The model's count, gate and familiarity are kept."""
     from counting.heads.density.routing import ROUTE_GENERAL, fit_set_router
     from counting.heads.sparse_gate import BY_DETECTOR
 
@@ -298,9 +298,10 @@ def route_intervals(
     elsewhere, left out). Each is counted as counting mixes it: the router's weights (from
     ``probes``, path -> map statistics) on the general heads' sums (``general_sums``, their
     out-of-fold rows; without them the general head's own sums, in-sample, which the record says),
-    its specialist's held-out sums and the other specialists' sums. A picture of another set routed
-    there is named in the record and left out (the router fits its train pictures: none on the
-    shipped data).
+    its specialist's held-out sums and the other specialists' sums. Pictures of the set the router
+    sends elsewhere are left out and counted in the record (``routed_elsewhere``); train pictures
+    of other sets it sends to the specialist are not calibrated on (the router fits its train
+    pictures: it sent none on the shipped data).
 
     **The ``general`` and ``detector`` routes**, with ``gated`` = ``(paths, truth, counts, sent)``:
     the gate's out-of-fold counts of the train pictures (``fit_sparse_gate(..., with_sent=True)``)

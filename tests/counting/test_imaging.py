@@ -265,3 +265,20 @@ def test_upright_pictures_no_longer_ask_to_be_turned(tmp_path: Path, orientation
     again = ImageOps.exif_transpose(upright)  # what a caller may do with the picture
     assert again.size == upright.size
     np.testing.assert_array_equal(np.asarray(again), np.asarray(upright))
+
+
+def test_an_rgba_array_is_the_rgba_file(tmp_path: Path) -> None:
+    """An (H, W, 4) array is composited on white as an RGBA file is, so both prepare alike;
+    other channel counts are refused in one line."""
+    from counting.features.backbones.preprocessing import Normalisation, Preprocessing, prepare_image
+
+    rng = np.random.default_rng(0)
+    rgba = rng.integers(0, 256, (40, 60, 4), dtype=np.uint8)
+    path = tmp_path / "alpha.png"
+    Image.fromarray(rgba).save(path)
+    prep, normalisation = Preprocessing(input_size=32), Normalisation((127.0,) * 3, (128.0,) * 3)
+    from_file = np.asarray(prepare_image(load_image(path), prep, normalisation))
+    from_array = np.asarray(prepare_image(rgba, prep, normalisation))
+    np.testing.assert_array_equal(from_array, from_file)
+    with pytest.raises(ImageError, match=r"picture: expected an \(H, W\), \(H, W, 3\) or \(H, W, 4\) uint8"):
+        prepare_image(rgba[:, :, :2].copy(), prep, normalisation, source="picture")

@@ -95,6 +95,10 @@ def test_a_model_without_route_intervals_has_no_routes(crowd) -> None:
     plain = replace(crowd, interval=replace(crowd.interval, by_route={}))
     assert plain.interval_routes(np.zeros((3, plain.familiarity_dim()))) is None
     assert crowd.interval_routes(None) is None
+    # Without specialists every picture the head counts is on the general route.
+    alone = replace(crowd, density_head=replace(crowd.density_head, specialists={}, router=None))
+    routes = alone.interval_routes(np.zeros((3, alone.familiarity_dim())), [None, "boxes", None])
+    assert list(routes) == ["general", "detector", "general"]
 
 
 def test_video_frames_and_their_smoothed_counts_get_the_route_interval(

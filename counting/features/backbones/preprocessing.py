@@ -195,7 +195,8 @@ class Preprocessing:
 
 
 def to_pil(image: ImageLike, source: str = "image") -> Image.Image:
-    """Accept a PIL image or an ``(H, W)`` / ``(H, W, 3)`` uint8 RGB array; return RGB PIL."""
+    """Accept a PIL image or an ``(H, W)`` / ``(H, W, 3)`` uint8 RGB array (or ``(H, W, 4)`` RGBA,
+    composited on white); return RGB PIL."""
     if isinstance(image, Image.Image):
         return to_rgb(image)
     return to_rgb(Image.fromarray(np.ascontiguousarray(_checked_array(image, source))))
@@ -287,9 +288,16 @@ def grayscale_pixels(pixels: np.ndarray) -> np.ndarray:
 
 
 def _checked_array(image: np.ndarray, source: str) -> np.ndarray:
+    """An ``(H, W)`` or ``(H, W, 3)`` uint8 array of ``image``; ``(H, W, 1)`` is read as
+    ``(H, W)`` and ``(H, W, 4)`` (RGBA, as PIL and a PNG's decode give it) composited on white,
+    as an RGBA file is (counting.data.imaging.to_rgb): the same picture counts the same either way."""
     array = np.asarray(image)
-    if array.dtype != np.uint8 or array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (1, 3)):
-        raise ImageError(f"{source}: expected an (H, W) or (H, W, 3) uint8 RGB array, got {array.dtype} {array.shape}")
+    if array.dtype != np.uint8 or array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (1, 3, 4)):
+        raise ImageError(
+            f"{source}: expected an (H, W), (H, W, 3) or (H, W, 4) uint8 RGB(A) array, got {array.dtype} {array.shape}"
+        )
+    if array.ndim == 3 and array.shape[2] == 4:
+        return np.asarray(to_rgb(Image.fromarray(np.ascontiguousarray(array))))  # uint8 x 4: RGBA
     return array[:, :, 0] if array.ndim == 3 and array.shape[2] == 1 else array
 
 
