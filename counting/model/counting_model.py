@@ -463,10 +463,7 @@ class CountingModel:
             names = list(head.specialists)
             statistics = np.asarray(probes, dtype=float).reshape(len(probes), -1)
             with np.errstate(invalid="ignore"):
-                weights = head.router.mixture(statistics, names)
-            choices = np.array([ROUTE_GENERAL, *names], dtype=object)
-            # A picture that could not be read has NaN weights (and a NaN count): any route does.
-            chosen = choices[np.nan_to_num(weights, nan=0.0).argmax(axis=1)]
+                chosen = head.router.routes(head.router.mixture(statistics, names), names)
         if people is not None:
             chosen[[found is not None for found in people]] = BY_DETECTOR
         return chosen
@@ -799,30 +796,20 @@ class CountingModel:
     def summary(self) -> dict:
         """Short description for the CLI."""
         head = self._applied.summary()
-        return (
-            head
-            | {
-                "backbone": self.backbone,
-                "input_size": self.input_size,
-                "roi": self.roi_mask is not None,
-                "flip_average": self.flip_average,
-                "grid": None if self.grid is None else f"{self.grid[0]}x{self.grid[1]}",
-                "layout": self.layout,
-                "kernel": self.training.get("kernel"),
-                "n_centers": self.training.get("n_centers"),
-                "dataset": self.dataset.get("name"),
-                "split": self.dataset.get("split"),
-                "interval": None if self.interval is None else self.interval.level,
-                "descriptor": "scores" if self.descriptor is None else self.descriptor.text,
-            }
-            | self._interval_routes_summary()
-        )
-
-    def _interval_routes_summary(self) -> dict:
-        """``{"interval_routes": "mall, ..."}`` where some routes have intervals of their own."""
-        if self.interval is None or not self.interval.by_route:
-            return {}
-        return {"interval_routes": ", ".join(self.interval.by_route)}
+        return head | {
+            "backbone": self.backbone,
+            "input_size": self.input_size,
+            "roi": self.roi_mask is not None,
+            "flip_average": self.flip_average,
+            "grid": None if self.grid is None else f"{self.grid[0]}x{self.grid[1]}",
+            "layout": self.layout,
+            "kernel": self.training.get("kernel"),
+            "n_centers": self.training.get("n_centers"),
+            "dataset": self.dataset.get("name"),
+            "split": self.dataset.get("split"),
+            "interval": None if self.interval is None else self.interval.level,
+            "descriptor": "scores" if self.descriptor is None else self.descriptor.text,
+        }
 
 
 def _read_familiarity(record: Any) -> Any:

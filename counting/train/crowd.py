@@ -256,7 +256,7 @@ def add_specialists(
             # seed): the general and detector routes are calibrated on them.
             from counting.heads.sparse_gate import fit_sparse_gate
 
-            inputs = _gate_inputs(model, dataset, settings, cache, 4, out_of_fold)
+            inputs = _gate_inputs(model, dataset, settings, cache, 4, out_of_fold, probes)
             _, counts, sent = fit_sparse_gate(
                 inputs.heads,
                 inputs.persons,
@@ -347,7 +347,7 @@ def route_intervals(
         weights = np.zeros((len(paths), 1 + len(names)))
         weights[usable] = head.router.mixture(np.stack([probes[path] for path in np.array(paths)[usable]]), names)
         column = 1 + names.index(name)
-        mine = usable & (weights.argmax(axis=1) == column)
+        mine = usable & (head.router.routes(weights, names) == name)
         chosen = [path for path, keep in zip(paths, mine, strict=True) if keep]
         if general_sums is not None and all(path in general_sums for path in chosen):
             general, source = np.stack([general_sums[path] for path in chosen]), "general heads' out-of-fold sums"
@@ -370,9 +370,8 @@ def route_intervals(
         paths, truth, counts, sent = gated
         known = np.array([path in probes for path in paths]) & np.isfinite(counts)
         routes = np.full(len(paths), "", dtype=object)
-        routes[known] = np.array([ROUTE_GENERAL, *names], dtype=object)[
-            head.router.mixture(np.stack([probes[path] for path in np.array(paths)[known]]), names).argmax(axis=1)
-        ]
+        statistics = np.stack([probes[path] for path in np.array(paths)[known]])
+        routes[known] = head.router.routes(head.router.mixture(statistics, names), names)
         routes[known & sent] = BY_DETECTOR
         for route in (ROUTE_GENERAL, BY_DETECTOR):
             chosen = routes == route
@@ -526,9 +525,11 @@ def _gate_inputs(
     cache: Any,
     batch_size: int,
     out_of_fold: dict[str, np.ndarray] | None,
+    known_probes: dict[str, np.ndarray] | None = None,
 ) -> _GateInputs:
     """The gate's pictures (every one with ``out_of_fold`` rows, else the one head's held-out
-    quarter) and what :func:`~counting.heads.sparse_gate.fit_sparse_gate` reads of them."""
+    quarter) and what :func:`~counting.heads.sparse_gate.fit_sparse_gate` reads of them.
+    ``known_probes`` (path -> probe, of readable pictures): probes already made, not made again."""
     if out_of_fold is not None:
         samples = [sample for sample in dataset.samples if str(sample.path) in out_of_fold]
     else:
@@ -539,7 +540,10 @@ def _gate_inputs(
     if out_of_fold is not None:
         # The heads' counts are the out-of-fold ones: only the probes need the maps (running the
         # ensemble over them too would compute counts that are thrown away).
-        probes, ok, _ = plain.probe_paths(paths, cache=cache, batch_size=batch_size)
+        if known_probes is not None and all(path in known_probes for path in paths):
+            probes, ok = np.stack([known_probes[path] for path in paths]), np.ones(len(paths), dtype=bool)
+        else:
+            probes, ok, _ = plain.probe_paths(paths, cache=cache, batch_size=batch_size)
         rows = np.stack([out_of_fold[path] for path in paths])
         heads = np.where(ok, plain.predict_features(rows), np.nan)
     else:

@@ -76,6 +76,14 @@ class SetRouter:
         weights = np.where(weights >= MIN_WEIGHT, weights, 0.0)
         return weights / weights.sum(axis=1, keepdims=True)
 
+    @staticmethod
+    def routes(weights: np.ndarray, sets: list[str]) -> np.ndarray:
+        """Each picture's route from its :meth:`mixture` weights over ``sets``: the set whose
+        specialist has the largest weight, ROUTE_GENERAL where the general heads have it (and for
+        a picture of NaN weights, one that could not be read: its count is NaN too)."""
+        choices = np.array([ROUTE_GENERAL, *sets], dtype=object)
+        return choices[np.nan_to_num(weights, nan=0.0).argmax(axis=1)]
+
 
 def fit_set_router(statistics: np.ndarray, sets: np.ndarray, seed: int = 0) -> SetRouter:
     """A router fitted on training pictures' ``(n, D)`` map statistics and their ``(n,)`` set names.
