@@ -7,7 +7,9 @@ The third step of the crowd model's reproduction, after `scripts/train_crowd_mod
 `scripts/familiarize_several.py` (the gate reads familiarity). The gate is fitted on every train
 picture of `--out-of-fold` (the CSV train_crowd_model.py wrote: each picture's count by the head
 that never trained on it; an ensemble needs it), or, for a one-head model, on the quarter the head
-never trained on (counting.train.crowd.head_validation_samples); its interval is recalibrated on
+never trained on (counting.train.crowd.head_validation_samples), and on an everyday copy of each
+(saved again as JPEG or WebP, half of them smaller: counting.data.copies; the copies' maps are
+made from the files, not cached); its interval is recalibrated on
 the gate's out-of-fold counts there; then each set's fixed validation
 part is scored with and without the gate. The output replaces the model file only when it is
 written completely (CountingModel.save is atomic).

@@ -23,5 +23,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         # pictures
         ".imaging": "Sideways load_image image_size to_rgb",
         ".paths": "expand_image_paths",
+        # everyday copies of a picture (recompressed, smaller): what the sparse gate also fits on
+        ".copies": "CopyRecipe everyday_copy recipe_for",
     },
 )

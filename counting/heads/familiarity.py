@@ -121,8 +121,16 @@ class Familiarity:
         to the probe (the picture itself) is not one of its neighbours. What a model fitted on
         training pictures' familiarity (the sparse gate) must see, or it learns from scores
         that new pictures never reach."""
+        return self.scores_without(probes, probes)
+
+    def scores_without(self, probes: np.ndarray, own: np.ndarray) -> np.ndarray:
+        """Scores of pictures whose ``own`` probes (one row each) are training pictures: the
+        reference identical to a picture's own probe is not one of its neighbours. A recompressed
+        copy of a training picture (``own``: the original's probe) is scored as a new picture
+        would be, not against its own original."""
         projected = self.project(probes)
-        distance = _knn_distance(projected, self.references, self.neighbours, skip_identical=True)
+        near = projected if own is probes else self.project(own)
+        distance = _knn_distance(projected, self.references, self.neighbours, skip_near=near)
         return self.scores_of_distances(distance)
 
     def scores_of_distances(self, distance: np.ndarray) -> np.ndarray:
@@ -281,24 +289,26 @@ def unfamiliar_summary(n_unfamiliar: int, n_scored: int, what: str = "pictures")
 
 
 def _knn_distance(
-    queries: np.ndarray, references: np.ndarray, neighbours: int, skip_identical: bool = False
+    queries: np.ndarray, references: np.ndarray, neighbours: int, skip_near: np.ndarray | None = None
 ) -> np.ndarray:
     """Mean Euclidean distance of each query row to its ``neighbours`` nearest reference rows
-    (``skip_identical``: references at distance ~0 from the query are not counted)."""
+    (``skip_near``, one row per query: references at distance ~0 from its row are not counted,
+    e.g. a training picture's own reference)."""
     out = np.full(len(queries), np.nan)
     finite = np.isfinite(queries).all(axis=1)
     if not finite.any():
         return out
     from scipy.spatial.distance import cdist
 
-    count = max(1, min(neighbours, len(references) - int(skip_identical)))
+    count = max(1, min(neighbours, len(references) - int(skip_near is not None)))
     rows = np.flatnonzero(finite)
     for start in range(0, len(rows), 1024):  # bounds the (queries x references) block
         part = rows[start : start + 1024]
         distance = cdist(queries[part], references)
-        if skip_identical:
+        if skip_near is not None:
             # Stored as float32: a picture's own reference lies within rounding of it.
-            distance[distance < IDENTICAL] = np.inf
+            own = distance if skip_near is queries else cdist(skip_near[part], references)
+            distance[own < IDENTICAL] = np.inf
         nearest = np.partition(distance, count - 1, axis=1)[:, :count]
         out[part] = nearest.mean(axis=1)
     return out

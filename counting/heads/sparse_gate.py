@@ -27,6 +27,19 @@ to fit on (an ensemble, 2026-11-25) that label sent Mall frames of 15-20 small p
 detector, which misses half of them there (8.4 people against the head's 1.8 on 26 train frames),
 and 2 dense ShanghaiTech A photos; the weighted label sends neither (docs/density.md).
 
+**Copies.** A crowd model fits its gate on each train picture and an everyday copy of it (saved
+again as JPEG or WebP, some smaller: :mod:`counting.data.copies`; ``groups`` holds a picture and
+its copy in one fold, ``originals`` leaves the detector's threshold to the pictures). Fitted on
+the pictures alone, the gate read recompression, through the familiarity axes, as "not an
+everyday photo": saved again at JPEG quality 95, two coco-voc20 validation photos went from the
+detector to the head (13 people counted 77), docs/density.md, "Recompressed photos".
+
+**The head's limit.** The gate is linear in its inputs, and with odd familiarity axes it once
+sent a dense ShanghaiTech A train picture (2,650 people, the heads counting 1,696) to the detector,
+which counted 0. It never hands over a picture whose head count is above ``HEAD_LIMIT_FACTOR``
+times the largest head count of any sparse fitting picture (at most ``sparse_max`` people) the
+detector counted closer: beyond that the fit has no evidence that a picture can be sparse.
+
 The detector costs as much as the density model (~45 ms a picture of the ~95 of both), and most
 pictures of a crowd camera are nowhere near sparse, so a **screen** runs first: a second logistic
 regression on the inputs that need no detector (head count, familiarity, probe axes). Where its
@@ -67,6 +80,9 @@ AXES_GRID = (0, 4, 8, 16)
 FOLDS = 5
 # Added to each fitting picture's weight (people): pictures where both routes err alike still count.
 WEIGHT_FLOOR = 0.1
+# The gate hands no picture over whose head count exceeds this many times the largest head count
+# of a sparse fitting picture the detector counted closer (module docstring, "The head's limit").
+HEAD_LIMIT_FACTOR = 2.0
 
 
 # The ``counted_by`` of a gated model's picture: its density head's count, or the detector's.
@@ -211,6 +227,8 @@ class SparseGate:
     settings: dict[str, Any] = field(default_factory=dict)
     # None: the detector runs on every picture.
     screen: Screen | None = None
+    # Head counts above this keep the head's count (None: no limit, a gate fitted before it).
+    head_limit: float | None = None
 
     @property
     def dim(self) -> int:
@@ -258,7 +276,15 @@ class SparseGate:
         sparse = np.zeros(len(counts), dtype=bool)
         if finite.any():
             sparse[finite] = self.probability(features[finite]) > 0.5
+        sparse &= self.within_limit(counts)
         return np.where(sparse, self.detector_counts(persons), counts), sparse
+
+    def within_limit(self, head_counts: np.ndarray) -> np.ndarray:
+        """True where the head's count allows a hand-over (module docstring, "The head's limit")."""
+        counts = np.asarray(head_counts, dtype=np.float64).reshape(-1)
+        if self.head_limit is None:
+            return np.ones(len(counts), dtype=bool)
+        return counts <= self.head_limit
 
     # ------------------------------------------------------------------ model file section
     def to_document(self) -> dict[str, Any]:
@@ -270,6 +296,7 @@ class SparseGate:
                 "axes": int(self.axes),
                 "settings": self.settings,
             }
+            | ({} if self.head_limit is None else {"head_limit": float(self.head_limit)})
             | ({} if self.screen is None else {"screen": self.screen.to_document()})
         )
 
@@ -284,11 +311,14 @@ class SparseGate:
             count_index = int(document["count_index"])
             sparse_max = float(document.get("sparse_max", SPARSE_MAX))
             axes = int(document.get("axes", 0))
+            head_limit = None if document.get("head_limit") is None else float(document["head_limit"])
         except (KeyError, TypeError, ValueError) as error:
             raise SparseGateError(f"{what} section is incomplete or not numeric ({error})") from None
         if not 0 <= axes <= max(AXES_GRID):
             raise SparseGateError(f"{what} reads 0 to {max(AXES_GRID)} familiarity axes, not {axes}")
         mean, scale, coef, intercept = _read_linear(document, what, 2 + len(QUANTITIES) + axes)
+        if head_limit is not None and not (np.isfinite(head_limit) and head_limit > 0):
+            raise SparseGateError(f"{what}'s head_limit {head_limit:g} is not a positive count")
         if not 0 <= count_index < len(QUANTITIES) - 2:  # the last two are soft count and heat mass
             raise SparseGateError(f"{what}'s count_index {count_index} is not a detector threshold")
         settings = document.get("settings", {})
@@ -303,6 +333,7 @@ class SparseGate:
             axes,
             settings if isinstance(settings, dict) else {},
             None if screen is None else Screen.from_document(screen, 2 + axes),
+            head_limit,
         )
 
 
@@ -316,6 +347,8 @@ def fit_sparse_gate(
     sparse_max: float = SPARSE_MAX,
     seed: int = 0,
     with_sent: bool = False,
+    groups: np.ndarray | None = None,
+    originals: np.ndarray | None = None,
 ) -> tuple:
     """``(gate, out-of-fold counts)`` from pictures the density head never trained on
     (``with_sent``: and, third, the mask of pictures those out-of-fold fits sent to the detector).
@@ -324,10 +357,14 @@ def fit_sparse_gate(
     is the one with the lowest MAE on the sparse pictures; the number of axes read and the
     regularisation are chosen by cross-validated log-loss. The out-of-fold counts (each picture
     gated by a fit without it) are what an interval is calibrated on.
+
+    ``groups`` (one label per picture): pictures of one group are held out together by the
+    cross-validation (a train picture and its recompressed copies, :mod:`counting.train.crowd`),
+    so no picture's route is chosen by a fit that saw a copy of it.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import log_loss
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, cross_val_predict
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
@@ -346,10 +383,11 @@ def fit_sparse_gate(
             f"({int(keep.sum())} usable, {int((keep & sparse).sum())} sparse)"
         )
     # The detector's threshold: the one that counts the sparse pictures best.
-    sparse_truth = truth[keep & sparse]
-    errors = [
-        np.mean(np.abs(np.rint(np.square(people[keep & sparse, k])) - sparse_truth)) for k in range(len(THRESHOLDS))
-    ]
+    chosen_on = (
+        keep & sparse & (np.ones(len(head), dtype=bool) if originals is None else np.asarray(originals, dtype=bool))
+    )
+    sparse_truth = truth[chosen_on]
+    errors = [np.mean(np.abs(np.rint(np.square(people[chosen_on, k])) - sparse_truth)) for k in range(len(THRESHOLDS))]
     count_index = int(np.argmin(errors))
     detector = np.rint(np.square(people[keep, count_index]))
     saved = np.abs(head[keep] - truth[keep]) - np.abs(detector - truth[keep])
@@ -357,8 +395,14 @@ def fit_sparse_gate(
     weight = np.log1p(np.abs(saved)) + WEIGHT_FLOOR
     if y.all() or not y.any():
         raise ValueError("the sparse gate needs pictures where the detector counts better and some where it does not")
+    handed = y & sparse[keep]
+    head_limit = HEAD_LIMIT_FACTOR * float(np.max(head[keep][handed])) if handed.any() else None
     base = 2 + people.shape[1]
-    folds = StratifiedKFold(FOLDS, shuffle=True, random_state=seed)
+    if groups is None:
+        folds, fold_groups = StratifiedKFold(FOLDS, shuffle=True, random_state=seed), None
+    else:
+        folds = StratifiedGroupKFold(FOLDS, shuffle=True, random_state=seed)
+        fold_groups = np.asarray(groups).reshape(-1)[keep]
     # Each (axes, C)'s out-of-fold probabilities (the standardisation refitted inside every fold,
     # so nothing of a held picture leaks into its own route); the lowest weighted log-loss wins.
     choices = [(k, c) for k in AXES_GRID if k <= projected.shape[1] for c in C_GRID]
@@ -367,7 +411,13 @@ def fit_sparse_gate(
         pipeline = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=5000))
         X = features[keep, : base + k]
         probability = cross_val_predict(
-            pipeline, X, y, cv=folds, method="predict_proba", params={"logisticregression__sample_weight": weight}
+            pipeline,
+            X,
+            y,
+            groups=fold_groups,
+            cv=folds,
+            method="predict_proba",
+            params={"logisticregression__sample_weight": weight},
         )[:, 1]
         losses.append(log_loss(y, probability, sample_weight=weight, labels=[False, True]))
         probabilities.append(probability)
@@ -384,6 +434,7 @@ def fit_sparse_gate(
         count_index=count_index,
         sparse_max=float(sparse_max),
         axes=int(axes),
+        head_limit=head_limit,
         settings={
             "C": chosen,
             "axes": int(axes),
@@ -401,12 +452,12 @@ def fit_sparse_gate(
     known = np.asarray(familiarity, dtype=np.float64).reshape(-1)[keep]
     gate.screen = _fit_screen(head[keep], known, projected[keep, :axes], gate, X)
     gate.settings["screen_threshold"] = None if gate.screen is None else gate.screen.threshold
-    probability = probabilities[best]
+    handed_over = (probabilities[best] > 0.5) & gate.within_limit(head[keep])
     oof = np.full(len(head), np.nan)
-    oof[keep] = np.where(probability > 0.5, gate.detector_counts(people[keep]), head[keep])
+    oof[keep] = np.where(handed_over, gate.detector_counts(people[keep]), head[keep])
     if with_sent:
         sent = np.zeros(len(head), dtype=bool)
-        sent[keep] = probability > 0.5
+        sent[keep] = handed_over
         return gate, oof, sent
     return gate, oof
 
@@ -427,7 +478,7 @@ def _fit_screen(
     three quarters of the Mall frames while the gate sent none of them."""
     from sklearn.linear_model import LogisticRegression
 
-    needed = gate.probability(features) > 0.5
+    needed = (gate.probability(features) > 0.5) & gate.within_limit(head)
     if needed.all() or not needed.any():
         return None
     inputs = screen_features(head, familiarity, axes)

@@ -36,7 +36,9 @@ __all__ = [
     "add_specialists",
     "balanced_weights",
     "crowd_figures",
+    "GateInputs",
     "fit_crowd_gate",
+    "gate_inputs",
     "head_rows",
     "head_validation_samples",
     "read_out_of_fold",
@@ -80,10 +82,18 @@ class CrowdSettings:
     # scored MAE 14.79 against 2.36 in colour. The shipped model gives its specialists 0.25 and
     # its general heads none (docs/density.md, "Grayscale pictures").
     gray_share: float = 0.0
+    # Everyday copies (counting.data.copies: saved again as JPEG or WebP, half of them smaller) of
+    # each picture the sparse gate is fitted on, fitted on beside it (0: none). Without them the
+    # gate read recompression as "not an everyday photo": the coco-voc20 validation photos saved
+    # again at JPEG quality 95 scored MAE 1.71 instead of 1.14 (docs/density.md, "Recompressed
+    # photos").
+    gate_copies: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
         self.conv_settings()  # refuses what the heads would refuse (a gray_share outside [0, 1)), here
+        if self.gate_copies not in (0, 1):
+            raise ValueError(f"gate_copies {self.gate_copies}: expected 0 or 1 (copies of each gate picture)")
 
     def conv_settings(self) -> ConvSettings:
         # One head, weights averaged (EMA), last weights kept; its validation quarter is measured
@@ -254,18 +264,11 @@ def add_specialists(
         if model.sparse_gate is not None and out_of_fold is not None:
             # The gate's own out-of-fold counts again (fit_crowd_gate's fit, same pictures and
             # seed): the general and detector routes are calibrated on them.
-            from counting.heads.sparse_gate import fit_sparse_gate
-
-            inputs = _gate_inputs(model, dataset, settings, cache, 4, out_of_fold, probes)
-            _, counts, sent = fit_sparse_gate(
-                inputs.heads,
-                inputs.persons,
-                inputs.familiarity,
-                inputs.projected,
-                inputs.truth,
-                seed=settings.seed,
-                with_sent=True,
-            )
+            # As the gate was fitted: with its copies, or without them (a gate fitted before they were).
+            copies = int(model.sparse_gate.settings.get("copies", 0))
+            refit = replace(settings, gate_copies=copies)
+            inputs = gate_inputs(model, dataset, refit, cache, 4, out_of_fold, probes, log=log)
+            _, counts, sent = inputs.fitted(settings.seed, with_sent=True)
             gated = (inputs.paths, inputs.truth, counts, sent)
         routes, record["intervals"] = route_intervals(
             routed, held_out, probes, out_of_fold, gated, cache=cache, seed=settings.seed, log=log
@@ -466,8 +469,9 @@ def fit_crowd_gate(
     ``out_of_fold`` (path -> region sums, from :func:`train_crowd_model`): fit on those pictures
     and the head counts of those sums instead; with ``folds`` > 1 they are every train picture, each counted by the
     head that never trained on it (the model's own head, the ensemble, trained on all of them).
+    With ``settings.gate_copies`` the gate is also fitted on an everyday copy of each picture
+    (:func:`_copy_inputs`); the interval is calibrated on the pictures' counts alone.
     """
-    from counting.heads.sparse_gate import fit_sparse_gate
     from counting.heads.uncertainty import ConformalInterval, choose_scale
 
     if model.familiarity is None:
@@ -480,14 +484,16 @@ def fit_crowd_gate(
             "(scripts/train_crowd_model.py --out-of-fold FILE, then fit_crowd_gate.py --out-of-fold FILE)"
         )
     started = time.perf_counter()
-    inputs = _gate_inputs(model, dataset, settings, cache, batch_size, out_of_fold)
+    inputs = gate_inputs(model, dataset, settings, cache, batch_size, out_of_fold, log=log)
     paths, truth, heads = inputs.paths, inputs.truth, inputs.heads
-    gate, oof = fit_sparse_gate(heads, inputs.persons, inputs.familiarity, inputs.projected, truth, seed=settings.seed)
+    gate, oof = inputs.fitted(settings.seed)
     level = model.interval.level if model.interval is not None else 0.9
     scale, widths = choose_scale(truth, oof, level=level, seed=settings.seed)
     interval = ConformalInterval.fit(truth, oof, level=level, scale=scale)
     gate.settings |= {
-        "fitted_on": f"{len(paths)} train pictures, each counted by a head that never trained on it",
+        "copies": settings.gate_copies,
+        "fitted_on": f"{len(paths)} train pictures, each counted by a head that never trained on it"
+        + ("" if inputs.copies is None else f", and an everyday copy of each ({COPIES_DESCRIBED})"),
         "out_of_fold_mae": float(np.mean(np.abs(oof - truth))),
         "head_mae": float(np.mean(np.abs(np.clip(heads, 0, None) - truth))),
         "seconds": round(time.perf_counter() - started, 1),
@@ -506,7 +512,7 @@ def fit_crowd_gate(
 
 
 @dataclass
-class _GateInputs:
+class GateInputs:
     """What the sparse gate is fitted on: train pictures each counted by a head that never
     trained on them, with the detector's person rows and the familiarity the gate reads."""
 
@@ -516,9 +522,37 @@ class _GateInputs:
     persons: np.ndarray  # the detector's person rows
     familiarity: np.ndarray  # without each picture's own reference
     projected: np.ndarray  # the probes on the familiarity's principal axes
+    # The same of each picture's everyday copy (counting.data.copies), in the same order; None: no copies.
+    copies: GateInputs | None = None
+
+    def fitted(self, seed: int, with_sent: bool = False) -> tuple:
+        """:func:`~counting.heads.sparse_gate.fit_sparse_gate` on the pictures and their copies
+        (a picture and its copy held out together; the detector's threshold chosen on the
+        pictures alone): the gate, then the out-of-fold counts (and the sent mask) of the
+        pictures, not of the copies."""
+        from counting.heads.sparse_gate import fit_sparse_gate
+
+        parts = [self] if self.copies is None else [self, self.copies]
+        n = len(self.paths)
+
+        def joined(name: str) -> np.ndarray:
+            return np.concatenate([getattr(part, name) for part in parts])
+
+        fitted = fit_sparse_gate(
+            joined("heads"),
+            joined("persons"),
+            joined("familiarity"),
+            joined("projected"),
+            joined("truth"),
+            seed=seed,
+            with_sent=with_sent,
+            groups=np.tile(np.arange(n), len(parts)),
+            originals=np.arange(n * len(parts)) < n,
+        )
+        return (fitted[0], *(part[:n] for part in fitted[1:]))
 
 
-def _gate_inputs(
+def gate_inputs(
     model: CountingModel,
     dataset: Any,
     settings: CrowdSettings,
@@ -526,7 +560,8 @@ def _gate_inputs(
     batch_size: int,
     out_of_fold: dict[str, np.ndarray] | None,
     known_probes: dict[str, np.ndarray] | None = None,
-) -> _GateInputs:
+    log: Callable[[str], None] | None = None,
+) -> GateInputs:
     """The gate's pictures (every one with ``out_of_fold`` rows, else the one head's held-out
     quarter) and what :func:`~counting.heads.sparse_gate.fit_sparse_gate` reads of them.
     ``known_probes`` (path -> probe, of readable pictures): probes already made, not made again."""
@@ -553,7 +588,64 @@ def _gate_inputs(
     familiarity = model.familiarity.scores_without_self(probes)
     persons, _ = plain.person_rows(paths, np.isfinite(heads), {})
     projected = model.familiarity.project(probes)
-    return _GateInputs(paths, truth, heads, persons, familiarity, projected)
+    inputs = GateInputs(paths, truth, heads, persons, familiarity, projected)
+    if settings.gate_copies:
+        inputs.copies = _copy_inputs(inputs, model, probes, settings.seed, cache, log)
+    return inputs
+
+
+COPIES_DESCRIBED = "saved again as JPEG or WebP at quality 60-95, half of them also 0.6-1.0 of their size"
+
+
+def _copy_inputs(
+    inputs: GateInputs,
+    model: CountingModel,
+    probes: np.ndarray,
+    seed: int,
+    cache: Any,
+    log: Callable[[str], None] | None,
+) -> GateInputs:
+    """What the gate reads of each picture's everyday copy (counting.data.copies;
+    ``recipe_for(seed, k)`` for the k-th picture); NaN rows where the picture has no head count.
+
+    The copy's head count is the picture's (out-of-fold) count moved by what the copy changes:
+    ``heads[k] + general(copy) - general(picture)``, both counted by the model's general heads
+    (the picture's from its maps, through ``cache``; the copy's are made here and not kept). The
+    head that never trained on the picture is one
+    member of the ensemble, which the model file does not name; the shift keeps the picture's
+    out-of-fold error and adds the copy's effect. The copy's familiarity leaves out the
+    picture's own reference (it is a training picture), as the picture's does."""
+    from counting.data.copies import everyday_copy, recipe_for
+    from counting.data.imaging import load_image
+    from counting.features.detector.evidence import person_evidence
+    from counting.heads.applied import Chunking
+    from counting.model.counting_model import DENSITY_BATCH, DENSITY_CHUNK
+
+    head = model.density_head
+    general = replace(model, sparse_gate=None, density_head=replace(head, specialists={}, router=None))
+    backbone = general.get_backbone()
+    chunking = Chunking(DENSITY_CHUNK, DENSITY_BATCH)
+    n = len(inputs.paths)
+    heads = np.full(n, np.nan)
+    persons = np.full_like(inputs.persons, np.nan)
+    copy_probes = np.full_like(np.asarray(probes, dtype=np.float64), np.nan)
+    started = time.perf_counter()
+    counted = np.flatnonzero(np.isfinite(inputs.heads))
+    own = general.predict_features(head_rows(general, [inputs.paths[k] for k in counted], cache))
+    for k, picture_count in zip(counted, own, strict=True):
+        copy = everyday_copy(load_image(inputs.paths[k]), recipe_for(seed, int(k)))
+        tensor = general.prepare_image(copy)
+        rows = general.applied_head.rows_of_prepared(general, [tensor], None, chunking)
+        copied = general.predict_features(rows.features, source="frames")[0]
+        heads[k] = max(0.0, inputs.heads[k] + copied - picture_count)
+        copy_probes[k] = rows.probes[0]
+        persons[k] = person_evidence([tensor], backbone.normalisation)[0]
+    familiarity = model.familiarity.scores_without(copy_probes, np.asarray(probes, dtype=np.float64))
+    if log is not None:
+        log(
+            f"sparse gate: an everyday copy of each of {int(np.isfinite(heads).sum())} pictures in {time.perf_counter() - started:.0f} s"
+        )
+    return GateInputs(inputs.paths, inputs.truth, heads, persons, familiarity, model.familiarity.project(copy_probes))
 
 
 def head_rows(model: CountingModel, paths: list, cache: Any = None, batch_size: int = 4) -> np.ndarray:

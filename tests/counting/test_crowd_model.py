@@ -253,3 +253,46 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
     np.testing.assert_allclose(result.high[mine], on_route.interval(result.counts[mine])[1])
     others = ok & (routes == "general")
     np.testing.assert_allclose(result.high[others], loaded.interval.interval(result.counts[others])[1])
+
+
+@pytest.mark.slow
+def test_the_sparse_gate_is_fitted_on_everyday_copies_of_its_pictures_too(shared_data: Path) -> None:
+    """fit_crowd_gate (CrowdSettings.gate_copies = 1): each gate picture and a recompressed copy
+    of it (counting.data.copies), the copy's head count moved from the picture's by what the copy
+    changes, its familiarity taken without the picture's reference; the out-of-fold counts are
+    the pictures'. The refit add_specialists makes reads how the gate was fitted."""
+    from counting.model.counting_model import load_model
+    from counting.train.crowd import CrowdSettings, fit_crowd_gate, gate_inputs, head_rows
+
+    model = load_model(Path(__file__).resolve().parents[2] / "models" / "crowd.npz")
+    model = replace(model, sparse_gate=None)
+    crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
+    train = [s for s in crowd.samples if s.split == "train"]
+    few = [s for s in train if "VOC" in str(s.path)][:14] + [s for s in train if "VOC" not in str(s.path)][:6]
+    crowd = replace(crowd, samples=few)
+    paths = [str(sample.path) for sample in few]
+    rows = dict(zip(paths, head_rows(model, paths), strict=True))
+    inputs = gate_inputs(model, crowd, CrowdSettings(), None, 4, rows)
+    copies = inputs.copies
+    assert copies is not None and copies.paths == inputs.paths
+    np.testing.assert_array_equal(copies.truth, inputs.truth)
+    assert np.isfinite(copies.heads).all() and (copies.heads >= 0).all()
+    # The copies change what the gate reads, a little: the counts, the detector's rows, the probes.
+    assert not np.allclose(copies.heads, inputs.heads)
+    # A street crowd's count moves little; the head's guesses on everyday photos move more.
+    street = np.array(["VOC" not in path for path in inputs.paths])
+    assert np.median(np.abs(copies.heads / inputs.heads - 1)[street]) < 0.1
+    assert not np.array_equal(copies.persons, inputs.persons)
+    assert not np.allclose(copies.projected, inputs.projected)
+    again = gate_inputs(model, crowd, CrowdSettings(), None, 4, rows)
+    np.testing.assert_array_equal(again.copies.heads, copies.heads)  # the same copies every time
+    assert gate_inputs(model, crowd, CrowdSettings(gate_copies=0), None, 4, rows).copies is None
+
+    gated = fit_crowd_gate(model, crowd, CrowdSettings(), out_of_fold=rows)
+    assert gated.sparse_gate.settings["copies"] == 1
+    assert "an everyday copy of each" in gated.sparse_gate.settings["fitted_on"]
+    assert gated.interval.n_calibration == len(paths)  # calibrated on the pictures, not their copies
+    plain = fit_crowd_gate(model, crowd, CrowdSettings(gate_copies=0), out_of_fold=rows)
+    assert plain.sparse_gate.settings["copies"] == 0
+    with pytest.raises(ValueError, match="gate_copies 2"):
+        CrowdSettings(gate_copies=2)

@@ -11,7 +11,9 @@ and when it gained ShanghaiTech B and Mall specialists (issue 21, 2026-11-27: th
 and the ShanghaiTech B photo are now counted by their set's specialist), and when the specialists
 were retrained with grayscale copies (issue 21, 2026-11-27: counts moved by 0.1-5.7), and when
 its specialists got intervals of their own (issue 21, 2026-11-27: counts unchanged; the Mall
-frames' and the ShanghaiTech B photo's intervals narrowed).
+frames' and the ShanghaiTech B photo's intervals narrowed). Its gate, refitted on everyday copies
+of its pictures with a head limit (2026-11-27), left these pictures' counts and intervals as
+recorded.
 """
 
 from __future__ import annotations

@@ -94,13 +94,18 @@ def test_the_section_round_trips_and_damaged_sections_are_refused() -> None:
     again = SparseGate.from_document(gate.to_document())
     features = gate_features(head, persons, familiarity, projected[:, : gate.axes])
     np.testing.assert_allclose(again.probability(features), gate.probability(features), rtol=1e-12)
+    assert again.head_limit == gate.head_limit > 0
     document = gate.to_document()
+    older = SparseGate.from_document({k: v for k, v in document.items() if k != "head_limit"})
+    assert older.head_limit is None and older.within_limit(np.array([1e9])).all()  # a gate fitted before it
     for broken, reason in [
         (document | {"coef": document["coef"][:-1]}, "numbers per array"),
         (document | {"scale": [0.0] * len(document["scale"])}, "positive scales"),
         (document | {"intercept": "x"}, "not numeric"),
         (document | {"count_index": len(THRESHOLDS)}, "not a detector threshold"),
         (document | {"axes": 17}, "familiarity axes"),
+        (document | {"head_limit": -3.0}, "not a positive count"),
+        (document | {"head_limit": "many"}, "not numeric"),
         (document | {"screen": document["screen"] | {"threshold": 1.5}}, "threshold in"),
         (document | {"screen": document["screen"] | {"coef": [1.0]}}, "screen needs"),
         ({k: v for k, v in document.items() if k != "mean"}, "incomplete"),
@@ -108,6 +113,28 @@ def test_the_section_round_trips_and_damaged_sections_are_refused() -> None:
     ]:
         with pytest.raises(SparseGateError, match=reason):
             SparseGate.from_document(broken)
+
+
+def test_no_picture_is_handed_over_beyond_the_heads_limit() -> None:
+    """The limit: twice the largest head count of a sparse fitting picture the detector counted
+    closer. A dense picture the linear gate would send (odd familiarity) keeps the head's count."""
+    from counting.heads.sparse_gate import HEAD_LIMIT_FACTOR
+
+    head, persons, familiarity, projected, truth = _pictures(300)
+    gate, oof, sent = fit_sparse_gate(head, persons, familiarity, projected, truth, with_sent=True)
+    detector = np.rint(np.square(persons[:, gate.count_index]))
+    closer = (np.abs(detector - truth) < np.abs(head - truth)) & (truth <= 20)
+    assert gate.head_limit == pytest.approx(HEAD_LIMIT_FACTOR * head[closer].max())
+    assert not sent[head > gate.head_limit].any()
+    # A crowd that looks sparse to every other input: over the limit it keeps the head's count.
+    sparse = np.flatnonzero(sent)[0]
+    odd = (np.array([gate.head_limit * 1.5]), persons[[sparse]], familiarity[[sparse]], projected[[sparse]])
+    assert gate.probability(gate_features(*odd[:3], odd[3][:, : gate.axes]))[0] > 0.5
+    counts, handed = gate.apply(*odd)
+    assert not handed[0] and counts[0] == odd[0][0]
+    below = (np.array([gate.head_limit * 0.9]), *odd[1:])
+    if gate.probability(gate_features(*below[:3], below[3][:, : gate.axes]))[0] > 0.5:
+        assert gate.apply(*below)[1][0]
 
 
 def test_a_fit_needs_both_kinds_of_picture() -> None:
@@ -162,6 +189,55 @@ def test_training_pictures_scored_without_their_own_reference() -> None:
     # A new picture has no reference of its own: both give the same score.
     fresh = rng.normal(size=(20, 6))
     np.testing.assert_array_equal(familiarity.scores_without_self(fresh), familiarity.scores(fresh))
+
+
+def test_a_copy_is_scored_without_its_originals_reference() -> None:
+    rng = np.random.default_rng(0)
+    probes = rng.normal(size=(200, 6))
+    familiarity = fit_familiarity(probes)
+    copies = probes + rng.normal(scale=1e-3, size=probes.shape)  # a copy lies next to its original
+    # Against every reference, a copy's nearest neighbour is its own original.
+    assert np.mean(familiarity.scores(copies)) > np.mean(familiarity.scores_without(copies, probes)) + 0.1
+    # Without it, the copy scores as its original does without itself (the same other neighbours).
+    np.testing.assert_allclose(
+        familiarity.scores_without(copies, probes), familiarity.scores_without_self(probes), atol=0.02
+    )
+    # Pictures that are not training pictures lose no reference.
+    fresh = rng.normal(size=(20, 6))
+    np.testing.assert_array_equal(familiarity.scores_without(fresh, fresh + 5.0), familiarity.scores(fresh))
+
+
+def test_copies_leave_the_detector_threshold_to_the_originals_and_are_held_out_with_them() -> None:
+    head, persons, familiarity, projected, truth = _pictures(300)
+    n = len(truth)
+    # Copies whose detector is exact at 0.2 instead of 0.3: chosen on every row the threshold moves.
+    copied = persons.copy()
+    index = {float(t): k for k, t in enumerate(THRESHOLDS)}
+    copied[:, index[0.2]] = persons[:, index[0.3]]
+    copied[:, index[0.3]] = np.sqrt(np.square(persons[:, index[0.3]]) * 0.5)
+    rows = (
+        np.concatenate([head, head]),
+        np.concatenate([persons, copied]),
+        np.concatenate([familiarity, familiarity]),
+        np.concatenate([projected, projected]),
+        np.concatenate([truth, truth]),
+    )
+    pooled, _ = fit_sparse_gate(*rows)
+    assert THRESHOLDS[pooled.count_index] != 0.3
+    groups = np.tile(np.arange(n), 2)
+    gate, oof, sent = fit_sparse_gate(*rows, groups=groups, originals=np.arange(2 * n) < n, with_sent=True)
+    assert THRESHOLDS[gate.count_index] == 0.3
+    assert oof.shape == (2 * n,) and np.isfinite(oof).all()
+
+    # Held out together: exact copies land in their original's fold, so one fit routes both and
+    # their out-of-fold routes agree (without groups they fall in different folds, and some differ).
+    # Heads shuffled between pictures: many routes are close calls that depend on the fit.
+    shuffled = np.random.default_rng(1).permutation(head)
+    twins = tuple(np.concatenate([part, part]) for part in (shuffled, persons, familiarity, projected, truth))
+    _, _, apart = fit_sparse_gate(*twins, with_sent=True, seed=3)
+    _, _, together = fit_sparse_gate(*twins, with_sent=True, seed=3, groups=groups)
+    np.testing.assert_array_equal(together[:n], together[n:])
+    assert (apart[:n] != apart[n:]).any()
 
 
 # --------------------------------------------------------------------------- the shipped crowd model
