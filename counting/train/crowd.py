@@ -33,10 +33,10 @@ from counting.train.pipeline import TrainingConfig, assemble_model, calibrate, f
 
 __all__ = [
     "CrowdSettings",
+    "GateInputs",
     "add_specialists",
     "balanced_weights",
     "crowd_figures",
-    "GateInputs",
     "fit_crowd_gate",
     "gate_inputs",
     "head_rows",
@@ -611,10 +611,10 @@ def _copy_inputs(
     The copy's head count is the picture's (out-of-fold) count moved by what the copy changes:
     ``heads[k] + general(copy) - general(picture)``, both counted by the model's general heads
     (the picture's from its maps, through ``cache``; the copy's are made here and not kept). The
-    head that never trained on the picture is one
-    member of the ensemble, which the model file does not name; the shift keeps the picture's
-    out-of-fold error and adds the copy's effect. The copy's familiarity leaves out the
-    picture's own reference (it is a training picture), as the picture's does."""
+    head that never trained on the picture is one member of the ensemble, which the model file
+    does not name; the shift keeps the picture's out-of-fold error and adds the copy's effect.
+    The copy's familiarity leaves out the picture's own reference (it is a training picture), as
+    the picture's does. One picture at a time: the copies differ in size."""
     from counting.data.copies import everyday_copy, recipe_for
     from counting.data.imaging import load_image
     from counting.features.detector.evidence import person_evidence
@@ -631,6 +631,8 @@ def _copy_inputs(
     copy_probes = np.full_like(np.asarray(probes, dtype=np.float64), np.nan)
     started = time.perf_counter()
     counted = np.flatnonzero(np.isfinite(inputs.heads))
+    if log is not None:
+        log(f"sparse gate: an everyday copy of each of {len(counted)} pictures (a few minutes on 2 cores)")
     own = general.predict_features(head_rows(general, [inputs.paths[k] for k in counted], cache))
     for k, picture_count in zip(counted, own, strict=True):
         copy = everyday_copy(load_image(inputs.paths[k]), recipe_for(seed, int(k)))
@@ -642,9 +644,7 @@ def _copy_inputs(
         persons[k] = person_evidence([tensor], backbone.normalisation)[0]
     familiarity = model.familiarity.scores_without(copy_probes, np.asarray(probes, dtype=np.float64))
     if log is not None:
-        log(
-            f"sparse gate: an everyday copy of each of {int(np.isfinite(heads).sum())} pictures in {time.perf_counter() - started:.0f} s"
-        )
+        log(f"sparse gate: {int(np.isfinite(heads).sum())} copies in {time.perf_counter() - started:.0f} s")
     return GateInputs(inputs.paths, inputs.truth, heads, persons, familiarity, model.familiarity.project(copy_probes))
 
 
