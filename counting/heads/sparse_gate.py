@@ -360,7 +360,10 @@ def fit_sparse_gate(
 
     ``groups`` (one label per picture): pictures of one group are held out together by the
     cross-validation (a train picture and its recompressed copies, :mod:`counting.train.crowd`),
-    so no picture's route is chosen by a fit that saw a copy of it.
+    so no picture's route is chosen by a fit that saw a copy of it. ``originals`` (a mask): the
+    rows that are pictures, not copies; the detector's threshold is chosen on them alone. The
+    gate's head limit (module docstring) comes from every usable row, and the out-of-fold counts
+    obey it.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import log_loss
