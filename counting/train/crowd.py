@@ -239,7 +239,7 @@ def add_specialists(
         specialists[name] = specialist
         held_out[name] = (list(plan.inputs.samples), sums)
     paths = [str(sample.path) for sample in train.samples]
-    plain = replace(model, density_head=replace(head, specialists={}, router=None), sparse_gate=None)
+    plain = general_heads(model)
     statistics, ok, errors = plain.probe_paths(paths, cache=cache)
     if errors:
         raise ValueError(f"{len(errors)} train pictures could not be read: {next(iter(errors.values()))}")
@@ -319,7 +319,7 @@ def route_intervals(
     head = model.density_head
     names = list(head.specialists)
     level = model.interval.level if model.interval is not None else 0.9
-    plain = replace(model, density_head=replace(head, specialists={}, router=None), sparse_gate=None)
+    plain = general_heads(model)
     sent_paths = set() if gated is None else {path for path, sent in zip(gated[0], gated[3], strict=True) if sent}
     intervals, record = {}, {}
 
@@ -572,11 +572,18 @@ def gate_inputs(
     paths = [str(sample.path) for sample in samples]
     truth = np.array([float(sample.count) for sample in samples])
     plain = replace(model, sparse_gate=None)
+    general_counts = None  # the general heads' counts of the pictures, where a pass made them
     if out_of_fold is not None:
         # The heads' counts are the out-of-fold ones: only the probes need the maps (running the
         # ensemble over them too would compute counts that are thrown away).
         if known_probes is not None and all(path in known_probes for path in paths):
             probes, ok = np.stack([known_probes[path] for path in paths]), np.ones(len(paths), dtype=bool)
+        elif settings.gate_copies:
+            # The copies are compared with the general heads' counts of the pictures: one pass
+            # over the maps gives those and the probes.
+            general = general_heads(model)
+            found = _head_pass(general, paths, cache, batch_size, with_probes=True)
+            probes, ok, general_counts = found.probes, found.ok, general.predict_features(found.features)
         else:
             probes, ok, _ = plain.probe_paths(paths, cache=cache, batch_size=batch_size)
         rows = np.stack([out_of_fold[path] for path in paths])
@@ -590,7 +597,7 @@ def gate_inputs(
     projected = model.familiarity.project(probes)
     inputs = GateInputs(paths, truth, heads, persons, familiarity, projected)
     if settings.gate_copies:
-        inputs.copies = _copy_inputs(inputs, model, probes, settings.seed, cache, log)
+        inputs.copies = _copy_inputs(inputs, model, probes, settings.seed, cache, log, general_counts)
     return inputs
 
 
@@ -604,13 +611,15 @@ def _copy_inputs(
     seed: int,
     cache: Any,
     log: Callable[[str], None] | None,
+    general_counts: np.ndarray | None = None,
 ) -> GateInputs:
     """What the gate reads of each picture's everyday copy (counting.data.copies;
     ``recipe_for(seed, k)`` for the k-th picture); NaN rows where the picture has no head count.
 
     The copy's head count is the picture's (out-of-fold) count moved by what the copy changes:
     ``heads[k] + general(copy) - general(picture)``, both counted by the model's general heads
-    (the picture's from its maps, through ``cache``; the copy's are made here and not kept). The
+    (the picture's from its maps, through ``cache``, unless ``general_counts`` holds them; the
+    copy's are made here and not kept). The
     head that never trained on the picture is one member of the ensemble, which the model file
     does not name; the shift keeps the picture's out-of-fold error and adds the copy's effect.
     The copy's familiarity leaves out the picture's own reference (it is a training picture), as
@@ -621,8 +630,7 @@ def _copy_inputs(
     from counting.heads.applied import Chunking
     from counting.model.counting_model import DENSITY_BATCH, DENSITY_CHUNK
 
-    head = model.density_head
-    general = replace(model, sparse_gate=None, density_head=replace(head, specialists={}, router=None))
+    general = general_heads(model)
     backbone = general.get_backbone()
     chunking = Chunking(DENSITY_CHUNK, DENSITY_BATCH)
     n = len(inputs.paths)
@@ -633,7 +641,10 @@ def _copy_inputs(
     counted = np.flatnonzero(np.isfinite(inputs.heads))
     if log is not None:
         log(f"sparse gate: an everyday copy of each of {len(counted)} pictures (a few minutes on 2 cores)")
-    own = general.predict_features(head_rows(general, [inputs.paths[k] for k in counted], cache))
+    if general_counts is None:
+        own = general.predict_features(head_rows(general, [inputs.paths[k] for k in counted], cache))
+    else:
+        own = np.asarray(general_counts, dtype=np.float64)[counted]
     for k, picture_count in zip(counted, own, strict=True):
         copy = everyday_copy(load_image(inputs.paths[k]), recipe_for(seed, int(k)))
         tensor = general.prepare_image(copy)
@@ -646,6 +657,11 @@ def _copy_inputs(
     if log is not None:
         log(f"sparse gate: {int(np.isfinite(heads).sum())} copies in {time.perf_counter() - started:.0f} s")
     return GateInputs(inputs.paths, inputs.truth, heads, persons, familiarity, model.familiarity.project(copy_probes))
+
+
+def general_heads(model: CountingModel) -> CountingModel:
+    """The model counting by its general heads alone: no specialists, router or sparse gate."""
+    return replace(model, density_head=replace(model.density_head, specialists={}, router=None), sparse_gate=None)
 
 
 def head_rows(model: CountingModel, paths: list, cache: Any = None, batch_size: int = 4) -> np.ndarray:
