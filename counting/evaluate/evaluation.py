@@ -137,13 +137,7 @@ def score_predictions(
     figures = crowd_metrics(y_true, y_pred)
     interval = None
     if model.interval is not None and bounds is not None:
-        low, high = (np.asarray(bound, dtype=float) for bound in bounds)
-        interval = {
-            "level": model.interval.level,
-            "coverage": float(np.mean((y_true >= low) & (y_true <= high))),
-            "mean_width": float(np.mean(high - low)),
-            "scale": model.interval.scale,
-        }
+        interval = model.interval.figures(y_true, *bounds)
     elif model.interval is not None:
         interval = model.interval.evaluate(y_true, y_pred)
     sequence, smoothed = None, None
