@@ -2,7 +2,8 @@
 
     export COUNTING_CACHE_DIR=/work/cache-crowd
     python scripts/add_crowd_specialists.py --data ../shared/data -m crowd.npz -o crowd.npz
-        --set shanghaitech-B --set mall --folds 4 --out-of-fold crowd-oof.csv    (one command)
+        --set shanghaitech-B --set mall --folds 4 --out-of-fold crowd-oof.csv
+        --gate-out-of-fold crowd-gate-oof.csv    (one command)
 
 The fourth step of the crowd model's reproduction (after train_crowd_model.py,
 familiarize_several.py and fit_crowd_gate.py; docs/density.md, "Specialists"). For each ``--set``
@@ -29,7 +30,7 @@ from counting.core import atomic_write
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.model import CountingModel
-from counting.train import CrowdSettings, add_specialists, crowd_figures, read_out_of_fold
+from counting.train import CrowdSettings, add_specialists, crowd_figures, read_gate_out_of_fold, read_out_of_fold
 
 DEFAULT_SETS = ("shanghaitech-B",)
 
@@ -48,18 +49,32 @@ def main() -> None:
         default=0.25,
         help="share of the specialists' crops drawn from grayscale copies (the shipped model's 0.25; 0: none)",
     )
+    parser.add_argument(
+        "--degraded-share",
+        type=float,
+        default=0.25,
+        help="share of the specialists' crops drawn from degraded copies: blurred or smaller, saved again "
+        "(the shipped model's 0.25; 0: none)",
+    )
     parser.add_argument("--folds", type=int, default=1, help="heads per specialist (K > 1: an ensemble of K folds)")
     parser.add_argument(
         "--out-of-fold",
         help="the general heads' out-of-fold rows (train_crowd_model.py --out-of-fold): the specialists' "
         "intervals count their pictures with them (without: the general head's own, in-sample, sums)",
     )
+    parser.add_argument(
+        "--gate-out-of-fold",
+        help="the gate's out-of-fold counts (fit_crowd_gate.py --gate-out-of-fold, with the same model): the "
+        "general and detector routes are calibrated on them (without: the gate is fitted again, the same fit)",
+    )
     parser.add_argument("--figures", help="also write the validation figures to this JSON file")
     args = parser.parse_args()
 
     sets = tuple(args.sets or DEFAULT_SETS)
     try:
-        settings = CrowdSettings(steps=args.steps, seed=args.seed, gray_share=args.gray_share)
+        settings = CrowdSettings(
+            steps=args.steps, seed=args.seed, gray_share=args.gray_share, degraded_share=args.degraded_share
+        )
     except ValueError as error:
         parser.error(str(error))
     cache = FeatureCache()
@@ -70,16 +85,20 @@ def main() -> None:
         flush=True,
     )
     started = time.perf_counter()
-    routed = add_specialists(
-        model,
-        dataset,
-        sets,
-        settings,
-        cache=cache,
-        log=lambda line: print(line, file=sys.stderr, flush=True),
-        folds=args.folds,
-        out_of_fold=read_out_of_fold(args.out_of_fold) if args.out_of_fold else None,
-    )
+    try:
+        routed = add_specialists(
+            model,
+            dataset,
+            sets,
+            settings,
+            cache=cache,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+            folds=args.folds,
+            out_of_fold=read_out_of_fold(args.out_of_fold) if args.out_of_fold else None,
+            gate_out_of_fold=read_gate_out_of_fold(args.gate_out_of_fold) if args.gate_out_of_fold else None,
+        )
+    except ValueError as error:  # a set, file or model that does not fit: one line, before the heads train
+        sys.exit(f"add_crowd_specialists.py: {error}")
     trained = time.perf_counter() - started
     routed.save(args.output)
     print(f"training: {trained:.0f} s (load now {os.getloadavg()[0]:.1f}); model -> {args.output}", flush=True)

@@ -2,6 +2,7 @@
 
     export COUNTING_CACHE_DIR=/work/cache-crowd     # optional: reuses the training maps
     python scripts/fit_crowd_gate.py --data ../shared/data -m crowd-fam.npz -o crowd.npz --out-of-fold crowd-oof.csv
+        [--gate-out-of-fold crowd-gate-oof.csv]
 
 The third step of the crowd model's reproduction, after `scripts/train_crowd_model.py` and
 `scripts/familiarize_several.py` (the gate reads familiarity). The gate is fitted on every train
@@ -26,7 +27,7 @@ from dataclasses import replace
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.model import load_model
-from counting.train import crowd_figures, fit_crowd_gate, read_out_of_fold
+from counting.train import GateOutOfFold, crowd_figures, fit_crowd_gate, read_out_of_fold, write_gate_out_of_fold
 
 
 def _table(title: str, figures: dict) -> None:
@@ -48,6 +49,11 @@ def main() -> None:
         "--out-of-fold",
         help="CSV of train_crowd_model.py --out-of-fold: fit on every picture in it, with its out-of-fold head count",
     )
+    parser.add_argument(
+        "--gate-out-of-fold",
+        help="also write the gate's out-of-fold counts and the pictures it sent to the detector to this CSV "
+        "(add_crowd_specialists.py --gate-out-of-fold reads it instead of fitting the gate again)",
+    )
     args = parser.parse_args()
     cache = FeatureCache()
     dataset = read_crowd(args.data)
@@ -55,16 +61,21 @@ def main() -> None:
     print(f"load before: {os.getloadavg()[0]:.1f}", flush=True)
     started = time.perf_counter()
     out_of_fold = read_out_of_fold(args.out_of_fold) if args.out_of_fold else None
+    found = GateOutOfFold()
     gated = fit_crowd_gate(
         replace(model, sparse_gate=None),
         dataset,
         cache=cache,
         log=lambda line: print(line, file=sys.stderr),
         out_of_fold=out_of_fold,
+        gate_out_of_fold=found,
     )
     print(f"gate fitted in {time.perf_counter() - started:.0f} s (load now {os.getloadavg()[0]:.1f})", flush=True)
     gated.save(args.output)
     print(f"model -> {args.output}")
+    if args.gate_out_of_fold:
+        write_gate_out_of_fold(args.gate_out_of_fold, found)
+        print(f"the gate's out-of-fold counts -> {args.gate_out_of_fold}")
     _table("validation parts, with the gate:", crowd_figures(gated, dataset, cache=cache))
     plain = replace(model, sparse_gate=None)
     _table("validation parts, the input model without a gate:", crowd_figures(plain, dataset, cache=cache))

@@ -45,6 +45,12 @@ def main() -> None:
         "--gray-share", type=float, default=defaults.gray_share, help="share of crops from grayscale copies (0: none)"
     )
     parser.add_argument(
+        "--degraded-share",
+        type=float,
+        default=0.25,
+        help="share of crops from degraded copies: blurred or smaller, saved again (the shipped model's 0.25; 0: none)",
+    )
+    parser.add_argument(
         "--out-of-fold",
         help="write each validated train picture's out-of-fold head count to this CSV (fit_crowd_gate.py reads it)",
     )
@@ -68,6 +74,7 @@ def main() -> None:
             seed=args.seed,
             folds=args.folds,
             gray_share=args.gray_share,
+            degraded_share=args.degraded_share,
             shares=tuple((name, float(value)) for name, value in (item.split("=") for item in args.share))
             if args.share
             else defaults.shares,

@@ -23,7 +23,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         # pictures
         ".imaging": "Sideways load_image image_size to_rgb",
         ".paths": "expand_image_paths",
-        # everyday copies of a picture (recompressed, smaller): what the sparse gate also fits on
-        ".copies": "CopyRecipe everyday_copy recipe_for",
+        # everyday copies of a picture (recompressed, smaller, blurred): what the gate and heads also fit on
+        ".copies": "CopyRecipe degraded_pixels everyday_copy recipe_for training_recipe",
     },
 )

@@ -482,12 +482,20 @@ class CountingModel:
         training's grayscale augmentation measures and fits the router on); counts, not files,
         change. Only the backbone's input: a detector (the sparse gate's person count, the
         multi-class model) still sees the colour picture."""
+        return self._seeing(grayscale=True)
+
+    def seeing_degraded(self) -> CountingModel:
+        """As :meth:`seeing_grayscale`, the backbone seeing each picture's degraded copy
+        (counting.data.copies.degraded_pixels: the soft and recompressed copies heads train on)."""
+        return self._seeing(degraded=True)
+
+    def _seeing(self, **changes: bool) -> CountingModel:
         from dataclasses import replace as copied
 
         # Its own cache dict (replace() would share this one): the backbone is shared, the
         # preprocessing is not.
         view = copied(self, _backbone_cache=dict(self._backbone_cache))
-        view._backbone_cache["preprocessing"] = copied(self.preprocessing(), grayscale=True)
+        view._backbone_cache["preprocessing"] = copied(self.preprocessing(), **changes)
         return view
 
     def get_backbone(self, weights: str | Path | None = None) -> Any:

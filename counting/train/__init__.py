@@ -13,8 +13,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ".fitting": "agp_counts conv_ensemble_counts fit_agp",
         ".familiarity": "add_familiarity",
         ".crowd": (
-            "CrowdSettings GateInputs add_specialists crowd_figures fit_crowd_gate gate_inputs head_validation_samples "
-            "read_out_of_fold train_crowd_model write_out_of_fold"
+            "CrowdSettings GateInputs GateOutOfFold add_specialists crowd_figures fit_crowd_gate gate_inputs "
+            "head_validation_samples read_gate_out_of_fold read_out_of_fold train_crowd_model "
+            "write_gate_out_of_fold write_out_of_fold"
         ),
     },
 )

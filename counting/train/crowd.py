@@ -19,7 +19,7 @@ import io
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -82,6 +82,11 @@ class CrowdSettings:
     # scored MAE 14.79 against 2.36 in colour. The shipped model gives its specialists 0.25 and
     # its general heads none (docs/density.md, "Grayscale pictures").
     gray_share: float = 0.0
+    # Share of training crops drawn from degraded copies (counting.data.copies.degraded_pixels:
+    # blurred or made smaller, saved again as JPEG or WebP), for the general heads and the
+    # specialists alike; with it, add_specialists also fits the router on the copies' statistics.
+    # docs/density.md, "Soft and recompressed photos".
+    degraded_share: float = 0.0
     # Everyday copies (counting.data.copies: saved again as JPEG or WebP, half of them smaller) of
     # each picture the sparse gate is fitted on, fitted on beside it (0: none). Without them the
     # gate read recompression as "not an everyday photo": the coco-voc20 validation photos saved
@@ -91,7 +96,7 @@ class CrowdSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        self.conv_settings()  # refuses what the heads would refuse (a gray_share outside [0, 1)), here
+        self.conv_settings()  # refuses what the heads would refuse (shares of copies outside [0, 1)), here
         if self.gate_copies not in (0, 1):
             raise ValueError(f"gate_copies {self.gate_copies}: expected 0 or 1 (copies of each gate picture)")
 
@@ -108,6 +113,7 @@ class CrowdSettings:
             folds=self.folds,
             seed=self.seed,
             gray_share=self.gray_share,
+            degraded_share=self.degraded_share,
         )
 
     def record(self) -> dict:
@@ -199,6 +205,7 @@ def add_specialists(
     log: Callable[[str], None] | None = None,
     folds: int = 1,
     out_of_fold: dict[str, np.ndarray] | None = None,
+    gate_out_of_fold: GateOutOfFold | None = None,
 ) -> CountingModel:
     """The crowd model with a specialist head for each set in ``sets``, the router that mixes
     them into its density (:mod:`counting.heads.density.routing`), and its interval per route
@@ -208,16 +215,25 @@ def add_specialists(
     width, steps), on the train pictures of its set alone: one head on three quarters of them (the
     fourth is measured), or with ``folds`` K > 1 an ensemble of K heads, each on all folds but one.
     The router is fitted on the map statistics of every train picture of every set, labelled by set
-    (with ``settings.gray_share`` > 0 also on each picture's grayscale copy, which the specialists
-    then train on too). ``out_of_fold``: the general heads' out-of-fold region sums of the train
+    (with ``settings.gray_share`` or ``degraded_share`` > 0 also on each picture's grayscale or
+    degraded copy, which the specialists then train on too). ``out_of_fold``: the general heads' out-of-fold region sums of the train
     pictures (:func:`train_crowd_model`); with them and a sparse gate the general and detector
-    routes get intervals of their own too. The model's count, gate and familiarity are kept."""
+    routes get intervals of their own too, calibrated on the gate's out-of-fold counts:
+    ``gate_out_of_fold`` (what :func:`fit_crowd_gate` found for this gate), or else the gate is
+    fitted again as fit_crowd_gate fitted it (same pictures and seed: the same fit). The model's
+    count, gate and familiarity are kept."""
     from counting.heads.density.routing import ROUTE_GENERAL, fit_set_router
     from counting.heads.sparse_gate import BY_DETECTOR
 
     head = model.density_head
     if getattr(head, "kind", None) != "conv":
         raise ValueError(f"{model.name}: specialists join a conv density head, the model has none")
+    given = None
+    if gate_out_of_fold is not None:
+        if model.sparse_gate is None or out_of_fold is None:
+            raise ValueError(f"{model.name}: the gate's out-of-fold counts need a gate and the heads' out-of-fold rows")
+        # Checked before any head is trained.
+        given = _checked_gate_out_of_fold(model, dataset, out_of_fold, gate_out_of_fold)
     started = time.perf_counter()
     train = thinned_train_part(dataset, settings.sequence_stride)
     known = set(train.source_names().tolist())
@@ -245,11 +261,15 @@ def add_specialists(
         raise ValueError(f"{len(errors)} train pictures could not be read: {next(iter(errors.values()))}")
     labels = train.source_names()[ok]
     statistics = statistics[ok]
-    if settings.gray_share:
-        # The specialists learnt grayscale copies of their set: the router must send them there too.
-        gray, seen, _ = plain.seeing_grayscale().probe_paths(paths, cache=cache)
-        statistics = np.concatenate([statistics, gray[seen]])
-        labels = np.concatenate([labels, train.source_names()[seen]])
+    # The specialists learnt their set's copies (grayscale, degraded): the router must send them there too.
+    for share, seeing in (
+        (settings.gray_share, plain.seeing_grayscale),
+        (settings.degraded_share, plain.seeing_degraded),
+    ):
+        if share:
+            copies, seen, _ = seeing().probe_paths(paths, cache=cache)
+            statistics = np.concatenate([statistics, copies[seen]])
+            labels = np.concatenate([labels, train.source_names()[seen]])
     probes = dict(zip(np.array(paths)[ok].tolist(), statistics[: int(ok.sum())], strict=True))
     router = fit_set_router(statistics, labels, seed=settings.seed)
     if log is not None:
@@ -261,7 +281,9 @@ def add_specialists(
     record: dict[str, Any] = {"sets": list(sets), "folds": folds, "router": router.settings}
     if model.interval is not None:
         gated = None
-        if model.sparse_gate is not None and out_of_fold is not None:
+        if given is not None:
+            gated = given
+        elif model.sparse_gate is not None and out_of_fold is not None:
             # The gate's own out-of-fold counts again (fit_crowd_gate's fit, same pictures and
             # seed): the general and detector routes are calibrated on them.
             # As the gate was fitted: with its copies, or without them (a gate fitted before they were).
@@ -278,6 +300,26 @@ def add_specialists(
         "specialists": record | {"seconds": round(time.perf_counter() - started, 1)}
     }
     return routed
+
+
+def _checked_gate_out_of_fold(
+    model: CountingModel, dataset: Any, out_of_fold: dict[str, np.ndarray], found: GateOutOfFold
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """``found``'s routes, once they are seen to be the model's gate's: the pictures the gate was
+    fitted on, in order, and the out-of-fold MAE its fit recorded."""
+    expected = [str(sample.path) for sample in dataset.samples if str(sample.path) in out_of_fold]
+    recorded = model.sparse_gate.settings.get("out_of_fold_mae")
+    if list(found.paths) != expected:
+        raise ValueError(
+            f"the gate's out-of-fold counts hold {len(found.paths)} pictures, not the {len(expected)} "
+            f"{model.name}'s gate was fitted on (another --out-of-fold or data folder?)"
+        )
+    if recorded is None or abs(found.mae() - float(recorded)) > 1e-5:
+        raise ValueError(
+            f"the gate's out-of-fold counts (MAE {found.mae():.6f}) are not those of {model.name}'s gate "
+            f"(MAE {recorded}): pass the file fit_crowd_gate.py wrote with this model"
+        )
+    return found.gated()
 
 
 def route_intervals(
@@ -460,6 +502,7 @@ def fit_crowd_gate(
     batch_size: int = 4,
     log: Callable[[str], None] | None = None,
     out_of_fold: dict[str, np.ndarray] | None = None,
+    gate_out_of_fold: GateOutOfFold | None = None,
 ) -> CountingModel:
     """The model with a sparse gate (counting.heads.sparse_gate) fitted on the head's held-out
     quarter, and its interval recalibrated on the gate's out-of-fold counts there.
@@ -471,6 +514,9 @@ def fit_crowd_gate(
     head that never trained on it (the model's own head, the ensemble, trained on all of them).
     With ``settings.gate_copies`` the gate is also fitted on an everyday copy of each picture
     (:func:`_copy_inputs`); the interval is calibrated on the pictures' counts alone.
+    ``gate_out_of_fold``: filled with the gate's out-of-fold counts of the pictures and the ones it
+    sent to the detector (what :func:`add_specialists` calibrates the general and detector routes
+    on; :func:`write_gate_out_of_fold` keeps them, so that step need not fit the gate again).
     """
     from counting.heads.uncertainty import ConformalInterval, choose_scale
 
@@ -486,7 +532,10 @@ def fit_crowd_gate(
     started = time.perf_counter()
     inputs = gate_inputs(model, dataset, settings, cache, batch_size, out_of_fold, log=log)
     paths, truth, heads = inputs.paths, inputs.truth, inputs.heads
-    gate, oof = inputs.fitted(settings.seed)
+    gate, oof, sent = inputs.fitted(settings.seed, with_sent=True)
+    if gate_out_of_fold is not None:
+        found = gate_out_of_fold
+        found.paths, found.truth, found.counts, found.sent = list(paths), truth, oof, sent
     level = model.interval.level if model.interval is not None else 0.9
     scale, widths = choose_scale(truth, oof, level=level, seed=settings.seed)
     interval = ConformalInterval.fit(truth, oof, level=level, scale=scale)
@@ -509,6 +558,56 @@ def fit_crowd_gate(
     gated = replace(model, sparse_gate=gate, interval=interval)
     gated.training = dict(model.training) | {"sparse_gate": gate.settings, "interval_scale_widths_gated": widths}
     return gated
+
+
+@dataclass
+class GateOutOfFold:
+    """The gate's out-of-fold counts of its train pictures (each counted by the gate fitted
+    without its fold) and which of them it sent to the detector: what the general and detector
+    routes' intervals are calibrated on (:func:`route_intervals`)."""
+
+    paths: list[str] = field(default_factory=list)
+    truth: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sent: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def mae(self) -> float:
+        return float(np.mean(np.abs(np.asarray(self.counts) - np.asarray(self.truth))))
+
+    def gated(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        return self.paths, np.asarray(self.truth), np.asarray(self.counts), np.asarray(self.sent, dtype=bool)
+
+
+def write_gate_out_of_fold(path: str | os.PathLike[str], found: GateOutOfFold) -> None:
+    """CSV ``image,truth,count,sent`` of :func:`fit_crowd_gate`'s ``gate_out_of_fold``, written atomically."""
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["image", "truth", "count", "sent"])
+    writer.writerows(
+        [source, f"{truth:g}", f"{count:.6f}", int(bool(sent))]
+        for source, truth, count, sent in zip(found.paths, found.truth, found.counts, found.sent, strict=True)
+    )
+    atomic_write_text(path, text.getvalue())
+
+
+def read_gate_out_of_fold(path: str | os.PathLike[str]) -> GateOutOfFold:
+    """The counts :func:`write_gate_out_of_fold` wrote; one clear line for a file that is not one."""
+    try:
+        with open(path, newline="") as handle:
+            table = list(csv.reader(handle))
+        if not table or table[0] != ["image", "truth", "count", "sent"]:
+            raise ValueError("its header is not image,truth,count,sent")
+        rows = table[1:]
+        return GateOutOfFold(
+            [row[0] for row in rows],
+            np.array([float(row[1]) for row in rows]),
+            np.array([float(row[2]) for row in rows]),
+            np.array([row[3] == "1" for row in rows], dtype=bool),
+        )
+    except (OSError, ValueError, IndexError, UnicodeDecodeError) as error:
+        raise ValueError(
+            f"{path}: not the gate's out-of-fold counts (fit_crowd_gate.py --gate-out-of-fold): {error}"
+        ) from None
 
 
 @dataclass

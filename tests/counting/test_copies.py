@@ -46,3 +46,49 @@ def test_a_copy_holds_the_codecs_traces_at_the_recipes_size(shared_data) -> None
 def test_an_unknown_codec_is_refused() -> None:
     with pytest.raises(ValueError, match="codec 'PNG'"):
         everyday_copy(Image.new("RGB", (8, 8)), CopyRecipe("PNG", 90))
+
+
+def test_training_recipes_blur_and_shrink_half_the_copies_each() -> None:
+    from counting.data.copies import BLUR_RANGE, TRAINING_QUALITY_RANGE, TRAINING_SCALE_RANGE, training_recipe
+
+    recipes = [training_recipe(key) for key in range(400)]
+    assert recipes == [training_recipe(key) for key in range(400)]
+    blurs = np.array([recipe.blur for recipe in recipes])
+    scales = np.array([recipe.scale for recipe in recipes])
+    qualities = np.array([recipe.quality for recipe in recipes])
+    assert 0.4 < (blurs > 0).mean() < 0.6 and 0.4 < (scales < 1).mean() < 0.6
+    assert BLUR_RANGE[0] <= blurs[blurs > 0].min() and blurs.max() <= BLUR_RANGE[1]
+    assert TRAINING_SCALE_RANGE[0] <= scales.min() and scales[scales < 1].max() <= TRAINING_SCALE_RANGE[1]
+    assert TRAINING_QUALITY_RANGE[0] <= qualities.min() and qualities.max() <= TRAINING_QUALITY_RANGE[1]
+    assert {recipe.codec for recipe in recipes} == set(CODECS)
+    assert "blurred" in next(recipe for recipe in recipes if recipe.blur).describe()
+
+
+def test_a_blur_takes_the_fine_detail_away() -> None:
+    rng = np.random.default_rng(0)
+    noise = Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8))
+
+    def detail(picture: Image.Image) -> float:
+        return float(np.abs(np.diff(np.asarray(picture, dtype=float), axis=1)).mean())
+
+    sharp, blurred = (everyday_copy(noise, CopyRecipe("WEBP", 95, blur=blur)) for blur in (0.0, 1.0))
+    assert detail(blurred) < 0.5 * detail(sharp)
+
+
+def test_degraded_pixels_keep_the_size_and_follow_the_picture(shared_data) -> None:
+    """The heads' training copy: the picture's own size (its density targets hold), the same
+    copy every time for the same pixels (the feature cache keeps its maps), visibly the same
+    picture, and another recipe for another picture."""
+    from counting.data.copies import degraded_pixels
+
+    photo = Image.open(shared_data / "shanghaitech-B-train/images/IMG_10.jpg").convert("RGB").resize((384, 288))
+    pixels = np.asarray(photo)
+    copy = degraded_pixels(pixels)
+    assert copy.shape == pixels.shape and copy.dtype == np.uint8
+    np.testing.assert_array_equal(copy, degraded_pixels(pixels.copy()))
+    difference = np.abs(copy.astype(float) - pixels)
+    assert 0.5 < difference.mean() < 20.0
+    others = [degraded_pixels(np.ascontiguousarray(np.roll(pixels, shift, axis=1))) for shift in range(1, 7)]
+    changes = {round(float(np.abs(other.astype(float) - np.roll(pixels, shift, axis=1)).mean()), 3)
+               for shift, other in enumerate(others, start=1)}  # fmt: skip
+    assert len(changes) > 1  # the recipes differ between pictures

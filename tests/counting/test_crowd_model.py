@@ -189,7 +189,7 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
     crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
     few = [s for s in crowd.samples if s.split == "train"][::12] + [s for s in crowd.samples if s.split == "test"][::25]
     crowd = replace(crowd, samples=few)
-    settings = CrowdSettings(input_size=128, steps=10, folds=1, gray_share=0.25)
+    settings = CrowdSettings(input_size=128, steps=10, folds=1, gray_share=0.25, degraded_share=0.2)
     cache = FeatureCache(tmp_path / "cache")
     general = train_crowd_model(crowd, settings, cache=cache)
     with pytest.raises(ValueError, match="no train pictures of set 'mall'"):
@@ -198,10 +198,12 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
     routed = add_specialists(general, crowd, ("shanghaitech-B",), settings, cache=cache, folds=2)
     head = routed.density_head
     assert list(head.specialists) == ["shanghaitech-B"] and head.router.classes == ("coco-voc20", "shanghaitech-B")
-    # the router also learnt each train picture's grayscale copy
+    # the router also learnt each train picture's grayscale and degraded copies
     train = [sample for sample in crowd.samples if sample.split == "train"]
-    assert sum(head.router.settings["pictures"].values()) == 2 * len(train)
+    assert sum(head.router.settings["pictures"].values()) == 3 * len(train)
     assert head.specialists["shanghaitech-B"].settings["training"]["gray_share"] == 0.25
+    assert head.specialists["shanghaitech-B"].settings["training"]["degraded_share"] == 0.2
+    assert general.density_head.settings["training"]["degraded_share"] == 0.2
     assert head.specialists["shanghaitech-B"].settings["specialist_of"] == "shanghaitech-B"
     assert routed.training["specialists"]["sets"] == ["shanghaitech-B"]
     loaded = load_model(routed.save(tmp_path / "routed.npz"))
@@ -256,13 +258,22 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
 
 
 @pytest.mark.slow
-def test_the_sparse_gate_is_fitted_on_everyday_copies_of_its_pictures_too(shared_data: Path) -> None:
+def test_the_sparse_gate_is_fitted_on_everyday_copies_of_its_pictures_too(shared_data: Path, tmp_path: Path) -> None:
     """fit_crowd_gate (CrowdSettings.gate_copies = 1): each gate picture and a recompressed copy
     of it (counting.data.copies), the copy's head count moved from the picture's by what the copy
     changes, its familiarity taken without the picture's reference; the out-of-fold counts are
     the pictures'. The refit add_specialists makes reads how the gate was fitted."""
     from counting.model.counting_model import load_model
-    from counting.train.crowd import CrowdSettings, fit_crowd_gate, gate_inputs, head_rows
+    from counting.train.crowd import (
+        CrowdSettings,
+        GateOutOfFold,
+        _checked_gate_out_of_fold,
+        fit_crowd_gate,
+        gate_inputs,
+        head_rows,
+        read_gate_out_of_fold,
+        write_gate_out_of_fold,
+    )
 
     model = load_model(Path(__file__).resolve().parents[2] / "models" / "crowd.npz")
     model = replace(model, sparse_gate=None)
@@ -288,7 +299,28 @@ def test_the_sparse_gate_is_fitted_on_everyday_copies_of_its_pictures_too(shared
     np.testing.assert_array_equal(again.copies.heads, copies.heads)  # the same copies every time
     assert gate_inputs(model, crowd, CrowdSettings(gate_copies=0), None, 4, rows).copies is None
 
-    gated = fit_crowd_gate(model, crowd, CrowdSettings(), out_of_fold=rows)
+    found = GateOutOfFold()
+    gated = fit_crowd_gate(model, crowd, CrowdSettings(), out_of_fold=rows, gate_out_of_fold=found)
+    # What the specialists' step reads instead of fitting the gate again: the refit's counts.
+    refit = inputs.fitted(0, with_sent=True)[1:]
+    assert found.paths == inputs.paths
+    np.testing.assert_allclose(found.counts, refit[0])
+    np.testing.assert_array_equal(found.sent, refit[1])
+    assert found.mae() == pytest.approx(gated.sparse_gate.settings["out_of_fold_mae"], abs=1e-12)
+    write_gate_out_of_fold(tmp_path / "gate-oof.csv", found)
+    read = read_gate_out_of_fold(tmp_path / "gate-oof.csv")
+    assert read.paths == found.paths and np.array_equal(read.sent, found.sent)
+    np.testing.assert_allclose(read.counts, found.counts, atol=1e-6)
+    checked = _checked_gate_out_of_fold(gated, crowd, rows, read)
+    assert checked[0] == found.paths and np.array_equal(checked[3], found.sent)
+    shifted = replace(read, counts=read.counts + 0.5)
+    with pytest.raises(ValueError, match="are not those of .*'s gate"):
+        _checked_gate_out_of_fold(gated, crowd, rows, shifted)
+    with pytest.raises(ValueError, match="hold 19 pictures, not the 20"):
+        _checked_gate_out_of_fold(gated, crowd, rows, replace(read, paths=read.paths[:-1]))
+    (tmp_path / "not.csv").write_text("image,sum\nx,1\n")
+    with pytest.raises(ValueError, match="not.csv: not the gate's out-of-fold counts"):
+        read_gate_out_of_fold(tmp_path / "not.csv")
     assert gated.sparse_gate.settings["copies"] == 1
     assert "an everyday copy of each" in gated.sparse_gate.settings["fitted_on"]
     assert gated.interval.n_calibration == len(paths)  # calibrated on the pictures, not their copies

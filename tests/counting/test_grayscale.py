@@ -56,6 +56,62 @@ def test_grayscale_is_part_of_the_preprocessing_key() -> None:
     assert gray.fingerprint()["grayscale"] == "itu-r-601-luma"
 
 
+def test_degraded_is_part_of_the_preprocessing_key_and_made_after_resizing(shared_data: Path) -> None:
+    """A degraded view (counting.data.copies.degraded_pixels) has its own cache key, and is the
+    plain view's pixels degraded: the same input every time, another input than the plain one."""
+    from counting.data.copies import degraded_pixels
+    from counting.features.backbones.preprocessing import DEGRADED_COPIES
+
+    plain, degraded = Preprocessing(224), Preprocessing(224, degraded=True)
+    assert plain != degraded and hash(plain) != hash(degraded)
+    assert degraded != Preprocessing(224, grayscale=True)
+    assert "degraded" not in plain.fingerprint()  # earlier cache entries keep their keys
+    assert degraded.fingerprint()["degraded"] == DEGRADED_COPIES
+    photo = Image.open(shared_data / "shanghaitech-B-train" / "images" / "IMG_1.jpg").convert("RGB")
+    seen = prepare_image(photo, degraded, NORMALISATION).numpy()
+    colour = prepare_image(photo, plain, NORMALISATION).numpy()
+    np.testing.assert_array_equal(seen, prepare_image(photo, degraded, NORMALISATION).numpy())
+    pixels = np.rint(colour.transpose(1, 2, 0) * 128 + 127).astype(np.uint8)
+    np.testing.assert_allclose(seen, (degraded_pixels(pixels).transpose(2, 0, 1) - 127.0) / 128, atol=1e-6)
+    assert np.abs(seen - colour).mean() > 0.005
+
+
+def test_each_kind_of_copy_is_trained_on_its_share_of_the_time(monkeypatch) -> None:
+    """Grayscale and degraded copies together: every copy is drawn (none of a held-out picture),
+    with its kind's share of the crops."""
+    from counting.heads.density.conv_training import copy_kinds
+
+    settings = ConvSettings(gray_share=0.2, degraded_share=0.3)
+    assert copy_kinds(settings) == [(0.2, {"grayscale": True}), (0.3, {"degraded": True})]
+    with pytest.raises(ValueError, match=r"gray_share \+ degraded_share must be under 1"):
+        ConvSettings(gray_share=0.5, degraded_share=0.5)
+    with pytest.raises(ValueError, match=r"degraded_share must be in \[0, 1\)"):
+        ConvSettings(degraded_share=-0.1)
+    rng = np.random.default_rng(1)
+    pictures = 12
+    maps = [rng.normal(size=(3, 8, 8)).astype(np.float16) for _ in range(3 * pictures)]
+    targets = [np.abs(rng.normal(size=(8, 8))) / 10 for _ in range(3 * pictures)]
+    counts = np.array([target.sum() for target in targets])
+    parts = [np.arange(pictures) >= 9]
+    drawn: list[int] = []
+    crop_batch = conv_fitting._crop_batch
+
+    def recording(maps_, targets_, weights_, choice, crop, rng_):
+        drawn.extend(int(index) for index in choice)
+        return crop_batch(maps_, targets_, weights_, choice, crop, rng_)
+
+    monkeypatch.setattr(conv_fitting, "_crop_batch", recording)
+    weights = np.concatenate([np.full(pictures, 0.5), np.full(pictures, 0.2), np.full(pictures, 0.3)])
+    fit_conv_heads(
+        maps, targets, counts, ["a"], parts, sample_weights=weights, copy_of=np.tile(np.arange(pictures), 2),
+        settings=ConvSettings(width=4, depth=1, crop=6, batch=16, max_steps=60, eval_every=60, keep="last"),
+    )  # fmt: skip
+    kinds = np.bincount(np.array(drawn) // pictures, minlength=3) / len(drawn)
+    np.testing.assert_allclose(kinds, [0.5, 0.2, 0.3], atol=0.06)
+    held_out = {9, 10, 11}
+    assert not set(drawn) & {index + offset for index in held_out for offset in (0, pictures, 2 * pictures)}
+
+
 def test_copies_train_with_their_picture_and_never_leak_into_its_validation(monkeypatch) -> None:
     rng = np.random.default_rng(0)
     pictures = 12
@@ -112,6 +168,18 @@ def test_a_model_seeing_grayscale_counts_the_grayscale_file(shared_data: Path, t
     np.testing.assert_allclose(seen, files, atol=0.1)
     assert np.abs(seen - colour).max() > 0.1
     np.testing.assert_array_equal(model.count_paths(frames, cache=cache).counts, colour)
+
+
+def test_a_model_seeing_degraded_copies_counts_them_under_their_own_key(shared_data: Path, tmp_path: Path) -> None:
+    model = load_model(REPO / "models" / "mall-sums.npz")
+    frames = [shared_data / "mall-train" / "frames" / f"seq_{number:06d}.jpg" for number in (1, 400)]
+    cache = FeatureCache(tmp_path / "cache")
+    colour = model.count_paths(frames, cache=cache).counts
+    seen = model.seeing_degraded().count_paths(frames, cache=cache).counts
+    assert np.isfinite(seen).all() and np.abs(seen - colour).max() > 0.01
+    np.testing.assert_array_equal(model.seeing_degraded().count_paths(frames, cache=cache).counts, seen)
+    np.testing.assert_array_equal(model.count_paths(frames, cache=cache).counts, colour)
+    assert model.preprocessing().degraded is False  # the view has its own preprocessing
 
 
 def test_the_shipped_crowd_model_counts_grayscale_mall_frames_as_colour_ones(shared_data: Path) -> None:

@@ -17,6 +17,7 @@ import torch
 from PIL import Image
 
 from counting.core.errors import ImageError
+from counting.data.copies import degraded_pixels
 from counting.data.imaging import Sideways, to_rgb
 
 __all__ = [
@@ -51,6 +52,9 @@ ImageLike = Image.Image | np.ndarray | Sideways
 
 _REDUCING_GAP = 1.05
 RESIZE_METHOD = f"pil-bilinear-reducing-gap-{_REDUCING_GAP}"
+# Names the degraded copies (counting.data.copies) in cache keys: a change to their recipe must
+# change it, so that no cached map of an older copy is read back.
+DEGRADED_COPIES = "blur-smaller-jpeg-webp-v1"
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,11 @@ class Preprocessing:
     # the grayscale copies a crowd model trains on beside the colour pictures, so that CCTV,
     # infrared and old photos are counted as colour ones are (docs/density.md, "Grayscale").
     grayscale: bool = False
+    # See the frame as a degraded copy (counting.data.copies.degraded_pixels: blurred or made
+    # smaller, saved again as JPEG or WebP, drawn from the frame's pixels): the copies the crowd
+    # model's heads train on, so that a soft or recompressed photo is counted as its original is
+    # (docs/density.md, "Soft and recompressed photos"). After the grayscale step, when both are set.
+    degraded: bool = False
     _mask_cache: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _roi_sha256: str | None = field(default=None, init=False, repr=False, compare=False)
@@ -118,7 +127,7 @@ class Preprocessing:
         return hash(self._key())
 
     def _key(self) -> tuple:
-        return (self.input_size, self.roi_sha256, self.flip, self.grayscale)
+        return (self.input_size, self.roi_sha256, self.flip, self.grayscale, self.degraded)
 
     def fingerprint(self) -> dict[str, Any]:
         """JSON-ready description of everything that changes the network input."""
@@ -131,6 +140,8 @@ class Preprocessing:
             description["flip"] = "left-right"
         if self.grayscale:  # absent in colour: earlier cache entries stay valid
             description["grayscale"] = "itu-r-601-luma"
+        if self.degraded:  # absent otherwise: earlier cache entries stay valid
+            description["degraded"] = DEGRADED_COPIES
         return description
 
     def target_size(self, width: int, height: int) -> tuple[int, int]:
@@ -260,6 +271,8 @@ def prepare_image(
         mask = None if mask is None else np.ascontiguousarray(mask[:, ::-1])
     if prep.grayscale:
         pixels = grayscale_pixels(pixels)
+    if prep.degraded:
+        pixels = degraded_pixels(pixels)
     # NumPy on purpose: torch's multi-threaded element-wise kernels cost ~50x more than this on
     # a 2-core machine where the decode threads and the forward pass share the cores.
     if not channels_last:

@@ -68,10 +68,19 @@ class ConvSettings:
     # Each copy is drawn with its picture's chance times gray_share / (1 - gray_share), is never
     # validated on, and is left out of the head validated on its picture (no leak).
     gray_share: float = 0.0
+    # Share drawn from degraded copies (counting.data.copies.degraded_pixels: blurred or smaller,
+    # saved again), as gray_share; the two shares together stay under 1.
+    degraded_share: float = 0.0
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.gray_share < 1.0:
-            raise ValueError(f"gray_share must be in [0, 1), got {self.gray_share!r}")
+        for name in ("gray_share", "degraded_share"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if self.gray_share + self.degraded_share >= 1.0:
+            raise ValueError(
+                f"gray_share + degraded_share must be under 1 (the pictures themselves keep the rest), "
+                f"got {self.gray_share} + {self.degraded_share}"
+            )
 
     def record(self) -> dict:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -370,7 +379,7 @@ def fit_conv_heads(
     labels). Returns the fits and ``(n, 1 + cells)`` region sums: each validated image's by the
     head validated on it, NaN for images in no part.
 
-    ``copy_of``: the maps past the ``n = len(parts[0])`` pictures are augmented copies (grayscale),
+    ``copy_of``: the maps past the ``n = len(parts[0])`` pictures are augmented copies (grayscale, degraded),
     ``copy_of[j]`` the picture map ``n + j`` is a copy of. A copy is trained on with its picture,
     never validated on, and left out of the head validated on its picture. ``sample_weights``
     then covers every map, copies included."""
@@ -385,7 +394,7 @@ def fit_conv_heads(
         part = np.asarray(part, dtype=bool)
         if log is not None:
             which = "" if len(parts) == 1 else f" {number} of {len(parts)}"
-            extra = f" and {int((~part[copies]).sum())} grayscale copies" if len(copies) else ""
+            extra = f" and {int((~part[copies]).sum())} copies" if len(copies) else ""
             log(
                 f"training conv density head{which} ({settings.width} wide, {settings.depth} 3x3 convs) on "
                 f"{', '.join(layers)} maps at stride 8: {int((~part).sum())} images{extra}, validated on {int(part.sum())}"

@@ -57,6 +57,11 @@ DEFAULT_SETTINGS = ConvSettings(ema=0.995, keep="last", folds=4, eval_every=500)
 CORRECTION_WEIGHT = 0.5
 
 
+def copy_kinds(settings: ConvSettings) -> list[tuple[float, dict[str, bool]]]:
+    """``(share of the training crops, Preprocessing change)`` of each kind of augmented copy."""
+    return [(settings.gray_share, {"grayscale": True}), (settings.degraded_share, {"degraded": True})]
+
+
 def correction_targets(rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """What the AGP learns from a conv ensemble's rows: each count minus the heads' whole-ROI sum
     (column 0 of the rows). The one definition `train`, the model file and the studies use."""
@@ -130,30 +135,37 @@ def fit_conv_descriptors(
     with contextlib.ExitStack() as stack:
         try:
             maps = stack.enter_context(stride8_maps(paths, backbone, prep, layers, cache, batch_size, progress))
-            gray = (
-                stack.enter_context(
-                    stride8_maps(paths, backbone, replace(prep, grayscale=True), layers, cache, batch_size, progress)
+            # Augmented copies of every picture, each kind drawn its share of the time.
+            kinds = [(share, change) for share, change in copy_kinds(settings) if share]
+            copied = [
+                (
+                    share,
+                    stack.enter_context(
+                        stride8_maps(paths, backbone, replace(prep, **change), layers, cache, batch_size, progress)
+                    ),
                 )
-                if settings.gray_share
-                else None
-            )
+                for share, change in kinds
+            ]
         except ValueError as error:
             raise DatasetError(str(error)) from None
         density = density_targets(
             samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
         )
         counts = np.array([float(sample.count) for sample in samples])
-        # What the heads train on: the pictures, then (with gray_share) their grayscale copies,
-        # each with its picture's targets and drawn gray_share of the time.
-        every_map, every_target, every_count = list(maps), density, counts
+        # What the heads train on: the pictures, then their copies of each kind (grayscale,
+        # degraded), each copy with its picture's targets and drawn its kind's share of the time.
+        every_map, every_target, every_count = list(maps), list(density), counts
         copy_of, weights = None, sample_weights
-        if gray is not None:
-            every_map += list(gray)
-            every_target = density + density
-            every_count = np.concatenate([counts, counts])
-            copy_of = np.arange(len(samples))
+        if copied:
             base = np.ones(len(samples)) if sample_weights is None else np.asarray(sample_weights, dtype=float)
-            weights = np.concatenate([base * (1 - settings.gray_share), base * settings.gray_share])
+            weight_parts = [base * (1.0 - sum(share for share, _ in copied))]
+            for share, copy_maps in copied:
+                every_map += list(copy_maps)
+                every_target += list(density)
+                weight_parts.append(base * share)
+            every_count = np.tile(counts, 1 + len(copied))
+            copy_of = np.tile(np.arange(len(samples)), len(copied))
+            weights = np.concatenate(weight_parts)
         fits, rows = fit_conv_heads(
             every_map,
             every_target,
