@@ -26,7 +26,7 @@ import os
 import sys
 import time
 
-from counting.core import atomic_write
+from counting.core import CountingError, atomic_write, check_outputs
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.model import CountingModel
@@ -71,6 +71,13 @@ def main() -> None:
     args = parser.parse_args()
 
     sets = tuple(args.sets or DEFAULT_SETS)
+    # No output may replace the out-of-fold CSVs it reads; -o may name the model itself (an atomic
+    # replace, once the specialists are trained), but not the figures file.
+    try:
+        check_outputs([args.output, args.figures], inputs=[args.out_of_fold, args.gate_out_of_fold])
+        check_outputs([args.figures], inputs=[args.model])
+    except CountingError as error:
+        parser.error(str(error))
     try:
         settings = CrowdSettings(
             steps=args.steps, seed=args.seed, gray_share=args.gray_share, degraded_share=args.degraded_share

@@ -24,6 +24,7 @@ import sys
 import time
 from dataclasses import replace
 
+from counting.core import CountingError, check_outputs
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.model import load_model
@@ -55,6 +56,13 @@ def main() -> None:
         "(add_crowd_specialists.py --gate-out-of-fold reads it instead of fitting the gate again)",
     )
     args = parser.parse_args()
+    # No output may replace the heads' out-of-fold rows; -o may name the model itself (an atomic
+    # replace, once the gate is fitted), but not the gate's CSV.
+    try:
+        check_outputs([args.output, args.gate_out_of_fold], inputs=[args.out_of_fold])
+        check_outputs([args.gate_out_of_fold], inputs=[args.model])
+    except CountingError as error:
+        parser.error(str(error))
     cache = FeatureCache()
     dataset = read_crowd(args.data)
     model = load_model(args.model)
