@@ -158,11 +158,7 @@ class ConformalInterval:
         routes: np.ndarray | Sequence[str] | None = None,
     ) -> float:
         """Fraction of true counts inside their interval."""
-        truth = np.asarray(y_true, dtype=float)
-        low, high = self.interval(y_pred, routes)
-        if truth.shape != low.shape:
-            raise ValueError(f"y_true {truth.shape} and y_pred {low.shape} differ in shape")
-        return float(np.mean((truth >= low) & (truth <= high)))
+        return self.figures(y_true, *self.interval(y_pred, routes))["coverage"]
 
     def mean_width(
         self, y_pred: np.ndarray | Sequence[float], routes: np.ndarray | Sequence[str] | None = None

@@ -233,7 +233,7 @@ def add_specialists(
         if model.sparse_gate is None or out_of_fold is None:
             raise ValueError(f"{model.name}: the gate's out-of-fold counts need a gate and the heads' out-of-fold rows")
         # Checked before any head is trained.
-        given = _checked_gate_out_of_fold(model, dataset, out_of_fold, gate_out_of_fold)
+        given = _checked_gate_out_of_fold(model, dataset, settings, out_of_fold, gate_out_of_fold)
     started = time.perf_counter()
     train = thinned_train_part(dataset, settings.sequence_stride)
     known = set(train.source_names().tolist())
@@ -280,10 +280,8 @@ def add_specialists(
     routed = replace(model, density_head=replace(head, specialists=specialists, router=router))
     record: dict[str, Any] = {"sets": list(sets), "folds": folds, "router": router.settings}
     if model.interval is not None:
-        gated = None
-        if given is not None:
-            gated = given
-        elif model.sparse_gate is not None and out_of_fold is not None:
+        gated = given
+        if gated is None and model.sparse_gate is not None and out_of_fold is not None:
             # The gate's own out-of-fold counts again (fit_crowd_gate's fit, same pictures and
             # seed): the general and detector routes are calibrated on them.
             # As the gate was fitted: with its copies, or without them (a gate fitted before they were).
@@ -291,7 +289,7 @@ def add_specialists(
             refit = replace(settings, gate_copies=copies)
             inputs = gate_inputs(model, dataset, refit, cache, 4, out_of_fold, probes, log=log)
             _, counts, sent = inputs.fitted(settings.seed, with_sent=True)
-            gated = (inputs.paths, inputs.truth, counts, sent)
+            gated = GateOutOfFold(inputs.paths, inputs.truth, counts, sent).gated()
         routes, record["intervals"] = route_intervals(
             routed, held_out, probes, out_of_fold, gated, cache=cache, seed=settings.seed, log=log
         )
@@ -303,11 +301,15 @@ def add_specialists(
 
 
 def _checked_gate_out_of_fold(
-    model: CountingModel, dataset: Any, out_of_fold: dict[str, np.ndarray], found: GateOutOfFold
+    model: CountingModel,
+    dataset: Any,
+    settings: CrowdSettings,
+    out_of_fold: dict[str, np.ndarray],
+    found: GateOutOfFold,
 ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """``found``'s routes, once they are seen to be the model's gate's: the pictures the gate was
     fitted on, in order, and the out-of-fold MAE its fit recorded."""
-    expected = [str(sample.path) for sample in dataset.samples if str(sample.path) in out_of_fold]
+    expected = [str(sample.path) for sample in _gate_samples(dataset, settings, out_of_fold)]
     recorded = model.sparse_gate.settings.get("out_of_fold_mae")
     if list(found.paths) != expected:
         raise ValueError(
@@ -664,10 +666,7 @@ def gate_inputs(
     """The gate's pictures (every one with ``out_of_fold`` rows, else the one head's held-out
     quarter) and what :func:`~counting.heads.sparse_gate.fit_sparse_gate` reads of them.
     ``known_probes`` (path -> probe, of readable pictures): probes already made, not made again."""
-    if out_of_fold is not None:
-        samples = [sample for sample in dataset.samples if str(sample.path) in out_of_fold]
-    else:
-        samples = head_validation_samples(dataset, settings)
+    samples = _gate_samples(dataset, settings, out_of_fold)
     paths = [str(sample.path) for sample in samples]
     truth = np.array([float(sample.count) for sample in samples])
     plain = replace(model, sparse_gate=None)
@@ -698,6 +697,14 @@ def gate_inputs(
     if settings.gate_copies:
         inputs.copies = _copy_inputs(inputs, model, probes, settings.seed, cache, log, general_counts)
     return inputs
+
+
+def _gate_samples(dataset: Any, settings: CrowdSettings, out_of_fold: dict[str, np.ndarray] | None) -> list:
+    """The pictures the gate is fitted on, in the dataset's order: every one with ``out_of_fold``
+    rows, else the one head's held-out quarter."""
+    if out_of_fold is not None:
+        return [sample for sample in dataset.samples if str(sample.path) in out_of_fold]
+    return head_validation_samples(dataset, settings)
 
 
 COPIES_DESCRIBED = "saved again as JPEG or WebP at quality 60-95, half of them also 0.6-1.0 of their size"

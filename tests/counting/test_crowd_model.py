@@ -311,13 +311,13 @@ def test_the_sparse_gate_is_fitted_on_everyday_copies_of_its_pictures_too(shared
     read = read_gate_out_of_fold(tmp_path / "gate-oof.csv")
     assert read.paths == found.paths and np.array_equal(read.sent, found.sent)
     np.testing.assert_allclose(read.counts, found.counts, atol=1e-6)
-    checked = _checked_gate_out_of_fold(gated, crowd, rows, read)
+    checked = _checked_gate_out_of_fold(gated, crowd, CrowdSettings(), rows, read)
     assert checked[0] == found.paths and np.array_equal(checked[3], found.sent)
     shifted = replace(read, counts=read.counts + 0.5)
     with pytest.raises(ValueError, match="are not those of .*'s gate"):
-        _checked_gate_out_of_fold(gated, crowd, rows, shifted)
+        _checked_gate_out_of_fold(gated, crowd, CrowdSettings(), rows, shifted)
     with pytest.raises(ValueError, match="hold 19 pictures, not the 20"):
-        _checked_gate_out_of_fold(gated, crowd, rows, replace(read, paths=read.paths[:-1]))
+        _checked_gate_out_of_fold(gated, crowd, CrowdSettings(), rows, replace(read, paths=read.paths[:-1]))
     (tmp_path / "not.csv").write_text("image,sum\nx,1\n")
     with pytest.raises(ValueError, match="not.csv: not the gate's out-of-fold counts"):
         read_gate_out_of_fold(tmp_path / "not.csv")
