@@ -6,8 +6,8 @@
 A photo reaches a counter after a phone, a messenger or a web page saved it again
 (counting.data.copies). For each model and each fixed validation part (counting.data.read_crowd;
 the crowd model never trained on it) this counts every photo as its own file and as six copies:
-JPEG at quality 95 (invisible), 85 and 75, WebP at 80, 0.8 of its size (then JPEG 95), and,
-outside the family the sparse gate's copies are drawn from, a 1-pixel Gaussian blur (PNG). It
+JPEG at quality 95 (invisible), 85 and 75, WebP at 80, 0.8 of its size (then JPEG 95), and a
+1-pixel Gaussian blur (PNG; scripts/bench_grayscale.py counts grayscale copies). It
 prints, per copy kind, MAE and RMSE against the truth, how many photos the copy sends by another
 route than the file (the detector's count or the density head's: ``CountResult.counted_by``),
 and the mean change of the count. The copies are counted from memory (CountingModel.count_images
@@ -33,7 +33,7 @@ KINDS: dict[str, CopyRecipe | None] = {
     "JPEG 75": CopyRecipe("JPEG", 75),
     "WebP 80": CopyRecipe("WEBP", 80),
     "0.8 size": CopyRecipe("JPEG", 95, scale=0.8),
-    "blur (outside)": None,
+    "blur 1 px": None,
 }
 
 

@@ -49,6 +49,14 @@ __all__ = [
 ]
 
 
+# The gate's copy families (CrowdSettings.gate_copy_family), as a model file describes its gate's.
+COPY_FAMILIES = {
+    "wider": "saved again as JPEG or WebP at quality 60-95, half of them also 0.6-1.0 of their size, "
+    "a quarter also grayscale, a quarter blurred 0.4-1.5 px",
+    "recompressed": "saved again as JPEG or WebP at quality 60-95, half of them also 0.6-1.0 of their size",
+}
+
+
 @dataclass(frozen=True)
 class CrowdSettings:
     """How the crowd model is trained (the defaults are the shipped model's)."""
@@ -93,12 +101,19 @@ class CrowdSettings:
     # again at JPEG quality 95 scored MAE 1.71 instead of 1.14 (docs/density.md, "Recompressed
     # photos").
     gate_copies: int = 1
+    # Which copies: "wider" (a quarter of them also grayscale, a quarter blurred) or "recompressed"
+    # (the gate's copies until 2026-11-27). Recompressed alone, the gate kept the heads' 269 for a
+    # grayscale copy of a photo of 12 children on grass (docs/density.md, "Grayscale and blurred
+    # copies for the gate").
+    gate_copy_family: str = "wider"
     seed: int = 0
 
     def __post_init__(self) -> None:
         self.conv_settings()  # refuses what the heads would refuse (shares of copies outside [0, 1)), here
         if self.gate_copies not in (0, 1):
             raise ValueError(f"gate_copies {self.gate_copies}: expected 0 or 1 (copies of each gate picture)")
+        if self.gate_copy_family not in COPY_FAMILIES:
+            raise ValueError(f"gate_copy_family {self.gate_copy_family!r}: expected one of {', '.join(COPY_FAMILIES)}")
 
     def conv_settings(self) -> ConvSettings:
         # One head, weights averaged (EMA), last weights kept; its validation quarter is measured
@@ -284,9 +299,11 @@ def add_specialists(
         if gated is None and model.sparse_gate is not None and out_of_fold is not None:
             # The gate's own out-of-fold counts again (fit_crowd_gate's fit, same pictures and
             # seed): the general and detector routes are calibrated on them.
-            # As the gate was fitted: with its copies, or without them (a gate fitted before they were).
+            # As the gate was fitted: with its copies, or without them (a gate fitted before they
+            # were), of the family it recorded (recompressed alone before it recorded one).
             copies = int(model.sparse_gate.settings.get("copies", 0))
-            refit = replace(settings, gate_copies=copies)
+            family = str(model.sparse_gate.settings.get("copy_family", "recompressed"))
+            refit = replace(settings, gate_copies=copies, gate_copy_family=family)
             inputs = gate_inputs(model, dataset, refit, cache, 4, out_of_fold, probes, log=log)
             _, counts, sent = inputs.fitted(settings.seed, with_sent=True)
             gated = GateOutOfFold(inputs.paths, inputs.truth, counts, sent).gated()
@@ -543,8 +560,13 @@ def fit_crowd_gate(
     interval = ConformalInterval.fit(truth, oof, level=level, scale=scale)
     gate.settings |= {
         "copies": settings.gate_copies,
+        "copy_family": settings.gate_copy_family,
         "fitted_on": f"{len(paths)} train pictures, each counted by a head that never trained on it"
-        + ("" if inputs.copies is None else f", and an everyday copy of each ({COPIES_DESCRIBED})"),
+        + (
+            ""
+            if inputs.copies is None
+            else f", and an everyday copy of each ({COPY_FAMILIES[settings.gate_copy_family]})"
+        ),
         "out_of_fold_mae": float(np.mean(np.abs(oof - truth))),
         "head_mae": float(np.mean(np.abs(np.clip(heads, 0, None) - truth))),
         "seconds": round(time.perf_counter() - started, 1),
@@ -695,7 +717,8 @@ def gate_inputs(
     projected = model.familiarity.project(probes)
     inputs = GateInputs(paths, truth, heads, persons, familiarity, projected)
     if settings.gate_copies:
-        inputs.copies = _copy_inputs(inputs, model, probes, settings.seed, cache, log, general_counts)
+        wider = settings.gate_copy_family == "wider"
+        inputs.copies = _copy_inputs(inputs, model, probes, settings.seed, cache, log, general_counts, wider)
     return inputs
 
 
@@ -707,9 +730,6 @@ def _gate_samples(dataset: Any, settings: CrowdSettings, out_of_fold: dict[str, 
     return head_validation_samples(dataset, settings)
 
 
-COPIES_DESCRIBED = "saved again as JPEG or WebP at quality 60-95, half of them also 0.6-1.0 of their size"
-
-
 def _copy_inputs(
     inputs: GateInputs,
     model: CountingModel,
@@ -718,9 +738,11 @@ def _copy_inputs(
     cache: Any,
     log: Callable[[str], None] | None,
     general_counts: np.ndarray | None = None,
+    wider: bool = True,
 ) -> GateInputs:
     """What the gate reads of each picture's everyday copy (counting.data.copies;
-    ``recipe_for(seed, k)`` for the k-th picture); NaN rows where the picture has no head count.
+    ``recipe_for(seed, k, wider=wider)`` for the k-th picture); NaN rows where the picture has no
+    head count.
 
     The copy's head count is the picture's (out-of-fold) count moved by what the copy changes:
     ``heads[k] + general(copy) - general(picture)``, both counted by the model's general heads
@@ -752,7 +774,7 @@ def _copy_inputs(
     else:
         own = np.asarray(general_counts, dtype=np.float64)[counted]
     for k, picture_count in zip(counted, own, strict=True):
-        copy = everyday_copy(load_image(inputs.paths[k]), recipe_for(seed, int(k)))
+        copy = everyday_copy(load_image(inputs.paths[k]), recipe_for(seed, int(k), wider=wider))
         tensor = general.prepare_image(copy)
         rows = general.applied_head.rows_of_prepared(general, [tensor], None, chunking)
         copied = general.predict_features(rows.features, source="frames")[0]

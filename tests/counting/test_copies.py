@@ -25,6 +25,39 @@ def test_recipes_are_reproducible_and_span_the_codecs_qualities_and_sizes() -> N
     assert "quality" in recipes[0].describe()
 
 
+def test_a_quarter_of_the_gates_copies_are_grayscale_and_a_quarter_blurred() -> None:
+    from counting.data.copies import BLUR_RANGE, GATE_BLUR_SHARE, GRAY_SHARE
+
+    recipes = [recipe_for(0, k) for k in range(1000)]
+    gray = np.array([recipe.gray for recipe in recipes])
+    blurs = np.array([recipe.blur for recipe in recipes])
+    assert abs(gray.mean() - GRAY_SHARE) < 0.05 and abs((blurs > 0).mean() - GATE_BLUR_SHARE) < 0.05
+    assert not (gray & (blurs > 0)).any()  # one or the other, never both
+    assert BLUR_RANGE[0] <= blurs[blurs > 0].min() and blurs.max() <= BLUR_RANGE[1]
+    assert "grayscale" in recipes[int(np.flatnonzero(gray)[0])].describe()
+    assert "blurred" in recipes[int(np.flatnonzero(blurs)[0])].describe()
+    # Without ``wider``: the gate's copies until 2026-11-27, the same recompression of each picture.
+    from dataclasses import replace
+
+    recompressed = [recipe_for(0, k, wider=False) for k in range(1000)]
+    assert recompressed == [replace(recipe, gray=False, blur=0.0) for recipe in recipes]
+
+
+def test_a_grayscale_copy_is_the_pictures_luma_in_every_channel(shared_data) -> None:
+    from counting.features.backbones.preprocessing import grayscale_pixels
+
+    photo = Image.open(shared_data / "shanghaitech-B-train/images/IMG_10.jpg").convert("RGB")
+    for codec in CODECS:
+        copy = np.asarray(everyday_copy(photo, CopyRecipe(codec, 95, gray=True)), dtype=int)
+        assert copy.shape == (photo.height, photo.width, 3)
+        assert np.abs(copy - copy[..., :1]).max() <= 1  # gray: the channels agree (WebP within one level)
+        # The luma the backbone's grayscale view sees, up to the codec's traces.
+        luma = grayscale_pixels(np.asarray(photo)).astype(int)
+        assert np.abs(copy - luma).mean() < 3.0
+    colour = np.asarray(everyday_copy(photo, CopyRecipe("JPEG", 95)), dtype=int)
+    assert np.abs(colour - colour[..., :1]).mean() > 3.0
+
+
 def test_a_copy_holds_the_codecs_traces_at_the_recipes_size(shared_data) -> None:
     photo = Image.open(shared_data / "shanghaitech-B-train/images/IMG_10.jpg").convert("RGB")
     original = np.asarray(photo, dtype=float)

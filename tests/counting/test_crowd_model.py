@@ -263,6 +263,7 @@ def test_the_sparse_gate_is_fitted_on_everyday_copies_of_its_pictures_too(shared
     of it (counting.data.copies), the copy's head count moved from the picture's by what the copy
     changes, its familiarity taken without the picture's reference; the out-of-fold counts are
     the pictures'. The refit add_specialists makes reads how the gate was fitted."""
+    from counting.data.copies import recipe_for
     from counting.model.counting_model import load_model
     from counting.train.crowd import (
         CrowdSettings,
@@ -298,6 +299,9 @@ def test_the_sparse_gate_is_fitted_on_everyday_copies_of_its_pictures_too(shared
     again = gate_inputs(model, crowd, CrowdSettings(), None, 4, rows)
     np.testing.assert_array_equal(again.copies.heads, copies.heads)  # the same copies every time
     assert gate_inputs(model, crowd, CrowdSettings(gate_copies=0), None, 4, rows).copies is None
+    # Among these 20 copies some are grayscale and some blurred (counting.data.copies.recipe_for).
+    recipes = [recipe_for(0, k) for k in range(len(paths))]
+    assert any(recipe.gray for recipe in recipes) and any(recipe.blur for recipe in recipes)
 
     found = GateOutOfFold()
     gated = fit_crowd_gate(model, crowd, CrowdSettings(), out_of_fold=rows, gate_out_of_fold=found)
@@ -322,9 +326,13 @@ def test_the_sparse_gate_is_fitted_on_everyday_copies_of_its_pictures_too(shared
     with pytest.raises(ValueError, match="not.csv: not the gate's out-of-fold counts"):
         read_gate_out_of_fold(tmp_path / "not.csv")
     assert gated.sparse_gate.settings["copies"] == 1
+    assert gated.sparse_gate.settings["copy_family"] == "wider"
+    assert "a quarter also grayscale" in gated.sparse_gate.settings["fitted_on"]
     assert "an everyday copy of each" in gated.sparse_gate.settings["fitted_on"]
     assert gated.interval.n_calibration == len(paths)  # calibrated on the pictures, not their copies
     plain = fit_crowd_gate(model, crowd, CrowdSettings(gate_copies=0), out_of_fold=rows)
     assert plain.sparse_gate.settings["copies"] == 0
     with pytest.raises(ValueError, match="gate_copies 2"):
         CrowdSettings(gate_copies=2)
+    with pytest.raises(ValueError, match="gate_copy_family 'sepia'"):
+        CrowdSettings(gate_copy_family="sepia")

@@ -14,7 +14,9 @@ its specialists got intervals of their own (issue 21, 2026-11-27: counts unchang
 frames' and the ShanghaiTech B photo's intervals narrowed). Its gate, refitted on everyday copies
 of its pictures with a head limit (2026-11-27), left these pictures' counts and intervals as
 recorded. Re-recorded when its heads and specialists also trained on degraded copies (blurred or
-smaller, saved again; 2026-11-27: counts moved by 0.3-2.2, the coco photo still 1).
+smaller, saved again; 2026-11-27: counts moved by 0.3-2.2, the coco photo still 1). Its gate
+refitted on copies that are also grayscale or blurred (2026-11-27) left every count as recorded;
+the detector route's interval, recalibrated, gives the coco photo [0, 2] instead of [0, 2.41].
 """
 
 from __future__ import annotations

@@ -137,6 +137,36 @@ def test_no_picture_is_handed_over_beyond_the_heads_limit() -> None:
         assert gate.apply(*below)[1][0]
 
 
+def test_the_heads_limit_comes_from_the_pictures_not_their_copies() -> None:
+    """Copies where the heads count hundreds more (grayscale grass) and the detector is as right
+    as on the picture: pooled, they would raise the limit; marked as copies, they leave it."""
+    from counting.heads.sparse_gate import HEAD_LIMIT_FACTOR
+
+    head, persons, familiarity, projected, truth = _pictures(300)
+    n = len(truth)
+    wild = np.where(truth <= 20, head + 2000.0, head)
+    rows = tuple(
+        np.concatenate(pair)
+        for pair in (
+            (head, wild),
+            (persons, persons),
+            (familiarity, familiarity),
+            (projected, projected),
+            (truth, truth),
+        )
+    )
+    groups = np.tile(np.arange(n), 2)
+    pooled, _ = fit_sparse_gate(*rows, groups=groups)
+    gate, oof = fit_sparse_gate(*rows, groups=groups, originals=np.arange(2 * n) < n)
+    detector = np.rint(np.square(persons[:, gate.count_index]))
+    closer = (np.abs(detector - truth) < np.abs(head - truth)) & (truth <= 20)
+    assert gate.head_limit == pytest.approx(HEAD_LIMIT_FACTOR * head[closer].max())
+    assert pooled.head_limit > gate.head_limit + 2000.0
+    # The wild copies keep the heads' count: beyond the limit the detector is not asked.
+    beyond = np.flatnonzero(wild > gate.head_limit) + n
+    assert len(beyond) and np.array_equal(oof[beyond], rows[0][beyond])
+
+
 def test_a_fit_needs_both_kinds_of_picture() -> None:
     head, persons, familiarity, projected, truth = _pictures(60)
     with pytest.raises(ValueError, match="some of them sparse"):
