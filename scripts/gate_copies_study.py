@@ -33,8 +33,7 @@ from sklearn.preprocessing import StandardScaler
 
 from counting.data import read_crowd
 from counting.features import FeatureCache
-from counting.heads import WEIGHT_FLOOR, fit_sparse_gate, gate_features
-from counting.heads.sparse_gate import HEAD_LIMIT_FACTOR
+from counting.heads import HEAD_LIMIT_FACTOR, WEIGHT_FLOOR, fit_sparse_gate, gate_features
 from counting.model import load_model
 from counting.train import CrowdSettings, gate_inputs, read_out_of_fold
 
