@@ -69,6 +69,7 @@ def main() -> None:
     )
     part = np.repeat(np.arange(3), n)
     groups = np.tile(np.arange(n), 3)
+    finite = np.isfinite(gate_features(head, persons, familiarity, projected)).all(axis=1)
     fitted_on = {
         "pictures": part == 0,
         "+ recompressed": part <= 1,
@@ -84,7 +85,7 @@ def main() -> None:
             closer = (np.abs(detector - truth[rows]) < np.abs(head[rows] - truth[rows])) & (
                 truth[rows] <= gate.sparse_max
             )
-            usable = closer & np.isfinite(gate_features(head, persons, familiarity, projected)[rows]).all(axis=1)
+            usable = closer & finite[rows]
             gate = replace(gate, head_limit=HEAD_LIMIT_FACTOR * float(np.max(head[rows][usable])))
         gates[name] = gate
         print(
@@ -95,7 +96,6 @@ def main() -> None:
         f"{'seed':>4}  {'gate fitted on':<24}{'MAE pictures':>13}{'recompr.':>9}{'wider':>8}"
         f"{'coco pictures':>15}{'recompr.':>9}{'wider':>8}{'SHA sent':>10}"
     )
-    finite = np.isfinite(gate_features(head, persons, familiarity, projected)).all(axis=1)
     for seed in args.seeds:
         for name, gate in gates.items():
             features = np.nan_to_num(gate_features(head, persons, familiarity, projected[:, : gate.axes]))

@@ -482,14 +482,16 @@ class CountingModel:
         training's grayscale augmentation measures and fits the router on); counts, not files,
         change. Only the backbone's input: a detector (the sparse gate's person count, the
         multi-class model) still sees the colour picture."""
-        return self._seeing(grayscale=True)
+        return self.seeing(grayscale=True)
 
     def seeing_degraded(self) -> CountingModel:
         """As :meth:`seeing_grayscale`, the backbone seeing each picture's degraded copy
         (counting.data.copies.degraded_pixels: the soft and recompressed copies heads train on)."""
-        return self._seeing(degraded=True)
+        return self.seeing(degraded=True)
 
-    def _seeing(self, **changes: bool) -> CountingModel:
+    def seeing(self, **changes: bool) -> CountingModel:
+        """A copy of the model whose backbone's preprocessing has ``changes`` (``grayscale``,
+        ``degraded``: the copy kinds training draws, counting.heads.density.conv_training.copy_kinds)."""
         from dataclasses import replace as copied
 
         # Its own cache dict (replace() would share this one): the backbone is shared, the

@@ -237,6 +237,7 @@ def add_specialists(
     ``gate_out_of_fold`` (what :func:`fit_crowd_gate` found for this gate), or else the gate is
     fitted again as fit_crowd_gate fitted it (same pictures and seed: the same fit). The model's
     count, gate and familiarity are kept."""
+    from counting.heads.density.conv_training import copy_kinds
     from counting.heads.density.routing import ROUTE_GENERAL, fit_set_router
     from counting.heads.sparse_gate import BY_DETECTOR
 
@@ -277,12 +278,9 @@ def add_specialists(
     labels = train.source_names()[ok]
     statistics = statistics[ok]
     # The specialists learnt their set's copies (grayscale, degraded): the router must send them there too.
-    for share, seeing in (
-        (settings.gray_share, plain.seeing_grayscale),
-        (settings.degraded_share, plain.seeing_degraded),
-    ):
+    for share, change in copy_kinds(settings.conv_settings()):
         if share:
-            copies, seen, _ = seeing().probe_paths(paths, cache=cache)
+            copies, seen, _ = plain.seeing(**change).probe_paths(paths, cache=cache)
             statistics = np.concatenate([statistics, copies[seen]])
             labels = np.concatenate([labels, train.source_names()[seen]])
     probes = dict(zip(np.array(paths)[ok].tolist(), statistics[: int(ok.sum())], strict=True))
