@@ -85,8 +85,13 @@ def main() -> None:
     except ValueError as error:
         parser.error(str(error))
     cache = FeatureCache()
-    dataset = read_crowd(args.data)
-    model = CountingModel.load(args.model)
+    try:  # inputs that are missing or not what they should be: one line, before any work
+        dataset = read_crowd(args.data)
+        model = CountingModel.load(args.model)
+        out_of_fold = read_out_of_fold(args.out_of_fold) if args.out_of_fold else None
+        gate_out_of_fold = read_gate_out_of_fold(args.gate_out_of_fold) if args.gate_out_of_fold else None
+    except (CountingError, ValueError) as error:
+        sys.exit(f"add_crowd_specialists.py: {error}")
     print(
         f"specialists for {', '.join(sets)} ({args.folds} heads each); load before: {os.getloadavg()[0]:.1f}",
         flush=True,
@@ -101,8 +106,8 @@ def main() -> None:
             cache=cache,
             log=lambda line: print(line, file=sys.stderr, flush=True),
             folds=args.folds,
-            out_of_fold=read_out_of_fold(args.out_of_fold) if args.out_of_fold else None,
-            gate_out_of_fold=read_gate_out_of_fold(args.gate_out_of_fold) if args.gate_out_of_fold else None,
+            out_of_fold=out_of_fold,
+            gate_out_of_fold=gate_out_of_fold,
         )
     except ValueError as error:  # a set, file or model that does not fit: one line, before the heads train
         sys.exit(f"add_crowd_specialists.py: {error}")

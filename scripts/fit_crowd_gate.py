@@ -64,11 +64,14 @@ def main() -> None:
     except CountingError as error:
         parser.error(str(error))
     cache = FeatureCache()
-    dataset = read_crowd(args.data)
-    model = load_model(args.model)
+    try:  # inputs that are missing or not what they should be: one line, before any work
+        dataset = read_crowd(args.data)
+        model = load_model(args.model)
+        out_of_fold = read_out_of_fold(args.out_of_fold) if args.out_of_fold else None
+    except (CountingError, ValueError) as error:
+        sys.exit(f"fit_crowd_gate.py: {error}")
     print(f"load before: {os.getloadavg()[0]:.1f}", flush=True)
     started = time.perf_counter()
-    out_of_fold = read_out_of_fold(args.out_of_fold) if args.out_of_fold else None
     found = GateOutOfFold()
     gated = fit_crowd_gate(
         replace(model, sparse_gate=None),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from dataclasses import replace
 
@@ -31,6 +32,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedGroupKFold
 from sklearn.preprocessing import StandardScaler
 
+from counting.core import CountingError
 from counting.data import read_crowd
 from counting.features import FeatureCache
 from counting.heads import HEAD_LIMIT_FACTOR, WEIGHT_FLOOR, fit_sparse_gate, gate_features
@@ -49,8 +51,11 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()[0]:.1f}", flush=True)
     started = time.perf_counter()
-    model = load_model(args.model)
-    dataset, cache, rows_of = read_crowd(args.data), FeatureCache(), read_out_of_fold(args.out_of_fold)
+    try:  # inputs that are missing or not what they should be: one line, before any work
+        model = load_model(args.model)
+        dataset, cache, rows_of = read_crowd(args.data), FeatureCache(), read_out_of_fold(args.out_of_fold)
+    except (CountingError, ValueError) as error:
+        sys.exit(f"gate_copies_study.py: {error}")
     families = {
         family: gate_inputs(model, dataset, CrowdSettings(gate_copy_family=family), cache, 4, rows_of)
         for family in ("recompressed", "wider")

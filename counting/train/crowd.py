@@ -851,7 +851,15 @@ def write_out_of_fold(path: str | os.PathLike[str], rows: dict[str, np.ndarray])
 
 
 def read_out_of_fold(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """The rows :func:`write_out_of_fold` wrote (path -> region sums), for :func:`fit_crowd_gate`."""
-    with open(path, newline="") as handle:
-        table = list(csv.reader(handle))[1:]
-    return {row[0]: np.array([float(value) for value in row[1:]]) for row in table}
+    """The rows :func:`write_out_of_fold` wrote (path -> region sums), for :func:`fit_crowd_gate`;
+    one clear line for a file that is not one (as :func:`read_gate_out_of_fold`)."""
+    try:
+        with open(path, newline="") as handle:
+            table = list(csv.reader(handle))
+        if not table or table[0][:2] != ["image", "sum"]:
+            raise ValueError("its header is not image,sum,cell_1,...")
+        return {row[0]: np.array([float(value) for value in row[1:]]) for row in table[1:]}
+    except (OSError, ValueError, IndexError, UnicodeDecodeError) as error:
+        raise ValueError(
+            f"{path}: not the heads' out-of-fold rows (train_crowd_model.py --out-of-fold): {error}"
+        ) from None

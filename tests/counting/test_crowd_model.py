@@ -336,3 +336,23 @@ def test_the_sparse_gate_is_fitted_on_everyday_copies_of_its_pictures_too(shared
         CrowdSettings(gate_copies=2)
     with pytest.raises(ValueError, match="gate_copy_family 'sepia'"):
         CrowdSettings(gate_copy_family="sepia")
+
+
+def test_the_heads_out_of_fold_csv_round_trips_and_a_foreign_file_is_one_line(tmp_path: Path) -> None:
+    """read_out_of_fold, as read_gate_out_of_fold: the rows write_out_of_fold wrote, and one
+    ValueError naming the file for a missing one or another CSV (the scripts print it as one line)."""
+    from counting.train.crowd import GateOutOfFold, read_out_of_fold, write_gate_out_of_fold, write_out_of_fold
+
+    rows = {"a.jpg": np.array([3.0, 1.0, 2.0]), "b.jpg": np.array([0.5, 0.25, 0.25])}
+    write_out_of_fold(tmp_path / "oof.csv", rows)
+    again = read_out_of_fold(tmp_path / "oof.csv")
+    assert list(again) == ["a.jpg", "b.jpg"]
+    np.testing.assert_allclose(again["b.jpg"], rows["b.jpg"])
+    with pytest.raises(ValueError, match="missing.csv: not the heads' out-of-fold rows"):
+        read_out_of_fold(tmp_path / "missing.csv")
+    write_gate_out_of_fold(tmp_path / "gate.csv", GateOutOfFold(["a.jpg"], np.ones(1), np.ones(1), np.ones(1, bool)))
+    with pytest.raises(ValueError, match="gate.csv: not the heads' out-of-fold rows.*header"):
+        read_out_of_fold(tmp_path / "gate.csv")
+    (tmp_path / "bad.csv").write_text("image,sum\na.jpg,many\n")
+    with pytest.raises(ValueError, match="bad.csv: not the heads' out-of-fold rows"):
+        read_out_of_fold(tmp_path / "bad.csv")
