@@ -35,7 +35,7 @@ from sklearn.preprocessing import StandardScaler
 from counting.core import CountingError
 from counting.data import read_crowd
 from counting.features import FeatureCache
-from counting.heads import HEAD_LIMIT_FACTOR, WEIGHT_FLOOR, fit_sparse_gate, gate_features
+from counting.heads import HEAD_LIMIT_FACTOR, WEIGHT_FLOOR, fit_sparse_gate, gate_features, per_photo
 from counting.model import load_model
 from counting.train import CrowdSettings, gate_inputs, read_out_of_fold
 
@@ -74,7 +74,10 @@ def main() -> None:
     )
     part = np.repeat(np.arange(3), n)
     groups = np.tile(np.arange(n), 3)
-    finite = np.isfinite(gate_features(head, persons, familiarity, projected)).all(axis=1)
+    # What the gate reads of a picture wider than 2:1: its average photo (sparse_gate.per_photo).
+    photos = np.concatenate([np.ones(n) if one.photos is None else one.photos for one in parts])
+    each, each_persons = per_photo(head, persons, photos)
+    finite = np.isfinite(gate_features(each, each_persons, familiarity, projected)).all(axis=1)
     fitted_on = {
         "pictures": part == 0,
         "+ recompressed": part <= 1,
@@ -84,14 +87,14 @@ def main() -> None:
     gates = {}
     for name, rows in fitted_on.items():
         chosen = (head[rows], persons[rows], familiarity[rows], projected[rows], truth[rows])
-        gate = fit_sparse_gate(*chosen, groups=groups[rows], originals=part[rows] == 0)[0]
+        gate = fit_sparse_gate(*chosen, groups=groups[rows], originals=part[rows] == 0, photos=photos[rows])[0]
         if name.endswith("all-row limit"):
             detector = gate.detector_counts(persons[rows])
             closer = (np.abs(detector - truth[rows]) < np.abs(head[rows] - truth[rows])) & (
                 truth[rows] <= gate.sparse_max
             )
             usable = closer & finite[rows]
-            gate = replace(gate, head_limit=HEAD_LIMIT_FACTOR * float(np.max(head[rows][usable])))
+            gate = replace(gate, head_limit=HEAD_LIMIT_FACTOR * float(np.max(each[rows][usable])))
         gates[name] = gate
         print(
             f"{name}: axes {gate.axes}, C {gate.settings['C']:g}, detector threshold "
@@ -103,7 +106,7 @@ def main() -> None:
     )
     for seed in args.seeds:
         for name, gate in gates.items():
-            features = np.nan_to_num(gate_features(head, persons, familiarity, projected[:, : gate.axes]))
+            features = np.nan_to_num(gate_features(each, each_persons, familiarity, projected[:, : gate.axes]))
             detector = gate.detector_counts(persons)
             saved = np.abs(head - truth) - np.abs(detector - truth)
             closer, weight = saved > 0, np.log1p(np.abs(saved)) + WEIGHT_FLOOR
@@ -115,7 +118,7 @@ def main() -> None:
                 regression = LogisticRegression(C=gate.settings["C"], max_iter=5000)
                 regression.fit(scaler.transform(features[fitting]), closer[fitting], sample_weight=weight[fitting])
                 probability[held] = regression.predict_proba(scaler.transform(features[held]))[:, 1]
-            sent = (probability > 0.5) & gate.within_limit(head) & finite
+            sent = (probability > 0.5) & gate.within_limit(each) & finite
             error = np.abs(np.where(sent, detector, head) - truth)
             coco, dense = np.tile(sets == "coco-voc20", 3), np.tile(sets == "shanghaitech-A", 3)
             every = [_mae(error, part == k) for k in range(3)]

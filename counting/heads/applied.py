@@ -81,6 +81,8 @@ class PathRows:
     ok: np.ndarray  # (n,) bool
     errors: dict[str, str] = field(default_factory=dict)
     probes: np.ndarray | None = None  # (n, familiarity_dim) when asked for, else None
+    # (n, 2) each picture's density-map (h, w) for a density head (0 where unread), else None.
+    grids: np.ndarray | None = None
 
 
 @dataclass
@@ -391,15 +393,17 @@ class DensityHeadApplied:
         probes = np.full((len(sources), self.familiarity_dim(model)), np.nan) if with_probes else None
         ok = np.zeros(len(sources), dtype=bool)
         errors: dict[str, str] = {}
+        grids = np.zeros((len(sources), 2), dtype=int)
         maps = self._each_picture_maps(model, sources, weights, cache, batch_size, progress, chunking, ok, errors)
         for k, item in maps:
             density = head.density(item)  # what head.region_counts sums
             features[k] = head.sum_regions(density, model.roi_mask, head.grid)[0]
+            grids[k] = density.shape[-2:]
             if on_density is not None:
                 on_density(sources[k], density[0])
             if probes is not None:
                 probes[k] = map_statistics(item)[0]
-        return PathRows(features, ok, errors, probes)
+        return PathRows(features, ok, errors, probes, grids)
 
     def probes_of_paths(
         self,

@@ -46,6 +46,16 @@ pictures set the limit, not their copies: a grayscale copy of a sparse photo can
 ~900 where the detector finds a few people; with the copies in it the limit doubled to 1,808 and,
 out of fold, a ShanghaiTech A photo of 2,650 people went to the detector.
 
+**Wide pictures.** A panorama or a row of photos side by side is, to the gate, several photos:
+the detector sees it in tiles (:mod:`counting.features.detector.evidence`), and the gate reads its
+*average photo* (:func:`per_photo`: the head's count divided by the number of tiles, the detector's
+rows, square roots of counts, by its square root), so that it decides as it learnt to on photos of
+at most 2:1. Read whole, a row of six everyday photos with 8 people in all gave the heads' count of
+~500 against the detector's ~8, a ratio the gate had only seen of dense crowds, and it kept the
+heads' count; read as six photos of ~80 and ~1.3, it hands it to the detector. The limit and the
+screen read the average photo too (the limit itself is set from whole pictures' counts, as
+before); the count handed over is the detector's for the whole picture.
+
 The detector costs as much as the density model (~45 ms a picture of the ~95 of both), and most
 pictures of a crowd camera are nowhere near sparse, so a **screen** runs first: a second logistic
 regression on the inputs that need no detector (head count, familiarity, probe axes). Where its
@@ -71,7 +81,9 @@ __all__ = [
     "fit_sparse_gate",
     "gate_features",
     "people_in_pixels",
+    "per_photo",
     "person_density",
+    "photos_in",
     "routes",
 ]
 
@@ -140,6 +152,28 @@ def gate_features(
     if axes is not None:
         columns.append(np.asarray(axes, dtype=np.float64).reshape(len(head), -1))
     return np.column_stack(columns)
+
+
+def photos_in(height: int, width: int) -> int:
+    """How many photos the gate reads a ``height`` x ``width`` prepared input as: the detector's
+    tiles of it (:func:`~counting.features.detector.evidence.detector_tiles`; 1 within 2:1)."""
+    from counting.features.detector.evidence import detector_tiles
+
+    return len(detector_tiles(int(height), int(width)))
+
+
+def per_photo(
+    head_counts: np.ndarray, persons: np.ndarray | None, photos: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The head counts and detector person rows of each picture's average photo: counts divided
+    by ``photos``, the rows (square roots of counts, soft counts and heat mass) by its square
+    root. ``photos`` None: the inputs as they are."""
+    counts = np.asarray(head_counts, dtype=np.float64).reshape(-1)
+    people = None if persons is None else np.asarray(persons, dtype=np.float64).reshape(len(counts), -1)
+    if photos is None:
+        return counts, people
+    share = np.asarray(photos, dtype=np.float64).reshape(-1)
+    return counts / share, None if people is None else people / np.sqrt(share)[:, None]
 
 
 @dataclass
@@ -259,30 +293,44 @@ class SparseGate:
         chosen = np.asarray(boxes, dtype=np.float64).reshape(-1, 5)
         return chosen[chosen[:, 4] >= THRESHOLDS[self.count_index]]
 
-    def needs_detector(self, head_counts: np.ndarray, familiarity: np.ndarray, projected: np.ndarray) -> np.ndarray:
-        """Pictures the detector must run on (all of them without a screen)."""
-        counts = np.asarray(head_counts, dtype=np.float64).reshape(-1)
+    def needs_detector(
+        self,
+        head_counts: np.ndarray,
+        familiarity: np.ndarray,
+        projected: np.ndarray,
+        photos: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Pictures the detector must run on (all of them without a screen); ``photos``: as
+        :meth:`apply`."""
+        counts = per_photo(head_counts, None, photos)[0]
         if self.screen is None:
             return np.ones(len(counts), dtype=bool)
         axes = np.asarray(projected, dtype=np.float64).reshape(len(counts), -1)[:, : self.axes]
         return self.screen.needs_detector(screen_features(counts, familiarity, axes))
 
     def apply(
-        self, head_counts: np.ndarray, persons: np.ndarray, familiarity: np.ndarray, projected: np.ndarray
+        self,
+        head_counts: np.ndarray,
+        persons: np.ndarray,
+        familiarity: np.ndarray,
+        projected: np.ndarray,
+        photos: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(counts, sparse)``: the detector's count where the gate says sparse, else the head's.
 
         ``projected``: the familiarity probes on their principal axes
         (:meth:`~counting.heads.familiarity.Familiarity.project`). Pictures whose gate inputs are
-        missing (no familiarity) keep the head's count."""
+        missing (no familiarity) keep the head's count. ``photos``: how many photos each picture
+        is read as (:func:`photos_in`, the module's docstring, "Wide pictures"; None: one each)."""
         counts = np.asarray(head_counts, dtype=np.float64).reshape(-1)
+        each, people = per_photo(counts, persons, photos)
         axes = np.asarray(projected, dtype=np.float64).reshape(len(counts), -1)[:, : self.axes]
-        features = gate_features(counts, persons, familiarity, axes)
+        features = gate_features(each, people, familiarity, axes)
         finite = np.isfinite(features).all(axis=1)
         sparse = np.zeros(len(counts), dtype=bool)
         if finite.any():
             sparse[finite] = self.probability(features[finite]) > 0.5
-        sparse &= self.within_limit(counts)
+        sparse &= self.within_limit(each)
         return np.where(sparse, self.detector_counts(persons), counts), sparse
 
     def within_limit(self, head_counts: np.ndarray) -> np.ndarray:
@@ -355,6 +403,7 @@ def fit_sparse_gate(
     with_sent: bool = False,
     groups: np.ndarray | None = None,
     originals: np.ndarray | None = None,
+    photos: np.ndarray | None = None,
 ) -> tuple:
     """``(gate, out-of-fold counts)`` from pictures the density head never trained on
     (``with_sent``: and, third, the mask of pictures those out-of-fold fits sent to the detector).
@@ -369,6 +418,9 @@ def fit_sparse_gate(
     so no picture's route is chosen by a fit that saw a copy of it. ``originals`` (a mask): the
     rows that are pictures, not copies; the detector's threshold and the gate's head limit
     (module docstring) are chosen on them alone, and the out-of-fold counts obey the limit.
+    ``photos`` (one per picture, :func:`photos_in`): the gate reads each picture's average photo
+    (:func:`per_photo`), as :meth:`SparseGate.apply` does; its counts, label and the head limit's
+    evidence stay the picture's.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import log_loss
@@ -382,7 +434,8 @@ def fit_sparse_gate(
     people = np.asarray(persons, dtype=np.float64)
     truth = np.asarray(truth, dtype=np.float64).reshape(-1)
     projected = np.asarray(projected, dtype=np.float64).reshape(len(head), -1)
-    features = gate_features(head, people, familiarity, projected)
+    each, each_people = per_photo(head, people, photos)
+    features = gate_features(each, each_people, familiarity, projected)
     keep = np.isfinite(features).all(axis=1) & np.isfinite(truth)
     sparse = truth <= sparse_max
     if keep.sum() < 2 * FOLDS or not (keep & sparse).any():
@@ -405,6 +458,10 @@ def fit_sparse_gate(
     # The head's limit comes from the pictures: a copy (grayscale grass) can lead the heads to
     # hundreds where the detector finds a few people, and through one the limit doubled.
     handed = y & sparse[keep] & pictures[keep]
+    # Whole pictures' counts, though the limit is applied to a picture's average photo: a row of
+    # photos the heads read as textures is evidence that so high a count can be sparse. From
+    # its average photo the limit halved, and an empty texture photo (the heads 528) kept the
+    # heads' count.
     head_limit = HEAD_LIMIT_FACTOR * float(np.max(head[keep][handed])) if handed.any() else None
     base = 2 + people.shape[1]
     if groups is None:
@@ -459,9 +516,9 @@ def fit_sparse_gate(
         },
     )
     known = np.asarray(familiarity, dtype=np.float64).reshape(-1)[keep]
-    gate.screen = _fit_screen(head[keep], known, projected[keep, :axes], gate, X)
+    gate.screen = _fit_screen(each[keep], known, projected[keep, :axes], gate, X)
     gate.settings["screen_threshold"] = None if gate.screen is None else gate.screen.threshold
-    handed_over = (probabilities[best] > 0.5) & gate.within_limit(head[keep])
+    handed_over = (probabilities[best] > 0.5) & gate.within_limit(each[keep])
     oof = np.full(len(head), np.nan)
     oof[keep] = np.where(handed_over, gate.detector_counts(people[keep]), head[keep])
     if with_sent:

@@ -578,7 +578,7 @@ class CountingModel:
                 rows.ok[asked & ~readable] = False  # could not be read a second time
                 return found
 
-            counts, people = self._gated(counts, familiarity, rows.probes, evidence)
+            counts, people = self._gated(counts, familiarity, rows.probes, evidence, self.gate_photos(rows.grids))
             counts[~rows.ok] = np.nan
             counted_by = routes(people)
             if on_density is not None:
@@ -604,23 +604,25 @@ class CountingModel:
         familiarity: np.ndarray | None,
         probes: np.ndarray | None,
         evidence: Any,
+        photos: np.ndarray | None,
     ) -> tuple[np.ndarray, list]:
         """``(counts, people)``: the sparse gate's counts (counting.heads.sparse_gate) and, per
         picture, the person boxes the detector's count took where the gate handed it over
         (``SparseGate.counted_boxes``), None where the head counted it. ``evidence(wanted)``
         gives the detector's ``(person rows, boxes)`` of the pictures in the mask ``wanted`` (NaN
-        rows elsewhere); it is asked only for those the gate's screen lets through."""
+        rows elsewhere); it is asked only for those the gate's screen lets through. ``photos``:
+        how many photos the gate reads each picture as (:meth:`gate_photos`)."""
         gate = self.sparse_gate
         people: list = [None] * len(counts)
         projected = self.familiarity.project(probes)
-        wanted = gate.needs_detector(counts, familiarity, projected)
+        wanted = gate.needs_detector(counts, familiarity, projected, photos)
         if not wanted.any():
             return counts, people
         found = _without_detector(evidence, wanted)
         if found is None:
             return counts, people
         persons, boxes = found
-        gated, sparse = gate.apply(counts, persons, familiarity, projected)
+        gated, sparse = gate.apply(counts, persons, familiarity, projected, photos)
         for k in np.flatnonzero(sparse):
             people[k] = gate.counted_boxes(boxes[k])
         return gated, people
@@ -660,14 +662,26 @@ class CountingModel:
                 tensors.append(prepared)
                 indices.append(k)
                 if grids is not None:
-                    grids[int(k)] = self._density_grid(prepared)
+                    grids[int(k)] = self.density_grid(prepared)
             if tensors:
                 persons[indices], found = person_evidence(tensors, backbone.normalisation, with_boxes=True)
                 for k, picture in zip(indices, found, strict=True):
                     boxes[k] = picture
         return persons, boxes
 
-    def _density_grid(self, tensor: Any) -> tuple[int, int]:
+    def gate_photos(self, grids: np.ndarray | Sequence[tuple[int, int]] | None) -> np.ndarray | None:
+        """How many photos the sparse gate reads each picture as (``sparse_gate.photos_in``: the
+        detector's tiles of a picture wider than 2:1), from its density map's ``(h, w)``; 1 where
+        no map was made. None without ``grids``."""
+        from counting.heads.density.maps import HEAD_STRIDE
+        from counting.heads.sparse_gate import photos_in
+
+        if grids is None:
+            return None
+        stride = getattr(self.density_head, "stride", HEAD_STRIDE)
+        return np.array([photos_in(h * stride, w * stride) if h and w else 1 for h, w in np.asarray(grids, dtype=int)])
+
+    def density_grid(self, tensor: Any) -> tuple[int, int]:
         """``(h, w)`` of the density head's map of one prepared input."""
         from counting.heads.density.maps import HEAD_STRIDE, head_grid
 
@@ -787,7 +801,8 @@ class CountingModel:
                     boxes[k] = picture
                 return persons, boxes
 
-            counts, people = self._gated(counts, familiarity, rows.probes, evidence)
+            grids = [rows.density.shape[-2:] if rows.density is not None else self.density_grid(t) for t in tensors]
+            counts, people = self._gated(counts, familiarity, rows.probes, evidence, self.gate_photos(grids))
             if density is not None and any(found is not None for found in people):
                 # A picture the detector counted shows its people, not the head's reading of it.
                 density = np.array(density, dtype=float)

@@ -645,6 +645,8 @@ class GateInputs:
     projected: np.ndarray  # the probes on the familiarity's principal axes
     # The same of each picture's everyday copy (counting.data.copies), in the same order; None: no copies.
     copies: GateInputs | None = None
+    # How many photos the gate reads each picture as (sparse_gate.photos_in); None: one each.
+    photos: np.ndarray | None = None
 
     def fitted(self, seed: int, with_sent: bool = False) -> tuple:
         """:func:`~counting.heads.sparse_gate.fit_sparse_gate` on the pictures and their copies
@@ -667,6 +669,7 @@ class GateInputs:
             joined("truth"),
             seed=seed,
             with_sent=with_sent,
+            photos=None if any(part.photos is None for part in parts) else joined("photos"),
             groups=np.tile(np.arange(n), len(parts)),
             originals=np.arange(n * len(parts)) < n,
         )
@@ -711,9 +714,11 @@ def gate_inputs(
         found = _head_pass(plain, paths, cache, batch_size, with_probes=True)
         heads, probes = plain.predict_features(found.features), found.probes
     familiarity = model.familiarity.scores_without_self(probes)
-    persons, _ = plain.person_rows(paths, np.isfinite(heads), {})
+    grids: dict[int, tuple[int, int]] = {}
+    persons, _ = plain.person_rows(paths, np.isfinite(heads), {}, grids=grids)
     projected = model.familiarity.project(probes)
-    inputs = GateInputs(paths, truth, heads, persons, familiarity, projected)
+    photos = model.gate_photos([grids.get(k, (0, 0)) for k in range(len(paths))])
+    inputs = GateInputs(paths, truth, heads, persons, familiarity, projected, photos=photos)
     if settings.gate_copies:
         wider = settings.gate_copy_family == "wider"
         inputs.copies = _copy_inputs(inputs, model, probes, settings.seed, cache, log, general_counts, wider)
@@ -763,6 +768,7 @@ def _copy_inputs(
     heads = np.full(n, np.nan)
     persons = np.full_like(inputs.persons, np.nan)
     copy_probes = np.full_like(np.asarray(probes, dtype=np.float64), np.nan)
+    photos = np.ones(n, dtype=int)
     started = time.perf_counter()
     counted = np.flatnonzero(np.isfinite(inputs.heads))
     if log is not None:
@@ -779,10 +785,12 @@ def _copy_inputs(
         heads[k] = max(0.0, inputs.heads[k] + copied - picture_count)
         copy_probes[k] = rows.probes[0]
         persons[k] = person_evidence([tensor], backbone.normalisation)[0]
+        photos[k] = model.gate_photos([general.density_grid(tensor)])[0]
     familiarity = model.familiarity.scores_without(copy_probes, np.asarray(probes, dtype=np.float64))
     if log is not None:
         log(f"sparse gate: {int(np.isfinite(heads).sum())} copies in {time.perf_counter() - started:.0f} s")
-    return GateInputs(inputs.paths, inputs.truth, heads, persons, familiarity, model.familiarity.project(copy_probes))
+    projected = model.familiarity.project(copy_probes)
+    return GateInputs(inputs.paths, inputs.truth, heads, persons, familiarity, projected, photos=photos)
 
 
 def general_heads(model: CountingModel) -> CountingModel:

@@ -167,6 +167,34 @@ def test_the_heads_limit_comes_from_the_pictures_not_their_copies() -> None:
     assert len(beyond) and np.array_equal(oof[beyond], rows[0][beyond])
 
 
+def test_rows_of_photos_are_fitted_and_routed_as_their_photos() -> None:
+    """Pictures wider than 2:1 (sparse_gate, "Wide pictures"): a row of four photos has four
+    times their head count and people. Fitted and applied with ``photos``, the gate reads the
+    average photo: a row goes where its photos go. The limit is still set from whole pictures'
+    head counts (a row of textures is evidence that so high a count can be sparse)."""
+    from counting.heads.sparse_gate import HEAD_LIMIT_FACTOR, per_photo
+
+    head, persons, familiarity, projected, truth = _pictures(300)
+    rows = np.arange(len(truth)) < 60  # the first 60 pictures are rows of four such photos
+    photos = np.where(rows, 4, 1)
+    wide = (np.where(rows, 4 * head, head), np.where(rows[:, None], 2 * persons, persons))
+    gate, oof = fit_sparse_gate(*wide, familiarity, projected, np.where(rows, 4 * truth, truth), photos=photos)
+    each = per_photo(*wide, photos)[0]
+    detector = np.rint(np.square(wide[1][:, gate.count_index]))
+    closer = np.abs(detector - np.where(rows, 4 * truth, truth)) < np.abs(wide[0] - np.where(rows, 4 * truth, truth))
+    closer &= np.where(rows, 4 * truth, truth) <= 20
+    assert gate.head_limit == pytest.approx(HEAD_LIMIT_FACTOR * wide[0][closer].max())
+    assert gate.head_limit > HEAD_LIMIT_FACTOR * each[closer].max()
+    # New rows of four photos go where the photos themselves go, and get four times their count.
+    new_head, new_persons, new_familiarity, new_projected, new_truth = _pictures(200, seed=1)
+    alone, alone_sparse = gate.apply(new_head, new_persons, new_familiarity, new_projected)
+    four = np.full(200, 4)
+    counts, sparse = gate.apply(4 * new_head, 2 * new_persons, new_familiarity, new_projected, photos=four)
+    np.testing.assert_array_equal(sparse, alone_sparse)
+    np.testing.assert_allclose(counts, 4 * alone)
+    assert np.mean(sparse == (new_truth <= 20)) > 0.95
+
+
 def test_a_fit_needs_both_kinds_of_picture() -> None:
     head, persons, familiarity, projected, truth = _pictures(60)
     with pytest.raises(ValueError, match="some of them sparse"):
