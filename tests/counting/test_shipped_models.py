@@ -17,6 +17,9 @@ recorded. Re-recorded when its heads and specialists also trained on degraded co
 smaller, saved again; 2026-11-27: counts moved by 0.3-2.2, the coco photo still 1). Its gate
 refitted on copies that are also grayscale or blurred (2026-11-27) left every count as recorded;
 the detector route's interval, recalibrated, gives the coco photo [0, 2] instead of [0, 2.41].
+Its gate refitted reading pictures wider than 2:1 as their average photo (2026-11-28) left every
+count as recorded; the detector route's interval, recalibrated on a square-root scale, gives the
+coco photo [0, 2.26].
 """
 
 from __future__ import annotations

@@ -59,16 +59,16 @@ def test_the_gate_reads_a_wide_picture_as_its_average_photo_and_hands_over_the_w
     np.testing.assert_allclose(counts, [100.0, 40.0])
     np.testing.assert_allclose(persons, [[4.0 / np.sqrt(6)] * 9, [1.0] * 9])
     assert per_photo(np.array([5.0]), None, None)[0][0] == 5.0
-    # A row of six everyday photos, unlike the training crowds (familiarity 0.1): the heads count
-    # 480, the detector 9 people in all (its rows hold square roots).
-    head = np.array([480.0])
+    # A row of six everyday photos, unlike the training crowds (familiarity 0.01): the heads count
+    # 240, the detector 9 people in all (its rows hold square roots).
+    head = np.array([240.0])
     rows = np.sqrt(np.array([[16.0, 12.0, 9.0, 8.0, 6.0, 4.0, 2.0, 7.0, 20.0]]))
-    familiarity, projected, six = np.array([0.1]), np.zeros((1, 16)), np.array([6])
+    familiarity, projected, six = np.array([0.01]), np.zeros((1, 16)), np.array([6])
     # Read whole, the ratio is a dense crowd's: the heads' count stands, and the screen would not
     # even run the detector.
-    np.testing.assert_array_equal(gate.apply(head, rows, familiarity, projected)[0], [480.0])
+    np.testing.assert_array_equal(gate.apply(head, rows, familiarity, projected)[0], [240.0])
     assert not gate.needs_detector(head, familiarity, projected)[0]
-    # Read as six photos of 80 and 1.5 people, it is sparse: the detector's count of the whole picture.
+    # Read as six photos of 40 and 1.5 people, it is sparse: the detector's count of the whole picture.
     counts, sparse = gate.apply(head, rows, familiarity, projected, photos=six)
     assert sparse[0] and counts[0] == gate.detector_counts(rows)[0] == 9.0
     each_head, each_rows = per_photo(head, rows, six)
