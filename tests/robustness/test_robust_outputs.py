@@ -21,6 +21,7 @@ from robust_helpers import (
     snapshot,
 )
 
+from counting.cli.app import app
 from counting.core.errors import CountingError
 from counting.core.files import atomic_write, atomic_write_text, check_writable
 from counting.model.counting_model import load_model
@@ -178,11 +179,14 @@ def latin1_image(tmp_path: Path) -> Path:
     return make_image(tmp_path / name)
 
 
-def test_count_csv_and_json_with_a_non_utf8_name(cli, tmp_path: Path, latin1_image: Path) -> None:
+def test_count_csv_and_json_with_a_non_utf8_name(runner, tmp_path: Path, latin1_image: Path) -> None:
     """Outputs are valid UTF-8 (issue 24): the undecodable byte is written as the text ``\\xe9``,
     the same text the table shows, in the CSV and in the JSON (not ``\\udce9``)."""
     out_csv, out_json = tmp_path / "c.csv", tmp_path / "c.json"
-    result = cli("count", latin1_image, "--csv", out_csv, "--json", out_json)
+    # A terminal wide enough for the whole path on one line: at 80 columns the table wraps the
+    # image cell, and where the wrap falls depends on the length of pytest's temporary folder.
+    arguments = ["count", latin1_image, "--csv", out_csv, "--json", out_json]
+    result = runner.invoke(app, [str(argument) for argument in arguments], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert "caf\\xe9.png" in result.output  # shown escaped on screen
     data = out_csv.read_bytes()
