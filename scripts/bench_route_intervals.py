@@ -5,7 +5,7 @@
 
 Counts each set's fixed validation part (counting.data.read_crowd, the crowd model never trained
 on it) as `counting count` does, then prints, per part, how many pictures took each route (a
-specialist's set, ``general``, ``detector``: CountingModel.interval_routes) and the share of true
+specialist's set, ``general``, ``detector``, ``detector-none``: CountingModel.interval_routes) and the share of true
 counts inside the intervals with their mean width: the model's own (each route's interval,
 docs/density.md, "Intervals per route") beside the model's interval for every picture (its
 ``by_route`` left out). The counts are the same in both. Prints the load.
@@ -49,7 +49,7 @@ def main() -> None:
         result = model.count_paths(paths, cache=cache, batch_size=4)
         probes, _, _ = model.probe_paths(paths, cache=cache)
         counted = None if result.counted_by is None else [None if by == "density" else by for by in result.counted_by]
-        routes = model.interval_routes(probes, counted)
+        routes = model.interval_routes(probes, counted, result.counts)
         low, high = whole.intervals(result.counts)
         taken = ", ".join(f"{route} {count}" for route, count in zip(*np.unique(routes, return_counts=True)))
         print(

@@ -105,6 +105,10 @@ HEAD_LIMIT_FACTOR = 2.0
 
 # The ``counted_by`` of a gated model's picture: its density head's count, or the detector's.
 BY_HEAD, BY_DETECTOR = "density", "detector"
+# The interval route of a picture handed to the detector that found no one in it: "no one found"
+# errs unlike "n found" (a group missed whole, against one person too many or too few), so a model
+# calibrates it apart (a Mondrian split of the detector's route; docs/density.md, "No one found").
+DETECTOR_FOUND_NONE = "detector-none"
 
 
 def routes(people: Sequence[np.ndarray | None]) -> np.ndarray:

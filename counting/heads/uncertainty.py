@@ -17,7 +17,8 @@ differently on each: one interval calibrated on all of them is too wide where a 
 (a Mall frame of 33 people got [8, 59]). ``by_route`` holds one interval per route, each
 calibrated on pictures of that route alone; a picture of another route (or one whose route is not
 known) gets the interval of the whole. The guarantee then holds within each calibrated route, not
-only on average over all pictures.
+only on average over all pictures. (A crowd model also splits the detector's route by whether the
+detector found anyone: ``detector-none``, counting.heads.sparse_gate.)
 
 The conformal score quantile is written here because scikit-learn has no conformal predictor and
 the method is a sort and an index.

@@ -23,7 +23,7 @@ from counting.heads.applied import AppliedHead, Chunking
 from counting.heads.density.routing import ROUTE_GENERAL
 from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.registry import applied_head_for, read_head_sections
-from counting.heads.sparse_gate import BY_DETECTOR, person_density, routes
+from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE, person_density, routes
 from counting.heads.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"
@@ -446,14 +446,36 @@ class CountingModel:
         elsewhere and without them."""
         if self.interval is None:
             return None, None
-        return self.interval.interval(counts, routes)
+        return self.interval.interval(counts, self._found_none(routes, counts))
 
-    def interval_routes(self, probes: np.ndarray | None, people: Sequence[Any] | None = None) -> np.ndarray | None:
+    def _found_none(self, routes: np.ndarray | None, counts: np.ndarray) -> np.ndarray | None:
+        """``routes`` with the detector's split by ``counts`` where the model calibrated
+        ``"detector-none"``: a count of exactly 0 (the detector found no one; a smoothed count is 0
+        only where every frame's was) takes it, any other count ``"detector"``."""
+        if routes is None or self.interval is None or DETECTOR_FOUND_NONE not in self.interval.by_route:
+            return routes
+        names = np.array(routes, dtype=object)
+        values = np.asarray(counts, dtype=float)
+        if values.ndim != 1 or values.shape != names.shape:
+            return names
+        detector = (names == BY_DETECTOR) | (names == DETECTOR_FOUND_NONE)
+        names[detector] = np.where(values[detector] == 0, DETECTOR_FOUND_NONE, BY_DETECTOR)
+        return names
+
+    def interval_routes(
+        self,
+        probes: np.ndarray | None,
+        people: Sequence[Any] | None = None,
+        counts: np.ndarray | None = None,
+    ) -> np.ndarray | None:
         """The route each picture's interval is calibrated on, or None where the model has one
         interval: ``"detector"`` where the sparse gate handed the picture to the detector
         (``people``, :meth:`_gated`: not None there), else the head with the router's largest
         weight (from the familiarity ``probes``: the same map statistics the router reads), a
-        specialist's set or ``"general"`` (every picture, for a model without specialists)."""
+        specialist's set or ``"general"`` (every picture, for a model without specialists).
+        With the pictures' ``counts``, a picture the detector found no one in takes
+        ``"detector-none"`` where the model calibrated that route (models before it keep
+        ``"detector"``; :meth:`intervals` splits the detector's route by the counts it is given)."""
         head = self.density_head
         if self.interval is None or not self.interval.by_route or probes is None:
             return None
@@ -466,7 +488,7 @@ class CountingModel:
                 chosen = head.router.routes(head.router.mixture(statistics, names), names)
         if people is not None:
             chosen[[found is not None for found in people]] = BY_DETECTOR
-        return chosen
+        return chosen if counts is None else self._found_none(chosen, counts)
 
     # ------------------------------------------------------------------ images -> counts
     def preprocessing(self) -> Any:
@@ -586,7 +608,7 @@ class CountingModel:
                 for k, found in enumerate(people):
                     if found is not None and rows.ok[k]:
                         on_density(sources[k], person_density(found, grids[k]))
-        low, high = self.intervals(counts, self.interval_routes(rows.probes, people))
+        low, high = self.intervals(counts, self.interval_routes(rows.probes, people, counts))
         return CountResult(
             sources=sources,
             counts=counts,
@@ -810,7 +832,7 @@ class CountingModel:
                     if found is not None:
                         density[k] = person_density(found, density.shape[1:])
         result = (counts, familiarity, density, people) if with_people else (counts, familiarity, density)
-        return (*result, self.interval_routes(rows.probes, people)) if with_routes else result
+        return (*result, self.interval_routes(rows.probes, people, counts)) if with_routes else result
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for in-memory images (PIL images or RGB arrays of one size, e.g. video frames)."""

@@ -239,7 +239,7 @@ def add_specialists(
     count, gate and familiarity are kept."""
     from counting.heads.density.conv_training import copy_kinds
     from counting.heads.density.routing import ROUTE_GENERAL, fit_set_router
-    from counting.heads.sparse_gate import BY_DETECTOR
+    from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
 
     head = model.density_head
     if getattr(head, "kind", None) != "conv":
@@ -256,8 +256,8 @@ def add_specialists(
     unknown = [name for name in sets if name not in known]
     if unknown:
         raise ValueError(f"no train pictures of set {unknown[0]!r} (sets: {', '.join(sorted(known))})")
-    taken = [name for name in sets if name in (ROUTE_GENERAL, BY_DETECTOR)]
-    if taken:  # the intervals' routes are named by set, beside these two
+    taken = [name for name in sets if name in (ROUTE_GENERAL, BY_DETECTOR, DETECTOR_FOUND_NONE)]
+    if taken:  # the intervals' routes are named by set, beside these three
         raise ValueError(f"a set named {taken[0]!r} cannot have a specialist: the name is a route's")
     specialists = {}
     held_out: dict[str, tuple[list, np.ndarray]] = {}
@@ -369,11 +369,13 @@ def route_intervals(
     the gate's out-of-fold counts of the train pictures (``fit_sparse_gate(..., with_sent=True)``)
     and the mask it sent to the detector. ``detector``: the pictures sent; ``general``: the others
     the router leaves to the general heads. A picture the gate sends to the detector is on the
-    detector's route, whichever set it is of, so it is left out of its specialist's too.
+    detector's route, whichever set it is of, so it is left out of its specialist's too. Of the
+    pictures sent, those the detector found no one in make ``detector-none`` (calibrated first:
+    with too few of them for the level, they stay on ``detector``).
 
     A route with too few pictures for the level keeps the model's interval (``record`` says so)."""
     from counting.heads.density.routing import ROUTE_GENERAL
-    from counting.heads.sparse_gate import BY_DETECTOR
+    from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
 
     head = model.density_head
     names = list(head.specialists)
@@ -435,9 +437,16 @@ def route_intervals(
         statistics = np.stack([probes[path] for path in np.array(paths)[known]])
         routes[known] = head.router.routes(head.router.mixture(statistics, names), names)
         routes[known & sent] = BY_DETECTOR
+        found_none = (routes == BY_DETECTOR) & (counts == 0)  # the detector's count: whole people
+        facts = {"counted": "the gate's out-of-fold counts"}
+        calibrate(DETECTOR_FOUND_NONE, truth[found_none], counts[found_none], facts)
+        if DETECTOR_FOUND_NONE in intervals:
+            routes[found_none] = DETECTOR_FOUND_NONE
+        else:
+            record[DETECTOR_FOUND_NONE]["kept"] = "the detector route's interval: too few pictures for the level"
         for route in (ROUTE_GENERAL, BY_DETECTOR):
             chosen = routes == route
-            calibrate(route, truth[chosen], counts[chosen], {"counted": "the gate's out-of-fold counts"})
+            calibrate(route, truth[chosen], counts[chosen], facts)
     return intervals, record
 
 

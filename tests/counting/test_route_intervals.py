@@ -61,9 +61,11 @@ def test_everyday_photos_get_the_detectors_or_the_general_route_interval(crowd, 
     result = crowd.count_paths(photos)
     probes, ok, _ = crowd.probe_paths(photos)
     people = [None if by == "density" else "boxes" for by in result.counted_by]
-    routes = crowd.interval_routes(probes, people)
-    assert ok.all() and "detector" in set(routes) and set(routes) <= {"general", "detector"}
-    assert list(routes == "detector") == list(result.counted_by == "detector")
+    routes = crowd.interval_routes(probes, people, result.counts)
+    by_detector = np.isin(routes, ["detector", "detector-none"])
+    assert ok.all() and by_detector.any() and set(routes) <= {"general", "detector", "detector-none"}
+    assert list(by_detector) == list(result.counted_by == "detector")
+    assert list(routes == "detector-none") == list(by_detector & (result.counts == 0))
     for route in set(routes):
         mine = routes == route
         np.testing.assert_allclose(
@@ -84,7 +86,8 @@ def test_the_general_route_is_calibrated_on_the_dense_photos_it_counts(crowd) ->
     general = crowd.interval.by_route["general"]
     record = crowd.training["specialists"]["intervals"]
     assert general.n_calibration == record["general"]["pictures"] > 200
-    assert record["detector"]["pictures"] > 300 and record["mall"]["pictures"] == 200
+    assert record["detector"]["pictures"] + record["detector-none"]["pictures"] > 300
+    assert record["mall"]["pictures"] == 200
     at = np.array([400.0])
     assert np.diff(general.interval(at), axis=0)[0, 0] > 1.5 * np.diff(crowd.interval.interval(at), axis=0)[0, 0]
 
@@ -122,3 +125,52 @@ def test_video_frames_and_their_smoothed_counts_get_the_route_interval(
         assert (record["low"], record["high"]) == pytest.approx((low[0], high[0]), abs=1e-3)
         low, high = on_route.interval(np.array([record["smoothed"]]))
         assert (record["smoothed_low"], record["smoothed_high"]) == pytest.approx((low[0], high[0]), abs=1e-3)
+
+
+def test_pictures_the_detector_found_no_one_in_are_calibrated_apart(crowd) -> None:
+    """Of the pictures the gate sent to the detector, those it found no one in make the
+    ``detector-none`` route (docs/density.md, "No one found"), calibrated on them alone; a model
+    without that route keeps them on ``detector``."""
+    from dataclasses import replace
+
+    from counting.train.crowd import route_intervals
+
+    n = 80
+    paths = [f"photo-{k}.jpg" for k in range(n)]
+    probes = {path: np.zeros(crowd.familiarity_dim()) for path in paths}
+    counts = np.where(np.arange(n) < 40, 0.0, 1.0 + np.arange(n) % 5)
+    truth = counts + np.where(np.arange(n) % 2 == 0, 1.0, -1.0) * (counts > 0)  # one off where found
+    truth[:2] = 3.0  # two of the 40 "no one found" pictures hold three people
+    found, facts = route_intervals(crowd, {}, probes, None, (paths, truth, counts, np.ones(n, dtype=bool)))
+    assert facts["detector-none"]["pictures"] == found["detector-none"].n_calibration == 40
+    assert facts["detector"]["pictures"] == found["detector"].n_calibration == 40
+    # 38 of 40 found no one truly hold no one: the 90 % interval at no one is [0, 0] ...
+    np.testing.assert_allclose(found["detector-none"].interval(np.array([0.0])), [[0.0], [0.0]])
+    # ... and the pictures it found people in, all one off, get one either side.
+    low, high = found["detector"].interval(np.array([3.0]))
+    assert low[0] <= 2.0 and high[0] >= 4.0 and high[0] - low[0] < 3.0
+    # Too few pictures found no one: they stay on the detector's route, calibrated with the rest.
+    few, few_facts = route_intervals(crowd, {}, probes, None, (paths[38:], truth[38:], counts[38:], np.ones(42, bool)))
+    assert "detector-none" not in few and few["detector"].n_calibration == 42
+    assert few_facts["detector-none"]["kept"].startswith("the detector route's interval")
+
+    # Counting: a picture handed to the detector with a count of 0 takes the route where the model has it.
+    split = replace(crowd, interval=replace(crowd.interval, by_route=dict(crowd.interval.by_route) | found))
+    unsplit = replace(crowd, interval=replace(crowd.interval, by_route={"detector": found["detector"]}))
+    statistics = np.zeros((3, crowd.familiarity_dim()))
+    people, counted = [np.zeros((0, 5)), np.zeros((2, 5)), None], np.array([0.0, 2.0, 0.0])
+    assert list(split.interval_routes(statistics, people, counted)[:2]) == ["detector-none", "detector"]
+    assert split.interval_routes(statistics, people, counted)[2] not in ("detector", "detector-none")
+    assert list(unsplit.interval_routes(statistics, people, counted)[:2]) == ["detector", "detector"]
+    assert list(split.interval_routes(statistics, people)[:2]) == ["detector", "detector"]  # no counts given
+    # The intervals split the detector's route by the counts they are given: a smoothed count of a
+    # video is 0 only where every frame's was.
+    detector = np.array(["detector", "detector", "detector-none"], dtype=object)
+    low, high = split.intervals(np.array([0.0, 2.0, 0.4]), detector)
+    np.testing.assert_allclose([low[0], high[0]], [0.0, 0.0])
+    np.testing.assert_allclose(
+        np.array([low[1:], high[1:]]), np.array(found["detector"].interval(np.array([2.0, 0.4])))
+    )
+    np.testing.assert_allclose(
+        np.array(unsplit.intervals(np.array([0.0]), detector[:1])), found["detector"].interval(np.array([0.0]))
+    )
