@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import cv2
@@ -128,6 +129,7 @@ def test_cluster_result_is_byte_identical_and_fills_the_shared_cache(
 
 
 def test_workers_reuse_the_clients_onnx_export(client, frames) -> None:
+    client.wait_for_workers(2, timeout=180)
     backbone = get_backbone("efficientnet-lite0", runtime="onnxruntime")
     exported = backbone._onnx[("final",)].path
     before = exported.stat().st_mtime_ns
@@ -385,5 +387,20 @@ def test_a_worker_killed_mid_run_loses_nothing(client, frames, backbone, referen
     assert killed and killed["tasks"] and killed["done"] < N_FRAMES
     assert result.ok.all() and not result.errors
     assert result.features.tobytes() == reference.features.tobytes()
-    client.wait_for_workers(2, timeout=180)  # the nanny restarts the killed worker
-    assert killed["address"] not in client.scheduler_info()["workers"]
+    # The nanny restarts the killed worker. Wait on the scheduler's own list (the client's
+    # scheduler_info() is a cached copy): until the dead address has left it and a fresh worker
+    # joined, the next test's client.run would reach one worker only.
+    _wait_for_workers_without(client, killed["address"], n_workers=2)
+
+
+def _wait_for_workers_without(client, gone: str, n_workers: int, timeout_s: float = 180.0) -> None:
+    def workers_now(dask_scheduler) -> list[str]:
+        return list(dask_scheduler.workers)
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        workers = client.run_on_scheduler(workers_now)
+        if gone not in workers and len(workers) == n_workers:
+            return
+        assert time.monotonic() < deadline, f"after {timeout_s:.0f} s the scheduler lists {workers}"
+        time.sleep(0.2)
