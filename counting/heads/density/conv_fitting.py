@@ -198,10 +198,15 @@ def _crop_batch(
     crop: int,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Random ``crop`` x ``crop`` windows (whole sides where smaller), half of them flipped."""
+    """Random ``crop`` x ``crop`` windows (whole sides where smaller), half of them flipped.
+
+    The map windows keep the maps' own type (float16 from the map store): widening the batch to
+    float32 in torch afterwards gives the same numbers as numpy's cast during the copy, at a third
+    of the time (numpy's float16 cast of a flipped window was a fifth of a crowd head's step)."""
     rows = min(crop, min(maps[i].shape[1] for i in choice))
     cols = min(crop, min(maps[i].shape[2] for i in choice))
-    x = np.empty((len(choice), maps[choice[0]].shape[0], rows, cols), np.float32)
+    stored = np.result_type(*(maps[i].dtype for i in choice))
+    x = np.empty((len(choice), maps[choice[0]].shape[0], rows, cols), stored)
     y = np.empty((len(choice), rows, cols), np.float32)
     w = np.empty((len(choice), rows, cols), np.float32)
     for slot, index in enumerate(choice):
@@ -303,7 +308,7 @@ def fit_conv_head(
     for step in range(1, settings.max_steps + 1):
         choice = rng.choice(fit_part, settings.batch, p=draw)
         x, y, w = _crop_batch(maps, targets, roi, choice, settings.crop, rng)
-        inputs = (torch.from_numpy(x) - shift) * inverse
+        inputs = (torch.from_numpy(x).float() - shift) * inverse
         target = torch.from_numpy(y) * settings.output_scale
         weight = torch.from_numpy(w)
         predicted = network(inputs)[:, 0]
