@@ -17,12 +17,16 @@ from counting.apply.zones import Zone, count_frames, count_frames_with_density
 __all__ = ["annotated_frame"]
 
 
-def annotated_frame(model: Any, frame: np.ndarray, zones: Sequence[Zone] = ()) -> tuple[dict[str, Any], np.ndarray]:
+def annotated_frame(
+    model: Any, frame: np.ndarray, zones: Sequence[Zone] = (), own_scale: bool = False
+) -> tuple[dict[str, Any], np.ndarray]:
     """Count one RGB frame ``(H, W, 3)`` uint8 and draw it: ``(record, BGR picture)``.
 
     The record is :func:`counting.apply.zones.count_frames`'s. A density-head model's picture shows
     its heat map and the zones; a model without a density map draws the count alone (and refuses
-    zones, ZoneError). Encode the picture with ``cv2.imencode(".jpg", picture)``.
+    zones, ZoneError). The heat map is on the model's scale, the same for every frame of a camera,
+    or with ``own_scale`` on the picture's (``heatmap.picture_top``: a photo drawn on its own).
+    Encode the picture with ``cv2.imencode(".jpg", picture)``.
     """
     rgb = np.asarray(frame)
     picture = np.ascontiguousarray(rgb[:, :, ::-1])  # OpenCV draws on BGR
@@ -30,14 +34,15 @@ def annotated_frame(model: Any, frame: np.ndarray, zones: Sequence[Zone] = ()) -
     if head is None and not zones:
         (record,) = count_frames(model, [rgb], ())
     else:
-        from counting.heads.density.heatmap import overlay_density
+        from counting.heads.density.heatmap import overlay_density, picture_top
 
         (record,), density = count_frames_with_density(model, [rgb], zones)
         if "people" in record:
             # Counted by the crowd model's detector (its sparse gate): its people, not a heat map.
             draw_people(picture, record["people"])
         else:
-            picture = overlay_density(picture, density[0], head.settings.get("display_max"))
+            top = head.settings.get("display_max")
+            picture = overlay_density(picture, density[0], picture_top(density[0], top) if own_scale else top)
         draw_zones(picture, zones, record["zones"])
     names = getattr(model, "class_names", None)
     label = overlay_label(record) if not names else f"count {record['count']:.1f}"

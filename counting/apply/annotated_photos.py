@@ -84,15 +84,16 @@ def write_annotated_photos(model: Any, rows: Sequence[dict], folder: Path, zones
 
 
 def _write_density_photos(model: Any, rows: Sequence[dict], folder: Path, zones: Sequence[Any]) -> list[Path]:
-    """One photo at a time (their sizes differ): heat map, zones and count, drawn by annotated_frame
-    from its own pass over the decoded photo (one more forward pass per photo)."""
+    """One photo at a time (their sizes differ): heat map (on the photo's own scale), zones and
+    count, drawn by annotated_frame from its own pass over the decoded photo (one more forward
+    pass per photo)."""
     from counting.apply.annotated import annotated_frame
     from counting.data.imaging import load_image
 
     folder.mkdir(parents=True, exist_ok=True)
     targets = annotated_names([row["image"] for row in rows], folder)
     for row, target in zip(rows, targets):
-        _, drawn = annotated_frame(model, np.asarray(load_image(row["image"])), zones)
+        _, drawn = annotated_frame(model, np.asarray(load_image(row["image"])), zones, own_scale=True)
         ok, encoded = cv2.imencode(".jpg", drawn, [cv2.IMWRITE_JPEG_QUALITY, 90])
         if not ok:
             raise CountingError(f"{target}: the annotated photo could not be encoded")

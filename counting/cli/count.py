@@ -263,7 +263,8 @@ def count(
         typer.Option(
             "--annotated",
             help="Write each photo into this folder with what the model saw drawn on it: a detector "
-            "model's boxes (coloured by class), a density model's heat map and zones; the counts in the corner.",
+            "model's boxes (coloured by class), a density model's heat map (red at the photo's densest cell) and "
+            "zones; the counts in the corner.",
             show_default=False,
             metavar="DIR",
         ),

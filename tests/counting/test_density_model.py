@@ -11,7 +11,7 @@ import pytest
 from counting.data.datasets import load_dataset
 from counting.data.imaging import load_image
 from counting.features import FeatureCache
-from counting.heads.density.heatmap import density_heatmap_png, overlay_density
+from counting.heads.density.heatmap import PICTURE_TOP_FLOOR, density_heatmap_png, overlay_density, picture_top
 from counting.model.counting_model import default_model_path, load_model
 from counting.train.pipeline import TrainingConfig, train_model
 
@@ -84,6 +84,18 @@ def test_overlay_leaves_empty_cells_alone() -> None:
     assert np.array_equal(drawn[30:, 30:], image[30:, 30:]) and not np.array_equal(drawn[:5, :5], image[:5, :5])
     with pytest.raises(ValueError, match="uint8"):
         overlay_density(image.astype(float), density)
+
+
+def test_a_picture_drawn_on_its_own_scale_turns_red_at_its_densest_cell_within_bounds() -> None:
+    density = np.zeros((6, 8))
+    density[2, 3], density[4, 4] = 0.3, -0.2  # a negative cell is no person
+    assert picture_top(density, 1.4) == pytest.approx(0.3)
+    assert picture_top(density, None) == pytest.approx(0.3)
+    assert picture_top(density, 0.25) == pytest.approx(0.25)  # a crowd saturates as on the model's scale
+    assert picture_top(density * 0.01, 1.4) == PICTURE_TOP_FLOOR  # a few hundredths of a person stay faint
+    assert picture_top(np.zeros((0, 0)), 1.4) == PICTURE_TOP_FLOOR
+    image = np.full((60, 80, 3), 100, np.uint8)
+    assert overlay_density(image, density, picture_top(density, 1.4))[25, 35].tolist() != [100, 100, 100]
 
 
 def test_models_without_a_head_keep_their_metadata(tmp_path: Path) -> None:
