@@ -5,12 +5,15 @@ each zone with its count and the frame's count with its interval (``annotated_fr
 ``video --annotated`` draws a frame). For a detector model the boxes are the detector's (its VOC-class detections scoring at least the direct count's
 threshold); the counts in the corner are the model's (the AGP's corrected counts, rounded).
 One JPEG per photo, named after it (``-2``, ``-3``... when two inputs share a name), written
-atomically; the photos themselves are never written.
+atomically; the photos themselves are never written, nor any file already in the folder (the
+command refuses such names before any work: ``counting.core.files.check_new_files``). A photo
+that can no longer be read when its turn comes (deleted or replaced since it was counted) is
+skipped with one line; the others are drawn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ import cv2
 import numpy as np
 
 from counting.core.columns import class_column
-from counting.core.errors import CountingError
+from counting.core.errors import CountingError, ImageError
 from counting.core.files import atomic_write_bytes
 
 __all__ = ["annotated_names", "check_annotated_model", "write_annotated_photos"]
@@ -56,46 +59,106 @@ def annotated_names(sources: Sequence[str], folder: Path) -> list[Path]:
     return names
 
 
-def write_annotated_photos(model: Any, rows: Sequence[dict], folder: Path, zones: Sequence[Any] = ()) -> list[Path]:
+def write_annotated_photos(
+    model: Any,
+    rows: Sequence[dict],
+    folder: Path,
+    zones: Sequence[Any] = (),
+    *,
+    targets: Sequence[Path] | None = None,
+    written: list[Path] | None = None,
+    skip: Callable[[str], None] | None = None,
+) -> list[Path]:
     """Draw and write every counted photo of ``rows`` (``count_rows`` records) into ``folder``;
-    ``zones`` (counting.apply.zones) are drawn on a density model's photos."""
+    ``zones`` (counting.apply.zones) are drawn on a density model's photos. Returns the files
+    written.
+
+    ``targets``: each row's file (default :func:`annotated_names` of the rows), the names the
+    caller checked before any work; ``written``: a list that each file is appended to as soon as
+    it is written (what a Ctrl-C reports); ``skip(message)``: told of a photo that could not be
+    read again, which is left out (without it the ImageError stops the run)."""
+    if targets is None:
+        targets = annotated_names([row["image"] for row in rows], folder)
+    if written is None:
+        written = []
+    folder.mkdir(parents=True, exist_ok=True)
     if not _is_detector(model):
-        return _write_density_photos(model, rows, folder, zones)
+        _write_density_photos(model, rows, targets, zones, written, skip)
+    else:
+        _write_detector_photos(model, rows, targets, written, skip)
+    return written
+
+
+def _picture(source: str, skip: Callable[[str], None] | None) -> np.ndarray | None:
+    """The photo's pixels, or None (and ``skip`` told) when it cannot be read any more."""
     from counting.data.imaging import load_image
+
+    try:
+        return np.asarray(load_image(source))
+    except ImageError as error:
+        if skip is None:
+            raise
+        skip(f"{error} (not drawn)")
+        return None
+
+
+def _write_jpeg(target: Path, drawn: np.ndarray, written: list[Path]) -> None:
+    ok, encoded = cv2.imencode(".jpg", drawn, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    if not ok:
+        raise CountingError(f"{target}: the annotated photo could not be encoded")
+    atomic_write_bytes(target, encoded.tobytes())
+    written.append(target)
+
+
+def _write_detector_photos(
+    model: Any,
+    rows: Sequence[dict],
+    targets: Sequence[Path],
+    written: list[Path],
+    skip: Callable[[str], None] | None,
+) -> None:
+    """BATCH photos at a time through the detector, its boxes drawn on each."""
     from counting.features.detector import DEFAULT_THRESHOLD
     from counting.features.detector.draw import draw_detections
 
     backbone = model.get_backbone()
-    folder.mkdir(parents=True, exist_ok=True)
-    targets = annotated_names([row["image"] for row in rows], folder)
     for start in range(0, len(rows), BATCH):
-        chunk = rows[start : start + BATCH]
-        pictures = [np.asarray(load_image(row["image"])) for row in chunk]
+        chunk = [
+            (row, target, picture)
+            for row, target in zip(rows[start : start + BATCH], targets[start : start + BATCH])
+            if (picture := _picture(row["image"], skip)) is not None
+        ]
+        if not chunk:
+            continue
         # The backbone's own input (stretched or letterboxed) and its way back to picture pixels.
-        found = backbone.detect_pictures(pictures)
-        for k, (row, picture) in enumerate(zip(chunk, pictures)):
+        found = backbone.detect_pictures([picture for _, _, picture in chunk])
+        for k, (row, target, picture) in enumerate(chunk):
             counts = {name: row[class_column("count", name)] for name in model.class_names}
-            drawn = draw_detections(picture[:, :, ::-1], found, k, counts, DEFAULT_THRESHOLD)
-            ok, encoded = cv2.imencode(".jpg", drawn, [cv2.IMWRITE_JPEG_QUALITY, 90])
-            if not ok:
-                raise CountingError(f"{targets[start + k]}: the annotated photo could not be encoded")
-            atomic_write_bytes(targets[start + k], encoded.tobytes())
-    return targets
+            _write_jpeg(target, draw_detections(picture[:, :, ::-1], found, k, counts, DEFAULT_THRESHOLD), written)
 
 
-def _write_density_photos(model: Any, rows: Sequence[dict], folder: Path, zones: Sequence[Any]) -> list[Path]:
+def _write_density_photos(
+    model: Any,
+    rows: Sequence[dict],
+    targets: Sequence[Path],
+    zones: Sequence[Any],
+    written: list[Path],
+    skip: Callable[[str], None] | None,
+) -> None:
     """One photo at a time (their sizes differ): heat map (on the photo's own scale), zones and
     count, drawn by annotated_frame from its own pass over the decoded photo (one more forward
     pass per photo)."""
     from counting.apply.annotated import annotated_frame
-    from counting.data.imaging import load_image
 
-    folder.mkdir(parents=True, exist_ok=True)
-    targets = annotated_names([row["image"] for row in rows], folder)
     for row, target in zip(rows, targets):
-        _, drawn = annotated_frame(model, np.asarray(load_image(row["image"])), zones, own_scale=True)
-        ok, encoded = cv2.imencode(".jpg", drawn, [cv2.IMWRITE_JPEG_QUALITY, 90])
-        if not ok:
-            raise CountingError(f"{target}: the annotated photo could not be encoded")
-        atomic_write_bytes(target, encoded.tobytes())
-    return targets
+        picture = _picture(row["image"], skip)
+        if picture is None:
+            continue
+        try:
+            _, drawn = annotated_frame(model, picture, zones, own_scale=True)
+        except ImageError as error:  # the file was replaced by one the model cannot take
+            if skip is None:
+                raise
+            skip(f"{row['image']}: {error} (not drawn)")
+            continue
+        _write_jpeg(target, drawn, written)

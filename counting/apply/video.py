@@ -23,10 +23,11 @@ import math
 import os
 import queue
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,9 @@ READ_TIMEOUT_MS = 5000
 FRAME_COUNT_SLACK = 2
 # With --ignore-errors, how many undecodable frames in a row are skipped before giving up.
 MAX_CONSECUTIVE_BAD_FRAMES = 25
+# The count label's smallest size (times the size at 480 px): Hershey digits about 7 px high, still
+# legible. A picture narrower than the label even at this size has it cut at its right edge.
+MIN_LABEL_SCALE = 0.375
 
 
 @dataclass(frozen=True)
@@ -84,10 +88,7 @@ class VideoSource:
 
     def open(self) -> cv2.VideoCapture:
         """Open the source once; StreamError naming it when OpenCV cannot."""
-        # FFmpeg and OpenCV print their own warnings straight to the terminal; the user gets our
-        # one-line StreamError instead. Both settings are read when a capture is opened.
-        os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
-        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+        _quiet_opencv()
         if self.kind == "webcam":
             capture = cv2.VideoCapture(int(self.spec))
         elif self.kind == "url":
@@ -113,6 +114,13 @@ class VideoSource:
             }[self.kind]
             raise StreamError(f"{self.spec}: {what}")
         return capture
+
+
+def _quiet_opencv() -> None:
+    # FFmpeg and OpenCV print their own warnings straight to the terminal; the user gets our
+    # one-line error instead. Both settings are read when a capture is opened.
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
 
 
 @dataclass
@@ -442,11 +450,10 @@ def overlay_label(record: dict, names: list[str] | None = None) -> str:
 
 
 def annotate(image: np.ndarray, text: str) -> np.ndarray:
-    """Draw the count in a dark box in the top-left corner (scaled to the frame height)."""
-    scale = max(0.5, image.shape[0] / 480.0)
-    thickness = max(1, int(round(2 * scale)))
-    (width, height), baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.8 * scale, thickness)
-    pad = int(8 * scale)
+    """Draw the count in a dark box in the top-left corner, scaled to the frame height, or to the
+    frame width where that is narrower (see :func:`label_scale`)."""
+    scale = label_scale(text, image.shape[1], image.shape[0])
+    (width, height), baseline, thickness, pad = _label_size(text, scale)
     cv2.rectangle(image, (0, 0), (width + 2 * pad, height + baseline + 2 * pad), (0, 0, 0), -1)
     cv2.putText(
         image,
@@ -459,6 +466,38 @@ def annotate(image: np.ndarray, text: str) -> np.ndarray:
         cv2.LINE_AA,
     )
     return image
+
+
+def label_scale(text: str, width: int, height: int) -> float:
+    """The size of the count label on a ``width`` x ``height`` picture (1: a 480-px-high frame).
+
+    It follows the height, so the label reads the same on any size of frame; on a tall, narrow
+    picture (a phone video held upright, a column of photos) that label would be wider than the
+    picture and cut off (``smoo`` of ``smoothed 26.8``), so it shrinks to the width, down to
+    :data:`MIN_LABEL_SCALE`.
+    """
+    scale = max(0.5, height / 480.0)
+    box = _label_width(text, scale)
+    if box <= width:
+        return scale
+    scale = max(MIN_LABEL_SCALE, scale * width / box)  # the width is close to proportional to it
+    # The stroke width is rounded to whole pixels, so the first guess can be a little too wide.
+    while scale > MIN_LABEL_SCALE and _label_width(text, scale) > width:
+        scale = max(MIN_LABEL_SCALE, scale * 0.95)
+    return scale
+
+
+def _label_width(text: str, scale: float) -> int:
+    """The columns the label's box covers (the rectangle's corners are both drawn)."""
+    (text_width, _), _, _, pad = _label_size(text, scale)
+    return text_width + 2 * pad + 1
+
+
+def _label_size(text: str, scale: float) -> tuple[tuple[int, int], int, int, int]:
+    """``((text width, text height), baseline, stroke thickness, padding)`` of the label at ``scale``."""
+    thickness = max(1, int(round(2 * scale)))
+    size, baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.8 * scale, thickness)
+    return size, baseline, thickness, int(8 * scale)
 
 
 def open_video_writer(path: str | Path, fps: float, frame_size: tuple[int, int]) -> cv2.VideoWriter:
@@ -489,6 +528,10 @@ class VideoRun:
     unfamiliar_frames: int = 0
     records: list[dict] = field(default_factory=list)
     problems: list[DecodeProblem] = field(default_factory=list)  # frames that could not be decoded
+    # Whether the counts file and the annotated video were written: a run stopped before its
+    # first frame leaves both as they were (the CLI then must not say it wrote them).
+    records_written: bool = False
+    video_written: bool = False
 
     @property
     def frames_per_second(self) -> float:
@@ -530,9 +573,14 @@ def count_video(
     draws that pair (``overlay_label``), never a smoothed count beside the frame's raw interval.
     Ctrl-C (or SIGTERM, when called from the main thread) stops cleanly: the run is returned with
     ``interrupted=True``, everything written so far stays on disk and the annotated video is
-    closed so that it plays. The annotated video is written under a temporary name and renamed
-    into place when closed (an existing file is replaced only by a video with at least one frame). Frames of a finite source that cannot be decoded end up in
-    ``run.problems``; ``skip_bad_frames`` reads on past them.
+    closed so that it plays. A frame's row, its picture in the video and ``on_record`` happen
+    together or not at all (an interrupt waits for them), so ``run.frames`` is the number of rows
+    kept. The annotated video is written under a temporary name and renamed into place when
+    closed, once it is known whole (an existing file is replaced only by a video that holds every
+    frame written, at least one: OpenCV's writer says nothing when the disk fills up, see
+    :func:`_unfinished`); otherwise OutputError, and ``run.records_written`` /
+    ``run.video_written`` say what was written. Frames of a finite source that cannot be decoded
+    end up in ``run.problems``; ``skip_bad_frames`` reads on past them.
 
     ``zones`` (counting.apply.zones, density-head models): each record gains the count in each
     zone (``zone_NAME``, ``zone_NAME_low``, ``zone_NAME_high``) and the annotated video draws the
@@ -560,11 +608,13 @@ def count_video(
     sink = None
     writer = None
     video_temporary: Path | None = None
+    video_frames = 0  # frames handed to the writer, to check the finished file against
     run = VideoRun(source=video.spec, stride=stride)
     total = 0.0
     started = time.perf_counter()
     stack = ExitStack()
     stack.enter_context(sigterm_as_interrupt())  # SIGTERM stops the run like Ctrl-C (counting.core.signals)
+    failed = True  # until the run ends without an exception
     try:
 
         def prepare(image: np.ndarray) -> Any:
@@ -623,7 +673,6 @@ def count_video(
                                 record.update({class_column("high", n): float(v) for n, v in zip(names, highs[k])})
                         else:
                             record["count"] = float(count)
-                            total += float(count)
                             if lows is not None:
                                 record["low"], record["high"] = float(lows[k]), float(highs[k])
                         if smoother is not None:
@@ -636,45 +685,60 @@ def count_video(
                             record["counted_by"] = counted_by[k]
                         if marked is not None and np.isfinite(familiarity[k]):
                             record["familiarity"], record["unfamiliar"] = float(familiarity[k]), bool(marked[k])
-                            run.scored_frames += 1
-                            run.unfamiliar_frames += int(marked[k])
-                        if records_path is not None:
-                            if sink is None:  # opened at the first row: a source that gives
-                                sink = RecordSink(records_path, fields, records_format)  # no frame keeps the file
-                            sink.write(record)
+                        picture = None
                         if writer is not None:
-                            image = frame.image
+                            picture = frame.image
                             if people is not None and people[k] is not None:
                                 # Counted by the crowd model's detector: its people, not a heat map.
                                 from counting.apply.people_drawing import draw_people
                                 from counting.heads.sparse_gate import people_in_pixels
 
-                                image = image.copy()
-                                draw_people(image, people_in_pixels(people[k], image.shape[:2]))
+                                picture = picture.copy()
+                                draw_people(picture, people_in_pixels(people[k], picture.shape[:2]))
                             elif densities is not None:
                                 from counting.heads.density.heatmap import overlay_density
 
-                                image = overlay_density(image, densities[k], head.settings.get("display_max"))
+                                picture = overlay_density(picture, densities[k], head.settings.get("display_max"))
                             if in_zones is not None:
-                                image = draw_zones(image, zones, in_zones[k]["zones"])
-                            writer.write(annotate(image, overlay_label(record, names)))
-                        run.frames += 1
-                        if keep_records:
-                            run.records.append(record)
-                        if on_record is not None:
-                            on_record(record)
+                                picture = draw_zones(picture, zones, in_zones[k]["zones"])
+                            picture = annotate(picture, overlay_label(record, names))
+                        with _interrupts_held():  # the row, the picture and the line: all or none
+                            if records_path is not None:
+                                if sink is None:  # opened at the first row: a source that gives
+                                    sink = RecordSink(records_path, fields, records_format)  # no frame keeps the file
+                                sink.write(record)
+                            if writer is not None:
+                                writer.write(picture)
+                                video_frames += 1
+                            run.frames += 1
+                            if not names:
+                                total += record["count"]
+                            if record["familiarity"] is not None:
+                                run.scored_frames += 1
+                                run.unfamiliar_frames += int(record["unfamiliar"])
+                            if keep_records:
+                                run.records.append(record)
+                            if on_record is not None:
+                                on_record(record)
             except KeyboardInterrupt:
                 run.interrupted = True
             run.retries = reader.retries_used
+        failed = False
     finally:
         stack.close()
         run.seconds = time.perf_counter() - started
         if sink is not None:
             sink.close()
+            run.records_written = True
         if writer is not None:
             writer.release()
         if video_temporary is not None:
-            _finish_video(video_temporary, Path(output_video), keep=run.frames > 0)  # type: ignore[arg-type]
+            try:
+                run.video_written = _finish_video(video_temporary, Path(output_video), video_frames)  # type: ignore[arg-type]
+            except CountingError:
+                if not failed:
+                    raise
+                # else the error in flight is the one said (the video most often failed with it)
     if run.frames == 0 and not run.interrupted:
         raise StreamError(f"{video.spec}: no frame could be decoded (not a video, or an empty one)")
     if run.frames and not names:
@@ -749,17 +813,110 @@ def _temporary_beside(target: Path) -> Path:
     return Path(name)
 
 
-def _finish_video(temporary: Path, target: Path, keep: bool) -> None:
-    from counting.core.files import new_file_mode, special_kind
+def _finish_video(temporary: Path, target: Path, frames: int) -> bool:
+    """Put the annotated video in place if it holds its ``frames`` frames; True when it was.
+
+    The temporary file is removed in any case. OutputError (one line naming ``target``) when the
+    video is not whole or cannot be put in place; a file at ``target`` is then left as it was.
+    """
+    from counting.core.files import OutputError, atomic_write, new_file_mode, special_kind
 
     try:
-        if not (keep and temporary.exists() and temporary.stat().st_size > 0):
-            return
-        if special_kind(target) is not None:  # copied into, never renamed onto: the node stays a device
-            with open(temporary, "rb") as source, open(target, "wb") as sink:
+        if frames == 0 or not temporary.exists():
+            return False
+        special = special_kind(target) is not None
+        kept = ""  # a device or pipe has no previous content to keep
+        if not special:
+            kept = "; the previous file is unchanged" if os.path.lexists(target) else "; no file was created"
+        problem = _unfinished(temporary, frames)
+        if problem is not None:
+            raise OutputError(f"{target}: cannot write ({problem}){kept}")
+        if special:
+            # Copied into, never renamed onto: the node stays a device. atomic_write says a failure
+            # as `count --json /dev/full` does.
+            with open(temporary, "rb") as source, atomic_write(target, "wb") as sink:
                 shutil.copyfileobj(source, sink)
-            return
-        os.chmod(temporary, new_file_mode(target))  # mkstemp's 0600 would hide the video from others
-        os.replace(temporary, target)
+            return True
+        try:
+            os.chmod(temporary, new_file_mode(target))  # mkstemp's 0600 would hide the video from others
+            os.replace(temporary, target)
+        except OSError as error:
+            raise OutputError(f"{target}: cannot write ({_reason(error)}){kept}") from None
+        return True
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _unfinished(path: Path, frames: int) -> str | None:
+    """Why the video OpenCV wrote at ``path`` may not hold all its ``frames`` frames; None when it does.
+
+    OpenCV's writer ignores failed writes: on a full disk or past ``ulimit -f`` it goes on and
+    leaves a file cut short (the AVI's frame count never patched in, an MP4 without its index,
+    or only its last bytes missing), which plays as fewer frames or not at all. Two checks, both
+    cheap: the file can still grow by a block (a full disk or the file-size limit refuse it, with
+    the reason), and its header states the frames written.
+    """
+    try:
+        descriptor = os.open(path, os.O_RDWR)
+        try:
+            os.fsync(descriptor)  # a disk that filled up may only say so when the data is flushed
+            info = os.fstat(descriptor)
+            try:
+                probe, offset = memoryview(bytes(max(info.st_blksize, 4096))), info.st_size
+                while probe:
+                    written = os.pwrite(descriptor, probe, offset)
+                    if written == 0:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    probe, offset = probe[written:], offset + written
+            finally:
+                os.ftruncate(descriptor, info.st_size)
+        finally:
+            os.close(descriptor)
+    except OSError as error:
+        return _reason(error)
+    _quiet_opencv()
+    capture = cv2.VideoCapture(str(path))  # the backend that reads the sources reads this too
+    try:
+        count = capture.get(cv2.CAP_PROP_FRAME_COUNT) if capture.isOpened() else 0
+    finally:
+        capture.release()
+    stated = int(count) if count and np.isfinite(count) and count > 0 else 0
+    if frames - stated > max(FRAME_COUNT_SLACK, frames // 100):
+        return f"the video writer stopped early: the file holds {stated} of {frames} frames"
+    return None
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait for the end of the block, then act as they would have.
+
+    A frame's row, its picture and its line are written in one such block: an interrupt that
+    landed between them left a row in the file that the run's frame count did not include
+    ("interrupted: 0 frames" beside a file holding 1 row). Signal handlers can only be set in
+    the main thread; elsewhere (the streams of ``--sources``) the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        held.append(signum)
+
+    previous: dict[int, Any] = {}
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, hold)
+    except (ValueError, OSError):  # no signals here (an embedded interpreter)
+        pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            handler = previous[held[0]]
+            if callable(handler):
+                handler(held[0], None)  # Python's: KeyboardInterrupt, or Terminated for SIGTERM
+            elif handler != signal.SIG_IGN:
+                signal.raise_signal(held[0])  # the default action, as if it had not waited

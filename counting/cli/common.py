@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,8 +20,26 @@ if TYPE_CHECKING:
     # scikit-learn registries; `counting --help` imports this module.
     from counting.cli.option_groups import EvaluationSplit, PictureRun
 
+
+class _ResultsConsole(Console):
+    """The console of stdout. A failed write (a full disk, a closed pipe) reaches the command as
+    the OSError (:class:`Stdout` keeps going and writes the files asked for): rich would end the
+    process at once on a closed pipe (SystemExit 1) with no file written, and keep the unwritten
+    text to print again before the next line."""
+
+    def _check_buffer(self) -> None:
+        try:
+            super()._check_buffer()
+        except OSError:
+            del self._buffer[:]
+            raise
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 # Paths stay whole (copy-pasteable); no :emoji: codes, so a file named "a:smile:.jpg" shows as named.
-console = Console(highlight=False, soft_wrap=True, emoji=False)
+console = _ResultsConsole(highlight=False, soft_wrap=True, emoji=False)
 error_console = Console(stderr=True, highlight=False, emoji=False)
 
 
@@ -41,9 +61,10 @@ def on_interrupt(describe: Callable[[], str]) -> None:
     _interrupt_notes.append(describe)
 
 
-def say_outputs_on_interrupt(outputs: Sequence[Path | None], cache: Any = None) -> None:
+def say_outputs_on_interrupt(outputs: Sequence[Path | None], cache: Any = None) -> Callable[[], str]:
     """Have a Ctrl-C or SIGTERM say, for each output, whether it was written, left unchanged
-    or not created (the writers are atomic: whole files or nothing), and what the cache kept."""
+    or not created (the writers are atomic: whole files or nothing), and what the cache kept.
+    Returns the note, for a command that later registers a longer one (:func:`on_interrupt`)."""
 
     def state(path: Path) -> tuple[int, int] | None:
         try:
@@ -67,6 +88,7 @@ def say_outputs_on_interrupt(outputs: Sequence[Path | None], cache: Any = None) 
         return "; ".join(parts)
 
     on_interrupt(describe)
+    return describe
 
 
 def forget_interrupt_notes() -> None:
@@ -80,6 +102,66 @@ def interrupt_note() -> str:
     notes = list(_interrupt_notes)
     _interrupt_notes.clear()
     return notes[-1]() if notes else ""
+
+
+class Stdout:
+    """A command's results on stdout, written through :meth:`write`, which keeps going when
+    stdout fails (a full disk behind ``> file``, a reader that closed the pipe): the files the
+    command was asked for are still written, and :meth:`finish`, called after them, ends the
+    command with one line. Without it the first failed print ended the command with a
+    traceback before any file was written."""
+
+    def __init__(self) -> None:
+        self.error: OSError | None = None
+
+    def write(self, action: Callable[[], object]) -> None:
+        """Run ``action`` (prints to stdout) and flush stdout, unless stdout already failed."""
+        if self.error is not None:
+            return
+        try:
+            action()
+            sys.stdout.flush()  # a failure shows here, not at exit where nothing can report it
+        except OSError as error:
+            from counting.core.errors import CountingError
+
+            if isinstance(error, CountingError):  # an output file's own error, not stdout's
+                raise
+            self.error = error
+            _silence_stdout()
+
+    def printer(self, print_line: Callable[..., None]) -> Callable[..., None]:
+        """``print_line`` (a console's print on stdout) through :meth:`write`."""
+        return lambda *args, **kwargs: self.write(lambda: print_line(*args, **kwargs))
+
+    def finish(self) -> None:
+        """Exit 1 when stdout failed: quietly for a closed pipe (as click does, and ``| head``
+        expects), else with one line naming the problem."""
+        if self.error is None:
+            return
+        if self.error.errno == errno.EPIPE:
+            raise typer.Exit(1)
+        from counting.core.files import OutputError, reason
+
+        raise OutputError(f"stdout: cannot write ({reason(self.error)})")
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at the null device once stdout failed: what is left in Python's
+    buffer is flushed again at exit, and that failure would print an "Exception ignored"
+    block. Only the process's own stdout: a stream put in its place (a test runner's buffer,
+    a caller's file) is left alone."""
+    try:
+        if sys.stdout.fileno() != 1:
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError, AttributeError):
+        return
+    try:
+        os.dup2(null, 1)
+    except OSError:
+        pass
+    finally:
+        os.close(null)
 
 
 def print_warning(line: str) -> None:

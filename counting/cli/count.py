@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv as csv_module
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional, TextIO
 
@@ -18,6 +18,7 @@ from counting.apply.api import count_rows, familiarity_warning
 from counting.apply.chunks import count_in_chunks
 from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
+    Stdout,
     console,
     error_console,
     familiarity_cell,
@@ -25,6 +26,7 @@ from counting.cli.common import (
     informational,
     load_model_option,
     named_folders,
+    on_interrupt,
     optional_cache,
     print_skipped,
     refuse_cache_among_pictures,
@@ -49,10 +51,13 @@ from counting.cli.options import (
 from counting.core.columns import zone_column
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import (
+    OutputError,
     atomic_write,
     atomic_write_text,
+    check_new_files,
     check_not_an_input,
     check_writable,
+    check_writable_folder,
     dumps_json,
     is_regular_file,
     is_stdout,
@@ -264,7 +269,7 @@ def count(
             "--annotated",
             help="Write each photo into this folder with what the model saw drawn on it: a detector "
             "model's boxes (coloured by class), a density model's heat map (red at the photo's densest cell) and "
-            "zones; the counts in the corner.",
+            "zones; the counts in the corner. Files already in the folder are never replaced (refused before any work).",
             show_default=False,
             metavar="DIR",
         ),
@@ -283,19 +288,19 @@ def count(
     outputs = [output for output in (csv, json_path) if output is not None and not is_stdout(output)]
     for output in outputs:
         check_writable(output)  # before any work: a bad output path must not waste it
+    if annotated is not None:
+        check_writable_folder(annotated)  # e.g. under /proc or /sys: refused now, not after the counting
     # the images are checked once expanded (below): globs and folders name them only then
     refuse_outputs_on_inputs(outputs, inputs=[features, weights, zones_file], model=model, cache=cache)
     zones = zones_option(zones_file, zone)  # a bad zone fails before the model loads
-    say_outputs_on_interrupt(outputs, cache)
+    said_outputs = say_outputs_on_interrupt(outputs, cache)
     counting_model = load_model_option(model)
     if annotated is not None:
         from counting.apply.annotated_photos import check_annotated_model
-        from counting.core.files import check_writable_folder
 
         check_annotated_model(counting_model)
         if features is not None:
             raise typer.BadParameter("--annotated draws on the photos; it does not take --features")
-        check_writable_folder(annotated)
         refuse_outputs_on_inputs([annotated], inputs=[weights], model=model, cache=cache)
     if show_above is not None and not counting_model.class_names:
         # Was silently ignored: the user believed the table was filtered.
@@ -312,6 +317,7 @@ def count(
             )
     zone_records = None
     problems: list[str] = []
+    drawn_names: dict[str, Path] = {}  # --annotated: each photo's file, checked before any work
     if features is not None and paths:
         raise typer.BadParameter(f"--features {features} counts the descriptors of a file; leave out the images")
     if features is not None:
@@ -338,8 +344,12 @@ def count(
         if annotated is not None:
             from counting.apply.annotated_photos import annotated_names
 
-            for target in annotated_names(files, annotated):
-                check_not_an_input(target, files)  # never draw over a photo being counted
+            drawn_names = dict(zip(map(str, files), annotated_names(files, annotated)))
+            # Never an other output's name (--json DIR/a.jpg: the JSON would be drawn over), a photo
+            # being counted, or any file already there. Refused, not renamed: the names stay the
+            # photos' own, which scripts map back to the photos, and a rerun into the same folder
+            # does not quietly pile up a-2.jpg copies beside a.jpg (nor hide it under --quiet).
+            check_new_files(list(drawn_names.values()), outputs=outputs, inputs=files, what="annotated photo")
         with cluster_extraction(cluster) as extract:
             options = {
                 "cache": cache,
@@ -366,28 +376,63 @@ def count(
     if not rows:
         only = result.sources[0] if len(result.sources) == 1 else None
         raise ImageError(f"{printable(only) if only else 'all images'}: nothing could be counted")
+    # Results on stdout go through `stdout`: when it fails (a full disk, a closed pipe) the files
+    # asked for are still written, and the failure is said once they are.
+    stdout = Stdout()
     if is_stdout(csv) or is_stdout(json_path):
         say = informational(run.quiet, on_stderr=True)  # stdout holds only the CSV or JSON document
     elif len(rows) > TABLE_ROWS:
-        print_plain_rows(rows)
+        stdout.write(lambda: print_plain_rows(rows))
         say = informational(run.quiet, on_stderr=True)  # stdout holds only the plain lines a pipe reads
     else:
         threshold = SHOW_THRESHOLD if show_above is None else show_above
-        console.print(counts_table(counting_model, rows, threshold, zones))
+        stdout.write(lambda: console.print(counts_table(counting_model, rows, threshold, zones)))
+        say = stdout.printer(say)  # its lines are on stdout, beside the table
     if is_stdout(csv):
-        write_rows_csv_to(sys.stdout, rows)
+        stdout.write(lambda: write_rows_csv_to(sys.stdout, rows))
     elif csv is not None:
         write_rows_csv(csv, rows)
         say(f"counts written to {escape(printable(str(csv)))}")
     if json_path is not None:
         document = {"model": counting_model.name, "images": rows, "skipped": messages}
         if is_stdout(json_path):
-            sys.stdout.write(dumps_json(document) + "\n")
+            stdout.write(lambda: sys.stdout.write(dumps_json(document) + "\n"))
         else:
             atomic_write_text(json_path, dumps_json(document) + "\n")
             say(f"counts written to {escape(printable(str(json_path)))}")
     if annotated is not None:
-        from counting.apply.annotated_photos import write_annotated_photos
+        write_annotated(counting_model, rows, annotated, zones, drawn_names, said_outputs, say)
+    stdout.finish()
 
-        written = write_annotated_photos(counting_model, rows, annotated, zones)
-        say(f"{len(written)} annotated photos written to {escape(printable(str(annotated)))}")
+
+def write_annotated(
+    model: Any,
+    rows: list[dict],
+    folder: Path,
+    zones: Sequence[Any],
+    names: dict[str, Path],
+    said_outputs: Callable[[], str],
+    say: Callable[..., None],
+) -> None:
+    """``--annotated``: every counted photo drawn into ``folder`` under its checked name
+    (``names``, by source). A Ctrl-C or a failed write says how many were written; a photo
+    that cannot be read again is skipped with one line."""
+    from counting.apply.annotated_photos import annotated_names, write_annotated_photos
+
+    shown = escape(printable(str(folder)))
+    targets = [names.get(row["image"]) or annotated_names([row["image"]], folder)[0] for row in rows]
+    written: list[Path] = []
+
+    def progress() -> str:
+        return f"{len(written)} of {len(rows)} annotated photos written to {printable(str(folder))}"
+
+    # The latest note is the one said: the outputs' (written before this phase) and the photos'.
+    on_interrupt(lambda: "; ".join(part for part in (said_outputs(), progress()) if part))
+    try:
+        write_annotated_photos(model, rows, folder, zones, targets=targets, written=written, skip=print_skipped)
+    except OutputError as error:
+        raise OutputError(f"{error}; {progress()}") from None
+    if len(written) == len(rows):
+        say(f"{len(written)} annotated photos written to {shown}")
+    else:
+        say(f"{escape(progress())}")

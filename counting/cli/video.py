@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -10,12 +11,14 @@ import typer
 from rich.markup import escape
 
 from counting.cli.common import (
+    Stdout,
     console,
     error_console,
     informational,
     load_model_option,
     print_error,
     refuse_outputs_on_inputs,
+    say_outputs_on_interrupt,
     use_runtime,
 )
 from counting.cli.options import (
@@ -132,9 +135,11 @@ def video(
     """
     use_runtime(runtime, threads)
     from counting.apply.video import VideoSource, count_video
-    from counting.core.files import check_writable
+    from counting.core.files import check_writable, printable
 
-    say = informational(quiet)
+    # What the run did and where it wrote (done:, counts written to ...) are diagnostics: stdout
+    # holds the per-frame lines a pipe reads, or nothing, and never a line it would take for one.
+    say = informational(quiet, on_stderr=True)
     records, records_format = records_file(csv, jsonl, counts)
     zones = zones_option(zones_file, zone)  # a bad zone fails before anything is opened
     if zones:
@@ -170,6 +175,9 @@ def video(
         inputs=[video_source.spec if video_source.kind == "file" else None, weights, zones_file],
         model=model,
     )
+    # A Ctrl-C before the run starts counting (the model loading) says the files are unchanged.
+    say_outputs_on_interrupt([records, output_video])
+    existed = {path: os.path.lexists(path) for path in (records, output_video) if path is not None}
     counting_model = load_model_option(model)
     counting_model.get_backbone(weights)
 
@@ -179,6 +187,9 @@ def video(
     bar = progress and not quiet and error_console.is_terminal and not (lines_are_results and console.is_terminal)
     print_lines = lines_are_results or not (quiet or bar)
     frames_bar = _FramesBar(video_source, stride, max_frames) if bar else None
+    # The lines go through `stdout`, which keeps going when stdout fails (a full disk behind
+    # `> file`, a reader that closed the pipe) and says so once, after the files (cli/common.py).
+    stdout = Stdout()
 
     def show(record: dict) -> None:
         if frames_bar is not None:
@@ -198,7 +209,13 @@ def video(
                 text += f" [{record['smoothed_low']:.1f}, {record['smoothed_high']:.1f}]"
         for item in zones:  # each zone's count after the frame's
             text += f"  {escape(item.name)} {record[zone_column('count', item.name)]:.1f}"
-        console.print(text)
+        stdout.write(lambda: console.print(text))
+        if stdout.error is not None and records is None and output_video is None:
+            # The lines were the run's only output: stop now (a live stream would run on for
+            # nothing), with the one line (none for a closed pipe, as `| head` expects). With a
+            # counts file or a video the run goes on without its lines, and both are finished
+            # whole: stopping here would leave them cut at this frame.
+            stdout.finish()
 
     def retrying(attempt: int, delay: float) -> None:
         error_console.print(
@@ -240,18 +257,28 @@ def video(
             f"[yellow]warning:[/] {unfamiliar_summary(run.unfamiliar_frames, run.scored_frames, 'frames')}",
             soft_wrap=True,
         )
+    # Only what was written is said written: a run stopped before its first frame left both as they were.
     if records is not None:
-        say(f"counts written to {records}")
+        name = escape(printable(str(records)))
+        said = f"counts written to {name}" if run.records_written else f"{name} {_left_as_it_was(existed[records])}"
+        say(said, soft_wrap=True)  # a path stays whole, copy-pasteable
     if output_video is not None:
-        say(f"annotated video written to {output_video}")
+        name = escape(printable(str(output_video)))
+        said = f"annotated video written to {name}"
+        say(said if run.video_written else f"{name} {_left_as_it_was(existed[output_video])}", soft_wrap=True)
     if run.interrupted:
         raise typer.Exit(EXIT_TERMINATED if was_terminated() else 130)
+    stdout.finish()  # after the files: one line, exit 1, when stdout failed
     if run.problems and not ignore_errors:
         print_error(
             f"{source}: {len(run.problems)} frame(s) could not be decoded, first at frame "
             f"{run.problems[0].frame} (--ignore-errors skips them)"
         )
         raise typer.Exit(1)
+
+
+def _left_as_it_was(existed: bool) -> str:
+    return "is unchanged (no frame was counted)" if existed else "was not created (no frame was counted)"
 
 
 class _FramesBar:

@@ -7,6 +7,8 @@ while writing therefore leaves the previous file untouched, never a truncated on
 
 Outputs that are not regular files (``/dev/null``, ``/dev/full``, a FIFO, a terminal) are written
 straight into, never renamed onto: a rename would replace the device node with a plain file.
+An output named by a symlink is written through it, into the file it points at (as ``>`` in a
+shell, ``cp`` or an editor do): the link stays a link.
 
 File names that are not valid UTF-8 (bytes from another locale, which Python decodes into lone
 surrogates via ``os.fsdecode``) are written as valid UTF-8 with each undecodable byte shown as
@@ -27,7 +29,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -42,10 +44,12 @@ __all__ = [
     "atomic_write_text",
     "check_writable",
     "check_outputs",
+    "check_new_files",
     "check_writable_folder",
     "dumps_json",
     "is_regular_file",
     "printable",
+    "reason",
     "unique_files",
 ]
 
@@ -71,14 +75,20 @@ class OutputError(CountingError, OSError):
     """An output file or folder cannot be written."""
 
 
-def _reason(error: OSError) -> str:
-    if error.errno == errno.ENOSPC:
+def reason(error: OSError) -> str:
+    """Why a write failed, in a few words for the error line."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return "no space left on the device"
     if error.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
     if error.errno == errno.EROFS:
         return "read-only file system"
+    if error.errno == errno.EPIPE:
+        return "the reading end of the pipe was closed"
     return error.strerror or str(error)
+
+
+_reason = reason
 
 
 def _nearest_existing(folder: Path) -> Path:
@@ -95,6 +105,44 @@ def _check_folder_accepts(folder: Path, target: Path) -> None:
         raise OutputError(f"{target}: cannot write here ({existing} is a file, not a folder)")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OutputError(f"{target}: cannot write here (folder {existing} is not writable)")
+    _probe(existing, make_folder=existing != folder, target=target)
+
+
+# Prefix of the entry :func:`_probe` makes and removes at once.
+_PROBE_PREFIX = ".counting-probe."
+
+
+def _probe(existing: Path, *, make_folder: bool, target: Path) -> None:
+    """Make and remove at once the first entry the write will make in ``existing``: a file (the
+    writers' temporary file) or, when folders are still missing, a folder. ``os.access`` says
+    yes to root everywhere, and /proc, /sys or a bind mount refuse only when asked: without the
+    probe those failed after all the work, some with a traceback. Nothing is left behind."""
+    try:
+        if make_folder:
+            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=_PROBE_PREFIX))
+        else:
+            fd, name = tempfile.mkstemp(dir=existing, prefix=_PROBE_PREFIX)
+            os.close(fd)
+            os.unlink(name)
+    except OSError as error:
+        if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT):
+            why = reason(error)
+        else:  # /proc answers ENOENT for a folder that exists: say what it means
+            why = f"its file system takes no new {'folders' if make_folder else 'files'}"
+        raise OutputError(f"{target}: cannot write here (folder {existing}: {why})") from None
+
+
+def _through_link(target: Path) -> Path:
+    """Where an output named ``target`` is written: the file a symlink points at (dangling or
+    not), else ``target``. Replacing the link by a plain file would leave the file the user
+    linked to with its old content and break a layout made on purpose; every shell redirection
+    and editor writes through the link, and so do the writers here."""
+    if not os.path.islink(target):
+        return target
+    real = Path(os.path.realpath(target))
+    if os.path.islink(real):  # realpath stops inside a loop
+        raise OutputError(f"{target}: is a symlink loop; nothing can be written through it")
+    return real
 
 
 def special_kind(path: str | os.PathLike[str]) -> str | None:
@@ -156,7 +204,7 @@ def check_writable(path: str | os.PathLike[str], *, in_place: bool = False) -> P
         return target
     if in_place and os.path.exists(target) and os.access(target, os.W_OK):
         return target
-    _check_folder_accepts(target.parent, target)
+    _check_folder_accepts(_through_link(target).parent, target)
     return target
 
 
@@ -186,19 +234,22 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
     OpenCV); on success it is fsynced and renamed onto ``path``, on failure removed.
 
     A character device or FIFO at ``path`` is yielded itself: renaming onto it would replace the
-    device node with a regular file (``/dev/null`` turned into a file when run as root).
+    device node with a regular file (``/dev/null`` turned into a file when run as root). A
+    symlink at ``path`` is written through (:func:`_through_link`): the file it points at is
+    replaced, atomically, and the link is kept.
     """
-    target = Path(path).expanduser()
+    named = Path(path).expanduser()
+    target = _through_link(named)
     kind = special_kind(target)
     if kind is not None:
         if kind not in _WRITABLE_SPECIAL:
-            raise OutputError(f"{target}: is a {kind}, not a file; nothing is written to it")
+            raise OutputError(f"{named}: is a {kind}, not a file; nothing is written to it")
         try:
             yield target
         except OSError as error:
             if isinstance(error, CountingError):
                 raise
-            raise OutputError(f"{target}: cannot write ({_reason(error)})") from None
+            raise OutputError(f"{named}: cannot write ({_reason(error)})") from None
         return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +260,7 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
         )
         os.close(fd)
     except OSError as error:
-        raise OutputError(f"{target}: cannot write ({_reason(error)})") from None
+        raise OutputError(f"{named}: cannot write ({_reason(error)})") from None
     temporary = Path(name)
     try:
         yield temporary
@@ -225,7 +276,7 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
         temporary.unlink(missing_ok=True)
         if isinstance(error, OSError) and not isinstance(error, CountingError):
             kept = "the previous file is unchanged" if os.path.lexists(target) else "no file was created"
-            raise OutputError(f"{target}: cannot write ({_reason(error)}); {kept}") from None
+            raise OutputError(f"{named}: cannot write ({_reason(error)}); {kept}") from None
         raise
 
 
@@ -426,3 +477,51 @@ def check_not_an_input(output: str | os.PathLike[str], inputs: Iterable[str | os
     """``OutputError`` when ``output`` is one of the command's own inputs (an image, the model,
     the video): writing it would destroy what the command reads."""
     check_outputs([output], inputs=inputs)
+
+
+def check_new_files(
+    targets: Sequence[str | os.PathLike[str]],
+    *,
+    outputs: Iterable[str | os.PathLike[str] | None] = (),
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    what: str = "output",
+) -> None:
+    """``OutputError`` unless every one of ``targets`` (files a command will create in a folder
+    it was given, named by it, never replacing one) is a new name: none is one of the command's
+    other ``outputs``, none is an ``inputs`` file, and none exists yet. ``what`` names them in
+    the error ("annotated photo"). Paths are compared after symlinks and ``..``; the cost is a
+    few system calls per target, whatever the number of inputs."""
+    if not targets:
+        return
+    by_real = {os.path.realpath(os.fspath(target)) for target in targets}
+    for output in outputs:
+        if output is None or is_stdout(output) or special_kind(output) in _WRITABLE_SPECIAL:
+            continue
+        if os.path.realpath(os.fspath(Path(output).expanduser())) in by_real:
+            raise OutputError(
+                f"{output}: named for two outputs of this command (also the name of an {what}); give each its own name"
+            )
+    existing = [os.fspath(target) for target in targets if os.path.lexists(target)]
+    if not existing:
+        return
+    sources = [os.fspath(source) for source in inputs]
+    real_sources = {os.path.realpath(source) for source in sources}
+    inodes = {_inode(source) for source in sources} - {None}
+    for target in existing:
+        if os.path.realpath(target) in real_sources or _inode(target) in inodes:
+            raise OutputError(f"{target}: is also an input of this command; write the {what}s elsewhere")
+    more = f" (and {len(existing) - 1} more of the {len(targets)})" if len(existing) > 1 else ""
+    them = "them" if len(existing) > 1 else "it"
+    raise OutputError(
+        f"{existing[0]}: already exists{more}; an {what} never replaces a file: choose a new or empty folder, "
+        f"or move {them} away"
+    )
+
+
+def _inode(path: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of ``path`` after symlinks (one file under two names), None when absent."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino

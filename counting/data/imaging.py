@@ -8,8 +8,11 @@ import io
 import os
 import re
 import stat
+import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -34,7 +37,8 @@ __all__ = [
 ]
 
 # Largest picture decoded at all (about 300 MB as RGB), checked from the header before decoding.
-# PIL's own bomb guard only warns below twice its limit and is a process-wide setting.
+# PIL's own bomb guard only warns below twice its limit and is a process-wide setting; its
+# warning is kept quiet while this module reads a file (_without_pil_bomb_warning).
 MAX_SOURCE_PIXELS = 100_000_000
 
 # Largest image file opened at all, checked from its size before any byte is read (environment
@@ -110,6 +114,35 @@ class Sideways:
         return self.stored.transpose(self.transpose)
 
 
+# PIL warns of a "decompression bomb" above its own limit (89.5 Mpx): a second limit, without the
+# file's name, below the one this module applies (MAX_SOURCE_PIXELS). While a file is read here
+# that warning is ignored: a picture up to MAX_SOURCE_PIXELS is decoded without a word, a larger
+# one is refused with this module's one line. The filter goes in front of the process's filters
+# while any thread reads (decoding runs in threads, so a catch_warnings per read would restore
+# another thread's filter list) and leaves when the last one is done; PIL's refusal of twice
+# its limit (an error, not a warning) stays.
+_BOMB_FILTER = ("ignore", None, Image.DecompressionBombWarning, None, 0)
+_bomb_lock = threading.Lock()
+_bomb_readers = 0
+
+
+@contextmanager
+def _without_pil_bomb_warning() -> Iterator[None]:
+    global _bomb_readers
+    with _bomb_lock:
+        _bomb_readers += 1
+        if not warnings.filters or warnings.filters[0] != _BOMB_FILTER:
+            warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    try:
+        yield
+    finally:
+        with _bomb_lock:
+            _bomb_readers -= 1
+            if _bomb_readers == 0 and _BOMB_FILTER in warnings.filters:
+                warnings.filters.remove(_BOMB_FILTER)
+                warnings._filters_mutated()  # type: ignore[attr-defined]  # as filterwarnings does
+
+
 def load_image(path: str | os.PathLike[str]) -> Image.Image:
     """Decode ``path`` fully into an RGB ``PIL.Image`` with its EXIF orientation applied.
 
@@ -124,7 +157,11 @@ def load_image(path: str | os.PathLike[str]) -> Image.Image:
 def _decode(path: str | os.PathLike[str], sideways: bool) -> Image.Image | Sideways:
     """:func:`load_image`, or with ``sideways`` a :class:`Sideways` picture where the file's
     EXIF orientation turns it."""
-    path = Path(path)
+    with _without_pil_bomb_warning():
+        return _decode_file(Path(path), sideways)
+
+
+def _decode_file(path: Path, sideways: bool) -> Image.Image | Sideways:
     size = _check_file(path)
     try:
         handle = open(path, "rb")  # noqa: SIM115 - PIL takes ownership below
@@ -156,8 +193,8 @@ def _decode(path: str | os.PathLike[str], sideways: bool) -> Image.Image | Sidew
         if kind is not None:
             raise ImageError(f"{path}: cannot decode image ({kind}, which the JPEG decoder does not read)") from None
         raise ImageError(f"{path}: not an image file (unrecognised format)") from None
-    except Image.DecompressionBombError:
-        raise ImageError(f"{path}: image too large (PIL refuses it as a decompression bomb)") from None
+    except Image.DecompressionBombError as error:
+        raise ImageError(_bomb_message(path, error)) from None
     except MemoryError:
         raise ImageError(f"{path}: not enough memory to decode this image") from None
     except (OSError, SyntaxError, ValueError) as exc:
@@ -169,6 +206,17 @@ def _decode(path: str | os.PathLike[str], sideways: bool) -> Image.Image | Sidew
             message = f"{kind}, which the JPEG decoder does not read"
         raise ImageError(f"{path}: cannot decode image ({message})") from None
     return rgb
+
+
+def _bomb_message(path: Path, error: Exception) -> str:
+    """The line for a picture PIL refuses from its header (above twice its limit, so above
+    MAX_SOURCE_PIXELS too), with its size when PIL's message gives it."""
+    found = re.search(r"\((\d+) pixels\)", str(error))
+    size = f"{int(found.group(1)) / 1e6:,.0f} megapixels; " if found else ""
+    return (
+        f"{path}: image too large ({size}at most {MAX_SOURCE_PIXELS // 1_000_000} megapixels are decoded; "
+        f"PIL refuses it as a decompression bomb)"
+    )
 
 
 def _check_file(path: Path) -> int:
@@ -443,7 +491,7 @@ def load_pixels(
 
 def _decode_plain_jpeg(data: bytes, array_if: Callable[[int, int], bool] | None = None) -> np.ndarray | None:
     try:
-        with Image.open(io.BytesIO(data)) as header:  # the header only: nothing decoded
+        with _without_pil_bomb_warning(), Image.open(io.BytesIO(data)) as header:  # the header only: nothing decoded
             width, height = header.size
             plain = header.format == "JPEG" and header.mode in ("RGB", "L") and width * height <= MAX_SOURCE_PIXELS
             orientation = header.getexif().get(_EXIF_ORIENTATION, 1)
@@ -605,7 +653,11 @@ def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
     path = Path(path)
     size = _check_file(path)  # a FIFO would block the open; a device never ends
     try:
-        with open(path, "rb") as handle, Image.open(_guarded(handle, size, path)) as image:
+        with (
+            _without_pil_bomb_warning(),
+            open(path, "rb") as handle,
+            Image.open(_guarded(handle, size, path)) as image,
+        ):
             width, height = image.size
             if image.getexif().get(_EXIF_ORIENTATION, 1) in _SWAPS_AXES:
                 width, height = height, width
@@ -613,8 +665,8 @@ def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
         raise
     except _DecodeTimeout:
         raise ImageError(_timeout_message(path)) from None
-    except Image.DecompressionBombError:  # not an OSError: it escaped the header read (a crash)
-        raise ImageError(f"{path}: image too large (PIL refuses it as a decompression bomb)") from None
+    except Image.DecompressionBombError as error:  # not an OSError: it escaped the header read (a crash)
+        raise ImageError(_bomb_message(path, error)) from None
     except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc})") from None
     return height, width

@@ -77,6 +77,8 @@ class CrowdSettings:
     steps: int = 5000
     width: int = 32
     depth: int = 3
+    # Weight of the crops' count error beside the cells' (ConvSettings.count_weight; 0: cells only).
+    count_weight: float = 0.0
     # The model's count: the head's sum plus this much of the AGP's correction. 0 was best on three
     # of the four validation parts at 0 / 0.25 / 0.5 / 0.75 / 1 in both runs (docs/density.md): the
     # correction, learnt on a quarter mixing 0 and 3,000 people, follows the dense sets.
@@ -121,6 +123,7 @@ class CrowdSettings:
         return ConvSettings(
             width=self.width,
             depth=self.depth,
+            count_weight=self.count_weight,
             max_steps=self.steps,
             eval_every=self.steps,
             ema=0.995,

@@ -151,7 +151,7 @@ class Preprocessing:
         scale = self.input_size / min(width, height)
         return max(1, round(width * scale)), max(1, round(height * scale))
 
-    def checked_target_size(self, width: int, height: int, source: str = "image") -> tuple[int, int]:
+    def checked_target_size(self, width: int, height: int, source: str = "image", warn: bool = True) -> tuple[int, int]:
         """:meth:`target_size`, or ImageError when the picture is outside the bounds above.
 
         Checked from the sizes alone, before anything is resized or allocated.
@@ -161,15 +161,8 @@ class Preprocessing:
         aspect = max(width, height) / min(width, height)
         if aspect > MAX_ASPECT_RATIO:
             raise ImageError(
-                f"{source}: image is {width}x{height}, aspect ratio {aspect:.0f}:1 is above the "
+                f"{source}: image is {width}x{height}, aspect ratio {_ratio(aspect)}:1 is above the "
                 f"limit of {MAX_ASPECT_RATIO:.0f}:1"
-            )
-        if min(width, height) < MIN_SOURCE_SIDE:
-            warnings.warn(
-                f"{source}: image is only {width}x{height} pixels; its count means little "
-                f"(short side below {MIN_SOURCE_SIDE})",
-                UserWarning,
-                stacklevel=2,
             )
         new_width, new_height = self.target_size(width, height)
         if max(new_width, new_height) > MAX_LONG_SIDE or new_width * new_height > MAX_INPUT_PIXELS:
@@ -177,6 +170,15 @@ class Preprocessing:
                 f"{source}: image is {width}x{height}, {new_width}x{new_height} after resizing is "
                 f"above the limit of {MAX_INPUT_PIXELS // 1_000_000}.{MAX_INPUT_PIXELS % 1_000_000 // 100_000} "
                 f"megapixels / {MAX_LONG_SIDE} pixels a side (crop or split the picture; when training, a smaller --input-size)"
+            )
+        # Warned only for a picture that will be counted (a refused one gets its one error line),
+        # and only when asked: the crowd model's detector prepares each picture a second time.
+        if warn and min(width, height) < MIN_SOURCE_SIDE:
+            warnings.warn(
+                f"{source}: image is only {width}x{height} pixels; its count means little "
+                f"(short side below {MIN_SOURCE_SIDE})",
+                UserWarning,
+                stacklevel=2,
             )
         return new_width, new_height
 
@@ -419,3 +421,8 @@ def _mapped_rgbx(array: np.ndarray, bgr: bool) -> Image.Image:
     height, width = array.shape[:2]
     # The mapped picture holds a reference to the buffer (PIL's buffer protocol view).
     return Image.frombuffer("RGBX", (width, height), padded, "raw", "RGBX", 0, 1)
+
+
+def _ratio(aspect: float) -> str:
+    """An aspect ratio with the decimals that tell it from the limit (20.005, not 20), none when whole."""
+    return f"{aspect:.3f}".rstrip("0").rstrip(".")
