@@ -38,6 +38,12 @@ def main() -> None:
     parser.add_argument("--sampling", default=defaults.sampling, choices=("balanced", "uniform"))
     parser.add_argument("--sequence-stride", type=int, default=defaults.sequence_stride)
     parser.add_argument("--width", type=int, default=defaults.width)
+    parser.add_argument(
+        "--count-weight",
+        type=float,
+        default=defaults.count_weight,
+        help="weight of each training crop's count error beside its cells' errors (0: cells only)",
+    )
     parser.add_argument("--correction-weight", type=float, default=defaults.correction_weight)
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--folds", type=int, default=defaults.folds, help="heads in the ensemble (1: one head)")
@@ -70,6 +76,7 @@ def main() -> None:
             sampling=args.sampling,
             sequence_stride=args.sequence_stride,
             width=args.width,
+            count_weight=args.count_weight,
             correction_weight=args.correction_weight,
             seed=args.seed,
             folds=args.folds,
