@@ -29,8 +29,7 @@ import numpy as np
 from scipy import ndimage
 
 import counting
-from counting.data import read_crowd
-from counting.data.imaging import load_image
+from counting.data import load_image, read_crowd
 from counting.model import default_model_path
 
 # A cell holding more than this many people belongs to a blob (the faces' peaks are 0.1-0.3).
