@@ -12,6 +12,7 @@ import functools
 import http.server
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -31,6 +32,20 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = REPO_ROOT / "models" / "default.npz"
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 needs_non_root = pytest.mark.skipif(IS_ROOT, reason="root ignores file permissions")
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="mknod of a private device node needs root")
+# Linux's memory devices (major 1) that /dev/null and /dev/full are.
+NULL_DEVICE, FULL_DEVICE = os.makedev(1, 3), os.makedev(1, 7)
+
+
+def private_device(path: Path, device: int) -> Path:
+    """A character device node ``device`` (:data:`NULL_DEVICE`, :data:`FULL_DEVICE`) at ``path``
+    in the test's own folder, so the machine's /dev is never written; the test is skipped where
+    nodes cannot be made (not root)."""
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, device)
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    return path
 
 
 @pytest.fixture(autouse=True)

@@ -26,16 +26,17 @@ import pytest
 from PIL import Image
 from robust_helpers import (
     DEFAULT_MODEL,
-    IS_ROOT,
+    FULL_DEVICE,
     REPO_ROOT,
     assert_one_error,
     assert_unchanged,
     error_lines,
     make_image,
+    needs_root,
+    private_device,
     snapshot,
 )
 
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="mknod of a private device node needs root")
 needs_proc = pytest.mark.skipif(not Path("/proc/self").exists(), reason="no /proc file system here")
 
 # The descriptor model counts a small picture in well under a second; --annotated needs a model
@@ -65,7 +66,7 @@ def _rows(path: Path) -> list[str]:
 @pytest.mark.slow
 def test_stdout_on_a_full_disk_still_writes_the_csv_and_json(tmp_path: Path) -> None:
     full = tmp_path / "full"
-    os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))  # a private /dev/full
+    private_device(full, FULL_DEVICE)
     image = make_image(tmp_path / "a.png")
     out_csv, out_json = tmp_path / "out.csv", tmp_path / "out.json"
     with open(full, "w") as stdout:

@@ -20,16 +20,17 @@ from pathlib import Path
 import pytest
 from robust_helpers import (
     DEFAULT_MODEL,
-    IS_ROOT,
+    FULL_DEVICE,
+    NULL_DEVICE,
     REPO_ROOT,
     assert_one_error,
     assert_unchanged,
     make_image,
     make_video,
+    needs_root,
+    private_device,
     snapshot,
 )
-
-needs_root = pytest.mark.skipif(not IS_ROOT, reason="mknod of a private device node needs root")
 
 TRAIN = ("--split", "random:0.25:0", "--no-progress", "--centers", "4", "--epochs", "2", "--no-evaluate")
 
@@ -133,8 +134,8 @@ def devices(tmp_path: Path) -> dict[str, Path]:
     folder = tmp_path / "devices"
     folder.mkdir()
     nodes = {"null": folder / "null", "full": folder / "full", "fifo": folder / "fifo"}
-    os.mknod(nodes["null"], stat.S_IFCHR | 0o666, os.makedev(1, 3))
-    os.mknod(nodes["full"], stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    private_device(nodes["null"], NULL_DEVICE)
+    private_device(nodes["full"], FULL_DEVICE)
     os.mkfifo(nodes["fifo"])
     return nodes
 

@@ -162,13 +162,9 @@ def test_a_huge_features_file_is_counted_in_bounded_memory(tmp_path: Path) -> No
 @pytest.fixture
 def null_device(tmp_path: Path):
     """A private character device equal to /dev/null (never the machine's own), removed after."""
-    import stat
+    from robust_helpers import NULL_DEVICE, private_device
 
-    path = tmp_path / "null"
-    try:
-        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
-    except PermissionError:
-        pytest.skip("making a device node needs root")
+    path = private_device(tmp_path / "null", NULL_DEVICE)
     yield path
     path.unlink()
 

@@ -24,12 +24,14 @@ import cv2
 import numpy as np
 import pytest
 from robust_helpers import (
+    FULL_DEVICE,
     REPO_ROOT,
     assert_one_error,
     assert_process_one_error,
     assert_unchanged,
     file_size_limit,
     make_video,
+    private_device,
     run_cli_process,
     snapshot,
 )
@@ -45,12 +47,7 @@ YELLOW = np.array([0, 255, 255])
 @pytest.fixture
 def full_device(tmp_path: Path) -> Path:
     """A private /dev/full (1, 7): every write fails with ENOSPC."""
-    node = tmp_path / "full"
-    try:
-        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 7))
-    except PermissionError:
-        pytest.skip("making a device node needs root")
-    return node
+    return private_device(tmp_path / "full", FULL_DEVICE)
 
 
 @pytest.fixture
