@@ -41,6 +41,7 @@ from counting.apply.zones import Zone, check_localises, density_records, routed_
 from counting.core import defaults
 from counting.core.columns import class_column, zone_column
 from counting.core.errors import CountingError, StreamError
+from counting.core.files import reason
 from counting.core.inflight import computed_in_order
 from counting.core.signals import sigterm_as_interrupt
 from counting.heads.sparse_gate import routes
@@ -373,7 +374,7 @@ class RecordSink:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handle = open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed in close()
         except OSError as error:
-            raise StreamError(f"{self.path}: cannot write ({_reason(error)})") from None
+            raise StreamError(f"{self.path}: cannot write ({reason(error)})") from None
         self.written = 0
         self._good_size = 0
         if self.format == "csv":
@@ -394,7 +395,7 @@ class RecordSink:
         except OSError as error:
             self._cut_back()
             kept = f"; {self.written} rows kept" if self.written else ""
-            raise StreamError(f"{self.path}: cannot write ({_reason(error)}){kept}") from None
+            raise StreamError(f"{self.path}: cannot write ({reason(error)}){kept}") from None
         self._good_size += len(data)
 
     def _cut_back(self) -> None:
@@ -415,12 +416,6 @@ class RecordSink:
 
     def close(self) -> None:
         self._handle.close()
-
-
-def _reason(error: OSError) -> str:
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "no space left on the device"
-    return error.strerror or str(error)
 
 
 def _csv_value(value: Any) -> Any:
@@ -841,7 +836,7 @@ def _finish_video(temporary: Path, target: Path, frames: int) -> bool:
             os.chmod(temporary, new_file_mode(target))  # mkstemp's 0600 would hide the video from others
             os.replace(temporary, target)
         except OSError as error:
-            raise OutputError(f"{target}: cannot write ({_reason(error)}){kept}") from None
+            raise OutputError(f"{target}: cannot write ({reason(error)}){kept}") from None
         return True
     finally:
         temporary.unlink(missing_ok=True)
@@ -873,7 +868,7 @@ def _unfinished(path: Path, frames: int) -> str | None:
         finally:
             os.close(descriptor)
     except OSError as error:
-        return _reason(error)
+        return reason(error)
     _quiet_opencv()
     capture = cv2.VideoCapture(str(path))  # the backend that reads the sources reads this too
     try:
