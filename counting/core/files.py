@@ -88,9 +88,6 @@ def reason(error: OSError) -> str:
     return error.strerror or str(error)
 
 
-_reason = reason
-
-
 def _nearest_existing(folder: Path) -> Path:
     """``folder`` or its closest ancestor that exists (the one that must accept new entries)."""
     current = folder
@@ -249,7 +246,7 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
         except OSError as error:
             if isinstance(error, CountingError):
                 raise
-            raise OutputError(f"{named}: cannot write ({_reason(error)})") from None
+            raise OutputError(f"{named}: cannot write ({reason(error)})") from None
         return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -260,7 +257,7 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
         )
         os.close(fd)
     except OSError as error:
-        raise OutputError(f"{named}: cannot write ({_reason(error)})") from None
+        raise OutputError(f"{named}: cannot write ({reason(error)})") from None
     temporary = Path(name)
     try:
         yield temporary
@@ -276,7 +273,7 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
         temporary.unlink(missing_ok=True)
         if isinstance(error, OSError) and not isinstance(error, CountingError):
             kept = "the previous file is unchanged" if os.path.lexists(target) else "no file was created"
-            raise OutputError(f"{named}: cannot write ({_reason(error)}); {kept}") from None
+            raise OutputError(f"{named}: cannot write ({reason(error)}); {kept}") from None
         raise
 
 
