@@ -289,12 +289,13 @@ def _run(
     return backbone.forward_grid_pooled(batch, grid) if pooled else backbone.forward_grid(batch, grid)
 
 
-def prepare_path(path: str, backbone: Backbone, prep: Preprocessing) -> torch.Tensor | ImageError:
+def prepare_path(path: str, backbone: Backbone, prep: Preprocessing, warn: bool = True) -> torch.Tensor | ImageError:
     """One image file as the pipeline prepares it (the decode route that gives PIL's pixels
-    fastest for this size), or the ImageError that names the file's problem."""
+    fastest for this size), or the ImageError that names the file's problem. ``warn`` False:
+    no tiny-picture warning (a picture the pipeline prepares a second time)."""
     try:
         pixels, bgr = load_pixels(path, array_if=prep.reduces_in_opencv, sideways=True)
-        return backbone.prepare(pixels, prep, source=path, bgr=bgr)
+        return backbone.prepare(pixels, prep, source=path, bgr=bgr, warn=warn)
     except ImageError as error:
         return error
 

@@ -670,13 +670,15 @@ class CountingModel:
         sources = [str(source) for source in sources]
         persons = np.full((len(sources), len(PERSON_QUANTITIES)), np.nan)
         boxes: list = [None] * len(sources)
+        tiled: list = [None] * len(sources)
         prep = self.preprocessing()
         readable = np.flatnonzero(ok)
         for start in range(0, len(readable), DETECTOR_BATCH):
             indices, tensors = [], []
             for k in readable[start : start + DETECTOR_BATCH]:
-                # The extraction pipeline's own decode route and message (the maps came from it).
-                prepared = prepare_path(sources[k], backbone, prep)
+                # The extraction pipeline's own decode route and message (the maps came from it,
+                # and its tiny-picture warning: not a second one).
+                prepared = prepare_path(sources[k], backbone, prep, warn=False)
                 if isinstance(prepared, ImageError):
                     ok[k] = False
                     errors[sources[k]] = str(prepared)

@@ -168,6 +168,21 @@ def test_a_one_pixel_image_is_counted_with_one_warning_line(cli, tmp_path: Path)
     assert len(out.read_text().splitlines()) == 2  # still counted: header and its row
 
 
+def test_the_python_api_warns_of_a_tiny_photo_once(tmp_path: Path, shared_data: Path, detector_files) -> None:
+    """The crowd model's detector prepares a picture a second time; its warning came twice."""
+    import counting
+
+    tiny = tmp_path / "tiny.jpg"
+    photo = shared_data / "coco-voc20" / "VOCdevkit" / "VOC2007" / "JPEGImages" / "000000000009.jpg"
+    load_image(photo).convert("RGB").resize((40, 30)).save(tiny)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        counts = counting.count([tiny])
+    assert counts.rows[0]["counted_by"] == "detector"  # the second preparation happened
+    said = [str(item.message) for item in caught if "only 40x30 pixels" in str(item.message)]
+    assert len(said) == 1 and "tiny.jpg" in said[0]
+
+
 def test_an_ordinary_photo_gives_no_small_image_warning() -> None:
     import warnings
 

@@ -137,16 +137,25 @@ class Backbone:
 
     # -- inputs ---------------------------------------------------------------------------
     def prepare(
-        self, image: ImageLike, prep: Preprocessing, source: str | None = None, *, bgr: bool = False
+        self,
+        image: ImageLike,
+        prep: Preprocessing,
+        source: str | None = None,
+        *,
+        bgr: bool = False,
+        warn: bool = True,
     ) -> torch.Tensor:
         """Resize (whole frame), apply the ROI mask and this backbone's normalisation.
 
         ``image`` is a PIL image or an RGB uint8 array (BGR with ``bgr=True``, as OpenCV
-        decodes); ``source`` names it in error messages.
+        decodes); ``source`` names it in error messages; ``warn`` False: no tiny-picture warning
+        (a picture prepared a second time).
         Returns a ``(3, H, W)`` float32 tensor: planar for onnxruntime (NCHW), a view of
         ``(H, W, 3)`` pixels for torch (channels-last); the values are the same.
         """
-        return prepare_image(image, prep, self.normalisation, source, channels_last=self.runtime == "torch", bgr=bgr)
+        return prepare_image(
+            image, prep, self.normalisation, source, channels_last=self.runtime == "torch", bgr=bgr, warn=warn
+        )
 
     # -- outputs --------------------------------------------------------------------------
     def feature_map(self, batch: BatchLike) -> torch.Tensor:

@@ -250,11 +250,13 @@ def prepare_image(
     *,
     channels_last: bool = True,
     bgr: bool = False,
+    warn: bool = True,
 ) -> torch.Tensor:
     """Resize the whole frame, blank the outside of the ROI, normalise -> ``(3, H, W)`` float32.
 
     ``bgr`` says an array is in OpenCV's BGR order (a video frame, an OpenCV decode): it is
     turned to RGB after the resize, where it costs a quarter of the full-size conversion.
+    ``warn`` False: no warning for a tiny picture (one already prepared once, and warned of).
     """
     source = source or getattr(image, "filename", None) or "image"
     if not isinstance(image, (Image.Image, Sideways)):
@@ -264,7 +266,7 @@ def prepare_image(
     if prep.roi_mask is not None and prep.roi_mask.shape != (height, width):
         mask_h, mask_w = prep.roi_mask.shape
         raise ImageError(f"{source}: ROI mask is {mask_w}x{mask_h} (WxH) but the image is {width}x{height}")
-    size = prep.checked_target_size(width, height, source)
+    size = prep.checked_target_size(width, height, source, warn=warn)
     pixels = _resized_rgb(image, size, source, bgr)
     if prep.roi_mask is not None:
         mask = prep.resized_mask(size)

@@ -61,9 +61,11 @@ class DetectorBackbone:
     def __repr__(self) -> str:
         return f"DetectorBackbone({self.name}, threads={self.threads})"
 
-    def prepare(self, image: Any, prep: Any = None, source: str | None = None, *, bgr: bool = False) -> Any:
+    def prepare(
+        self, image: Any, prep: Any = None, source: str | None = None, *, bgr: bool = False, warn: bool = True
+    ) -> Any:
         """``(3, 512, 512)`` float32 tensor, 0-255: the whole picture stretched as human does (or
-        letterboxed, aspect kept).
+        letterboxed, aspect kept). ``warn``: as the ImageNet backbones' (it warns of nothing).
 
         A torch tensor (sharing the array's memory) because the extraction pipeline batches
         prepared images as tensors, whichever runtime runs them."""
