@@ -13,6 +13,7 @@ from counting.apply.people_drawing import draw_people
 from counting.apply.video import annotate, overlay_label
 from counting.apply.zone_drawing import draw_zones
 from counting.apply.zones import Zone, count_frames, count_frames_with_density
+from counting.heads.sparse_gate import BY_BOTH
 
 __all__ = ["annotated_frame"]
 
@@ -37,12 +38,13 @@ def annotated_frame(
         from counting.heads.density.heatmap import overlay_density, picture_top
 
         (record,), density = count_frames_with_density(model, [rgb], zones)
+        if "people" not in record or record.get("counted_by") == BY_BOTH:
+            # (A wide picture the detector counted in part: the head's heat where the head counted.)
+            top = head.settings.get("display_max")
+            picture = overlay_density(picture, density[0], picture_top(density[0], top) if own_scale else top)
         if "people" in record:
             # Counted by the crowd model's detector (its sparse gate): its people, not a heat map.
             draw_people(picture, record["people"])
-        else:
-            top = head.settings.get("display_max")
-            picture = overlay_density(picture, density[0], picture_top(density[0], top) if own_scale else top)
         draw_zones(picture, zones, record["zones"])
     names = getattr(model, "class_names", None)
     label = overlay_label(record) if not names else f"count {record['count']:.1f}"

@@ -44,7 +44,7 @@ from counting.core.errors import CountingError, StreamError
 from counting.core.files import reason
 from counting.core.inflight import computed_in_order
 from counting.core.signals import sigterm_as_interrupt
-from counting.heads.sparse_gate import routes
+from counting.heads.sparse_gate import BY_BOTH, routes
 
 URL_PREFIXES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://")
 OPEN_TIMEOUT_MS = 5000
@@ -683,17 +683,19 @@ def count_video(
                         picture = None
                         if writer is not None:
                             picture = frame.image
-                            if people is not None and people[k] is not None:
+                            found = None if people is None else people[k]
+                            if densities is not None and (found is None or counted_by[k] == BY_BOTH):
+                                # (A wide frame the detector counted in part: the head's heat where the head counted.)
+                                from counting.heads.density.heatmap import overlay_density
+
+                                picture = overlay_density(picture, densities[k], head.settings.get("display_max"))
+                            if found is not None:
                                 # Counted by the crowd model's detector: its people, not a heat map.
                                 from counting.apply.people_drawing import draw_people
                                 from counting.heads.sparse_gate import people_in_pixels
 
                                 picture = picture.copy()
-                                draw_people(picture, people_in_pixels(people[k], picture.shape[:2]))
-                            elif densities is not None:
-                                from counting.heads.density.heatmap import overlay_density
-
-                                picture = overlay_density(picture, densities[k], head.settings.get("display_max"))
+                                draw_people(picture, people_in_pixels(found, picture.shape[:2]))
                             if in_zones is not None:
                                 picture = draw_zones(picture, zones, in_zones[k]["zones"])
                             picture = annotate(picture, overlay_label(record, names))

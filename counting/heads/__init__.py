@@ -15,7 +15,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         ".uncertainty": "ConformalInterval",
         ".familiarity": "fit_familiarity",
-        ".sparse_gate": "HEAD_LIMIT_FACTOR SparseGate WEIGHT_FLOOR fit_sparse_gate gate_features per_photo photos_in",
+        ".sparse_gate": (
+            "BY_BOTH HEAD_LIMIT_FACTOR SparseGate WEIGHT_FLOOR fit_sparse_gate gate_features per_photo photos_in routes"
+        ),
         # per-class counts (VOC)
         ".multiclass": "PerClassRegressor TransformedRegressor apply_gate choose_gate",
         # density heads on frozen feature maps

@@ -83,6 +83,12 @@ class PathRows:
     probes: np.ndarray | None = None  # (n, familiarity_dim) when asked for, else None
     # (n, 2) each picture's density-map (h, w) for a density head (0 where unread), else None.
     grids: np.ndarray | None = None
+    # A density head's maps of the pictures the detector sees in tiles (wider than 2:1), by
+    # index: a crowd model's sparse gate reads them tile by tile (counting.heads.sparse_gate).
+    # Few and small (a 3:1 picture's map is ~40x120 cells), so memory stays flat.
+    wide_maps: dict[int, np.ndarray] | None = None
+    # Their tiles' own familiarity probes (sparse_gate.tile_probes), when probes are asked for.
+    wide_probes: dict[int, np.ndarray] | None = None
 
 
 @dataclass
@@ -92,6 +98,8 @@ class PreparedRows:
     features: np.ndarray
     probes: np.ndarray | None = None  # None when the model has no familiarity section
     density: np.ndarray | None = None  # (n, h, w) density maps of a density head
+    # The tiles' own familiarity probes of pictures the detector sees in tiles (PathRows.wide_probes).
+    wide_probes: dict[int, np.ndarray] | None = None
 
 
 class AppliedHead(Protocol):
@@ -388,22 +396,34 @@ class DensityHeadApplied:
         with_probes: bool = False,
     ) -> PathRows:
         # ``extract`` (a cluster's extractor) makes descriptors, not maps: maps are made here.
+        from counting.features.detector.evidence import detector_tiles
+        from counting.heads.density.maps import HEAD_STRIDE
+        from counting.heads.sparse_gate import tile_probes
+
         head = self.head
         features = np.full((len(sources), model.feature_dim), np.nan)
         probes = np.full((len(sources), self.familiarity_dim(model)), np.nan) if with_probes else None
         ok = np.zeros(len(sources), dtype=bool)
         errors: dict[str, str] = {}
         grids = np.zeros((len(sources), 2), dtype=int)
+        wide_maps: dict[int, np.ndarray] = {}
+        wide_probes: dict[int, np.ndarray] = {}
+        stride = getattr(head, "stride", HEAD_STRIDE)
         maps = self._each_picture_maps(model, sources, weights, cache, batch_size, progress, chunking, ok, errors)
         for k, item in maps:
             density = head.density(item)  # what head.region_counts sums
             features[k] = head.sum_regions(density, model.roi_mask, head.grid)[0]
             grids[k] = density.shape[-2:]
+            tiles = detector_tiles(int(grids[k][0]) * stride, int(grids[k][1]) * stride)
+            if len(tiles) > 1:
+                wide_maps[k] = np.asarray(density[0], dtype=np.float32)
+                if probes is not None:
+                    wide_probes[k] = tile_probes(item, tiles)
             if on_density is not None:
                 on_density(sources[k], density[0])
             if probes is not None:
                 probes[k] = map_statistics(item)[0]
-        return PathRows(features, ok, errors, probes, grids)
+        return PathRows(features, ok, errors, probes, grids, wide_maps, wide_probes)
 
     def probes_of_paths(
         self,
@@ -426,12 +446,15 @@ class DensityHeadApplied:
     def rows_of_prepared(
         self, model: ModelParts, tensors: Sequence[Any], weights: str | Path | None, chunking: Chunking
     ) -> PreparedRows:
+        from counting.features.detector.evidence import detector_tiles
         from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
+        from counting.heads.sparse_gate import tile_probes
 
         head = self.head
         backbone = model.get_backbone(weights)
         stride = getattr(head, "stride", HEAD_STRIDE)  # 8 for the conv head
         densities, probes = [], []
+        wide_probes: dict[int, np.ndarray] = {}
         # At most ``per_pass`` frames through the network at once, as for files: the runtime's
         # buffers for 8 frames at 720 px took ~1 GB more (video, issue 21 item 4).
         for start in range(0, len(tensors), chunking.per_pass):
@@ -440,9 +463,12 @@ class DensityHeadApplied:
             densities.append(head.density(maps))
             if model.needs_probes:
                 probes.append(map_statistics(maps))
+                tiles = detector_tiles(maps.shape[-2] * stride, maps.shape[-1] * stride)
+                if len(tiles) > 1:  # the tiles' own probes, for the sparse gate (PathRows.wide_probes)
+                    wide_probes.update({start + j: tile_probes(one, tiles) for j, one in enumerate(maps)})
         density = np.concatenate(densities)
         features = head.sum_regions(density, model.roi_mask, head.grid)
-        return PreparedRows(features, np.concatenate(probes) if probes else None, density)
+        return PreparedRows(features, np.concatenate(probes) if probes else None, density, wide_probes)
 
     def _each_picture_maps(
         self,

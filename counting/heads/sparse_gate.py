@@ -47,14 +47,22 @@ pictures set the limit, not their copies: a grayscale copy of a sparse photo can
 out of fold, a ShanghaiTech A photo of 2,650 people went to the detector.
 
 **Wide pictures.** A panorama or a row of photos side by side is, to the gate, several photos:
-the detector sees it in tiles (:mod:`counting.features.detector.evidence`), and the gate reads its
-*average photo* (:func:`per_photo`: the head's count divided by the number of tiles, the detector's
-rows, square roots of counts, by its square root), so that it decides as it learnt to on photos of
-at most 2:1. Read whole, a row of six everyday photos with 8 people in all gave the heads' count of
-~500 against the detector's ~8, a ratio the gate had only seen of dense crowds, and it kept the
-heads' count; read as six photos of ~80 and ~1.3, it hands it to the detector. The limit and the
-screen read the average photo too (the limit itself is set from whole pictures' counts, as
-before); the count handed over is the detector's for the whole picture.
+the detector sees it in tiles (:mod:`counting.features.detector.evidence`), and the gate decides
+*tile by tile* (:meth:`SparseGate.apply_tiles`), as it learnt to on photos of at most 2:1: each
+tile's head count is the picture's count times the share of the density map's mass in the tile's
+core (:func:`tile_shares`), its detector row the detector's on that tile, its familiarity the
+picture's. The picture's count is the sum over its tiles of the detector's count where the tile
+is handed over and the head's share elsewhere: a crowd beside an empty photo keeps the heads'
+count of the crowd and gets the detector's of the empty photo (``counted_by``
+``"density+detector"``, :data:`BY_BOTH`; its interval is the head's route's). Read whole, a row of
+six everyday photos with 8 people in all gave the heads' count of ~500 against the detector's ~8,
+a ratio the gate had only seen of dense crowds, and it kept the heads' count. The gate first read
+the *average photo* of a wide picture (:func:`per_photo`: the head's count divided by the number of
+tiles, the detector's rows, square roots of counts, by its square root), which hands such a row
+over too, but which also made a crowd beside empty photos look sparse: a ShanghaiTech B photo of
+153 people beside a people-free photo (2048x768) was counted 5 (docs/density.md, "Wide pictures:
+tile by tile"). Training still reads the average photo (:func:`fit_sparse_gate`'s ``photos``; its
+rows hold no per-tile numbers, and its pictures are within 2:1 but for a few).
 
 The detector costs as much as the density model (~45 ms a picture of the ~95 of both), and most
 pictures of a crowd camera are nowhere near sparse, so a **screen** runs first: a second logistic
@@ -69,15 +77,20 @@ the coefficients and the intercept (JSON numbers), and applying it is one dot pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "BY_BOTH",
+    "PartPeople",
     "SparseGate",
     "SparseGateError",
+    "boxes_in_tiles",
+    "by_detector_alone",
+    "core_cells",
     "fit_sparse_gate",
     "gate_features",
     "people_in_pixels",
@@ -85,6 +98,9 @@ __all__ = [
     "person_density",
     "photos_in",
     "routes",
+    "tile_probes",
+    "tile_shares",
+    "tiled_density",
 ]
 
 # Pictures with at most this many people count as sparse when the gate is fitted: the detector's
@@ -103,18 +119,118 @@ WEIGHT_FLOOR = 0.1
 HEAD_LIMIT_FACTOR = 2.0
 
 
-# The ``counted_by`` of a gated model's picture: its density head's count, or the detector's.
-BY_HEAD, BY_DETECTOR = "density", "detector"
+# The ``counted_by`` of a gated model's picture: its density head's count, or the detector's, or
+# (a wide picture, "Wide pictures" in the module's docstring) the head's in some tiles and the
+# detector's in the others.
+BY_HEAD, BY_DETECTOR, BY_BOTH = "density", "detector", "density+detector"
 # The interval route of a picture handed to the detector that found no one in it: "no one found"
 # errs unlike "n found" (a group missed whole, against one person too many or too few), so a model
 # calibrates it apart (a Mondrian split of the detector's route; docs/density.md, "No one found").
 DETECTOR_FOUND_NONE = "detector-none"
 
 
+class PartPeople(np.ndarray):
+    """The ``(m, 5)`` person boxes of a wide picture the gate handed to the detector only in some
+    tiles (:data:`BY_HEAD` counted the others): an array like any picture's boxes, so that
+    everything that draws or places the detector's people reads it as it is; only the picture's
+    route (:func:`routes`) and interval differ."""
+
+    @classmethod
+    def of(cls, boxes: np.ndarray) -> PartPeople:
+        return np.asarray(boxes, dtype=np.float64).reshape(-1, 5).view(cls)
+
+
 def routes(people: Sequence[np.ndarray | None]) -> np.ndarray:
     """``counted_by`` of each picture from the gate's ``people`` (``CountingModel._gated``:
-    the boxes the detector's count took, None where the head counted)."""
-    return np.array([BY_HEAD if found is None else BY_DETECTOR for found in people], dtype=object)
+    the boxes the detector's count took, None where the head counted, :class:`PartPeople` where
+    it counted some of a wide picture's tiles)."""
+    return np.array([_route(found) for found in people], dtype=object)
+
+
+def _route(found: np.ndarray | None) -> str:
+    if found is None:
+        return BY_HEAD
+    return BY_BOTH if isinstance(found, PartPeople) else BY_DETECTOR
+
+
+def by_detector_alone(people: Sequence[np.ndarray | None]) -> np.ndarray:
+    """True for each picture the detector counted whole (its interval is the detector's)."""
+    return np.array([_route(found) == BY_DETECTOR for found in people], dtype=bool)
+
+
+def core_cells(cells: int, tiles: Sequence[Any]) -> np.ndarray:
+    """``(tiles, cells)``: which of a map's ``cells`` along the picture's long side lie in each
+    tile's core (the core holding the cell's centre; the cores partition the long side)."""
+    places = (np.arange(cells) + 0.5) / cells * tiles[0].length
+    cores = np.array([[tile.core_start, tile.core_stop] for tile in tiles], dtype=np.float64)
+    return (places[None, :] >= cores[:, :1]) & (places[None, :] < cores[:, 1:])
+
+
+def tile_probes(maps: np.ndarray, tiles: Sequence[Any]) -> np.ndarray:
+    """``(tiles, 2C)`` familiarity probes (:func:`~counting.heads.familiarity.map_statistics`) of
+    each tile's core of one picture's ``(C, h, w)`` feature maps: what each tile looks like to the
+    backbone, as a photo of its own would (a crowd beside an empty photo is, whole, half unlike
+    a crowd)."""
+    from counting.heads.familiarity import map_statistics
+
+    array = np.asarray(maps)
+    along_rows = tiles[0].along_rows
+    inside = core_cells(array.shape[-2] if along_rows else array.shape[-1], tiles)
+    parts = [array[:, cells] if along_rows else array[:, :, cells] for cells in inside]
+    # A core narrower than a map cell (a tiny picture) reads the whole picture's statistics.
+    return np.concatenate([map_statistics(part if part.size else array) for part in parts])
+
+
+def tile_shares(density: np.ndarray | None, tiles: Sequence[Any]) -> np.ndarray:
+    """``(tiles,)`` share of a ``(h, w)`` density map's mass (negative density clipped to 0) in each
+    detector tile's core (:func:`~counting.features.detector.evidence.detector_tiles`, their cores
+    partition the picture's long side; a map cell belongs to the core holding its centre). A map
+    without mass, or None, shares by core length. One tile: ``[1.0]``."""
+    if len(tiles) == 1:
+        return np.ones(1)
+    cores = np.array([[tile.core_start, tile.core_stop] for tile in tiles], dtype=np.float64)
+    by_length = (cores[:, 1] - cores[:, 0]) / tiles[0].length
+    if density is None:
+        return by_length
+    mass = np.clip(np.asarray(density, dtype=np.float64), 0.0, None)
+    profile = mass.sum(axis=1) if tiles[0].along_rows else mass.sum(axis=0)
+    total = float(profile.sum())
+    return by_length if total <= 0 else (core_cells(len(profile), tiles) @ profile) / total
+
+
+def boxes_in_tiles(boxes: np.ndarray, tiles: Sequence[Any], chosen: np.ndarray) -> np.ndarray:
+    """The boxes (fractions of the picture, :func:`~counting.features.detector.evidence.person_boxes`)
+    whose centre lies in the core of a ``chosen`` tile (as the detector counted them)."""
+    found = np.asarray(boxes, dtype=np.float64).reshape(-1, 5)
+    if len(tiles) == 1:
+        return found if bool(np.asarray(chosen).reshape(-1)[0]) else found[:0]
+    along = [1, 3] if tiles[0].along_rows else [0, 2]
+    places = found[:, along].mean(axis=1) * tiles[0].length
+    keep = np.zeros(len(found), dtype=bool)
+    for tile, taken in zip(tiles, np.asarray(chosen, dtype=bool), strict=True):
+        if taken:
+            keep |= (places >= tile.core_start) & (places < tile.core_stop)
+    return found[keep]
+
+
+def tiled_density(
+    density: np.ndarray, count: float, people: np.ndarray, tiles: Sequence[Any], handed: np.ndarray
+) -> np.ndarray:
+    """The ``(h, w)`` map of a wide picture the gate counted partly by the detector: the head's
+    map, scaled to ``count`` (the picture's head count, before the gate), in the cores of the tiles the head counted, and one
+    person at the cell of each box centre of ``people`` (:func:`person_density`) in the others;
+    it sums to the picture's count, so zones share it by where the people are."""
+    head = np.clip(np.asarray(density, dtype=np.float64), 0.0, None)
+    rows, cols = head.shape
+    along_rows = tiles[0].along_rows
+    detected = core_cells(rows if along_rows else cols, tiles)[np.asarray(handed, dtype=bool)].any(axis=0)
+    mass = float(head.sum())
+    head = head * (count / mass) if mass > 0 else head
+    if along_rows:
+        head[detected, :] = 0.0
+    else:
+        head[:, detected] = 0.0
+    return head + person_density(people, (rows, cols))
 
 
 def person_density(people: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -336,6 +452,91 @@ class SparseGate:
             sparse[finite] = self.probability(features[finite]) > 0.5
         sparse &= self.within_limit(each)
         return np.where(sparse, self.detector_counts(persons), counts), sparse
+
+    def needs_detector_tiles(
+        self,
+        head_counts: np.ndarray,
+        shares: Sequence[np.ndarray],
+        familiarity: np.ndarray,
+        projected: np.ndarray,
+        seen: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> np.ndarray:
+        """Pictures the detector must run on, read tile by tile (:meth:`apply_tiles`): those with a
+        tile the screen lets through (all of them without a screen)."""
+        owner, head, familiar, axes = self._tiles(head_counts, shares, familiarity, projected, seen)
+        if self.screen is None:
+            return np.ones(len(shares), dtype=bool)
+        wanted = self.screen.needs_detector(screen_features(head, familiar, axes))
+        return np.bincount(owner, weights=wanted, minlength=len(shares)) > 0
+
+    def apply_tiles(
+        self,
+        head_counts: np.ndarray,
+        shares: Sequence[np.ndarray],
+        tile_rows: Sequence[np.ndarray],
+        familiarity: np.ndarray,
+        projected: np.ndarray,
+        seen: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``(counts, handed)``: :meth:`apply` on each detector tile of each picture (the module's
+        docstring, "Wide pictures"). ``shares[k]``: picture ``k``'s share of its head count in
+        each tile (:func:`tile_shares`; ``[1.0]`` for a picture within 2:1); ``tile_rows[k]``:
+        the detector's ``(tiles, quantities)`` rows of those tiles (NaN where it did not run).
+        ``familiarity`` and ``projected``: each picture's; ``seen[k]``, where given, picture
+        ``k``'s tiles' own ``(familiarity, projected)`` (of :func:`tile_probes`), read instead.
+        A picture's count is the sum of its tiles' counts (the detector's where the tile is
+        handed over, the head's share elsewhere); ``handed[k]``: which of its tiles were handed
+        over. A picture within 2:1 gets what :meth:`apply` gives it."""
+        owner, head, familiar, axes = self._tiles(head_counts, shares, familiarity, projected, seen)
+        rows = (
+            np.concatenate(
+                [np.asarray(r, dtype=np.float64).reshape(len(s), -1) for r, s in zip(tile_rows, shares, strict=True)]
+            )
+            if len(shares)
+            else np.zeros((0, 1))
+        )
+        features = gate_features(head, rows, familiar, axes)
+        finite = np.isfinite(features).all(axis=1)
+        sparse = np.zeros(len(head), dtype=bool)
+        if finite.any():
+            sparse[finite] = self.probability(features[finite]) > 0.5
+        sparse &= self.within_limit(head)
+        each = np.where(sparse, self.detector_counts(np.where(sparse[:, None], rows, 0.0)), head)
+        counts = np.bincount(owner, weights=each, minlength=len(shares))
+        # A picture with a NaN head count (unread) stays NaN, as in apply.
+        counts[~np.isfinite(np.asarray(head_counts, dtype=np.float64).reshape(-1))] = np.nan
+        edges = np.cumsum([len(s) for s in shares])[:-1]
+        return counts, np.split(sparse, edges)
+
+    def _tiles(
+        self,
+        head_counts: np.ndarray,
+        shares: Sequence[np.ndarray],
+        familiarity: np.ndarray,
+        projected: np.ndarray,
+        seen: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(owner, head, familiarity, axes)`` of every tile of every picture: the picture each
+        tile belongs to, its head count, and its own familiarity and axes where ``seen`` has them
+        (for as many tiles as ``shares`` gives the picture), its picture's elsewhere."""
+        counts = np.asarray(head_counts, dtype=np.float64).reshape(-1)
+        if len(shares) != len(counts):
+            raise ValueError(f"{len(shares)} pictures' tile shares for {len(counts)} head counts")
+        sizes = np.array([len(np.atleast_1d(part)) for part in shares], dtype=int)
+        owner = np.repeat(np.arange(len(counts)), sizes)
+        flat = (
+            np.concatenate([np.asarray(part, dtype=np.float64).reshape(-1) for part in shares])
+            if len(shares)
+            else np.zeros(0)
+        )
+        familiar = np.asarray(familiarity, dtype=np.float64).reshape(-1)[owner]
+        axes = np.asarray(projected, dtype=np.float64).reshape(len(counts), -1)[:, : self.axes][owner]
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        for k, (own_familiarity, own_projected) in (seen or {}).items():
+            if len(own_familiarity) == sizes[k]:
+                familiar[starts[k] : starts[k + 1]] = own_familiarity
+                axes[starts[k] : starts[k + 1]] = np.asarray(own_projected, dtype=np.float64)[:, : self.axes]
+        return owner, counts[owner] * flat, familiar, axes
 
     def within_limit(self, head_counts: np.ndarray) -> np.ndarray:
         """True where the head's count allows a hand-over (module docstring, "The head's limit")."""

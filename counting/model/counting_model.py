@@ -8,7 +8,7 @@ its JSON metadata, so later commands need nothing else.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from counting.heads.applied import AppliedHead, Chunking
 from counting.heads.density.routing import ROUTE_GENERAL
 from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.registry import applied_head_for, read_head_sections
-from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE, person_density, routes
+from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE, by_detector_alone, person_density, routes
 from counting.heads.uncertainty import ConformalInterval
 
 MODEL_KIND = "counting-model"
@@ -487,7 +487,8 @@ class CountingModel:
             with np.errstate(invalid="ignore"):
                 chosen = head.router.routes(head.router.mixture(statistics, names), names)
         if people is not None:
-            chosen[[found is not None for found in people]] = BY_DETECTOR
+            # A wide picture the detector counted in part keeps the head's route: its crowd is the head's.
+            chosen[by_detector_alone(people)] = BY_DETECTOR
         return chosen if counts is None else self._found_none(chosen, counts)
 
     # ------------------------------------------------------------------ images -> counts
@@ -593,21 +594,24 @@ class CountingModel:
         if self.sparse_gate is not None:
             grids: dict[int, tuple[int, int]] = {}
 
-            def evidence(wanted: np.ndarray) -> tuple[np.ndarray, list]:
+            def evidence(wanted: np.ndarray) -> tuple[np.ndarray, list, list]:
                 asked = rows.ok & wanted
                 readable = asked.copy()
-                found = self.person_rows(sources, readable, rows.errors, backbone, grids=grids)
+                found = self.person_rows(sources, readable, rows.errors, backbone, grids=grids, with_tiles=True)
                 rows.ok[asked & ~readable] = False  # could not be read a second time
                 return found
 
-            counts, people = self._gated(counts, familiarity, rows.probes, evidence, self.gate_photos(rows.grids))
+            counts, people, mixed = self._gated(
+                counts, familiarity, rows.probes, evidence, rows.wide_maps or {}, rows.wide_probes
+            )
             counts[~rows.ok] = np.nan
             counted_by = routes(people)
             if on_density is not None:
-                # Zones of a picture the detector counted: shares of its people, not of the head's map.
+                # Zones of a picture the detector counted: shares of its people, not of the head's map
+                # (of a wide picture it counted in part, the head's map in the other tiles).
                 for k, found in enumerate(people):
                     if found is not None and rows.ok[k]:
-                        on_density(sources[k], person_density(found, grids[k]))
+                        on_density(sources[k], mixed[k] if k in mixed else person_density(found, grids[k]))
         low, high = self.intervals(counts, self.interval_routes(rows.probes, people, counts))
         return CountResult(
             sources=sources,
@@ -626,28 +630,70 @@ class CountingModel:
         familiarity: np.ndarray | None,
         probes: np.ndarray | None,
         evidence: Any,
-        photos: np.ndarray | None,
-    ) -> tuple[np.ndarray, list]:
-        """``(counts, people)``: the sparse gate's counts (counting.heads.sparse_gate) and, per
-        picture, the person boxes the detector's count took where the gate handed it over
-        (``SparseGate.counted_boxes``), None where the head counted it. ``evidence(wanted)``
-        gives the detector's ``(person rows, boxes)`` of the pictures in the mask ``wanted`` (NaN
-        rows elsewhere); it is asked only for those the gate's screen lets through. ``photos``:
-        how many photos the gate reads each picture as (:meth:`gate_photos`)."""
+        wide_maps: Mapping[int, np.ndarray],
+        wide_probes: Mapping[int, np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, list, dict[int, np.ndarray]]:
+        """``(counts, people, mixed)``: the sparse gate's counts (counting.heads.sparse_gate) and,
+        per picture, the person boxes the detector's count took where the gate handed it over
+        (``SparseGate.counted_boxes``), None where the head counted it, ``PartPeople`` where it
+        handed over some tiles of a wide picture (``mixed``: the maps of those,
+        ``sparse_gate.tiled_density``). ``evidence(wanted)`` gives the detector's ``(person rows,
+        boxes, tiled)`` (``person_evidence``'s ``with_tiles``) of the pictures in the mask
+        ``wanted`` (NaN rows and None elsewhere); it is asked only for those the gate's screen lets
+        through. ``wide_maps``: the head's density map of each picture wider than the detector's
+        tiles allow (the gate reads it tile by tile, "Wide pictures" in sparse_gate), and
+        ``wide_probes`` their tiles' own familiarity probes (``sparse_gate.tile_probes``)."""
+        from counting.features.detector.evidence import PERSON_QUANTITIES
+        from counting.heads.sparse_gate import PartPeople, boxes_in_tiles, tile_shares, tiled_density
+
         gate = self.sparse_gate
         people: list = [None] * len(counts)
+        mixed: dict[int, np.ndarray] = {}
         projected = self.familiarity.project(probes)
-        wanted = gate.needs_detector(counts, familiarity, projected, photos)
+        shares = [np.ones(1)] * len(counts)
+        for k, density in wide_maps.items():
+            shares[k] = tile_shares(density, self._map_tiles(np.shape(density)))
+        # Each tile's own familiarity and axes: a crowd beside an empty photo is, whole, half unlike a crowd.
+        seen = {
+            k: (self.familiarity.scores(probes_of_tiles), self.familiarity.project(probes_of_tiles))
+            for k, probes_of_tiles in (wide_probes or {}).items()
+        }
+        wanted = gate.needs_detector_tiles(counts, shares, familiarity, projected, seen)
         if not wanted.any():
-            return counts, people
+            return counts, people, mixed
         found = _without_detector(evidence, wanted)
         if found is None:
-            return counts, people
-        persons, boxes = found
-        gated, sparse = gate.apply(counts, persons, familiarity, projected, photos)
-        for k in np.flatnonzero(sparse):
-            people[k] = gate.counted_boxes(boxes[k])
-        return gated, people
+            return counts, people, mixed
+        _, boxes, tiled = found
+        rows = [np.full((len(part), len(PERSON_QUANTITIES)), np.nan) for part in shares]
+        for k, picture in enumerate(tiled):
+            if picture is None:  # not asked (its head count stands) or unreadable
+                continue
+            tiles, rows[k] = picture
+            # The detector's own tiles of the picture (its prepared input's), the head's map shared by them.
+            shares[k] = tile_shares(wide_maps.get(k), tiles)
+        gated, handed = gate.apply_tiles(counts, shares, rows, familiarity, projected, seen)
+        for k, taken in enumerate(handed):
+            if not taken.any():
+                continue
+            tiles = tiled[k][0]
+            chosen = gate.counted_boxes(boxes_in_tiles(boxes[k], tiles, taken))
+            if taken.all():
+                people[k] = chosen
+                continue
+            people[k] = PartPeople.of(chosen)
+            if k in wide_maps:
+                mixed[k] = tiled_density(wide_maps[k], float(counts[k]), chosen, tiles, taken)
+        return gated, people, mixed
+
+    def _map_tiles(self, shape: tuple[int, ...]) -> list:
+        """The detector's tiles of the prepared input behind a density map of ``shape`` ``(h, w)``
+        (its size taken as the map's times the head's stride, as ``gate_photos`` does)."""
+        from counting.features.detector.evidence import detector_tiles
+        from counting.heads.density.maps import HEAD_STRIDE
+
+        stride = getattr(self.density_head, "stride", HEAD_STRIDE)
+        return detector_tiles(int(shape[-2]) * stride, int(shape[-1]) * stride)
 
     def person_rows(
         self,
@@ -656,12 +702,14 @@ class CountingModel:
         errors: dict[str, str],
         backbone: Any = None,
         grids: dict[int, tuple[int, int]] | None = None,
-    ) -> tuple[np.ndarray, list]:
+        with_tiles: bool = False,
+    ) -> tuple:
         """``(rows, boxes)``: the detector's person rows of the pictures marked in ``ok`` (NaN
         elsewhere) and their person boxes (``person_boxes``; None elsewhere), from the same
         prepared inputs as frames and arrays (counting.features.detector.evidence). A picture
         that cannot be read again is dropped from ``ok`` and named in ``errors``. ``grids``, when
-        given, gets each detected picture's density-map ``(h, w)``."""
+        given, gets each detected picture's density-map ``(h, w)``. ``with_tiles`` adds, last,
+        each picture's tiles and their rows (``person_evidence``'s; None elsewhere)."""
         from counting.core.errors import ImageError
         from counting.features.detector.evidence import DETECTOR_BATCH, PERSON_QUANTITIES, person_evidence
         from counting.features.extract import prepare_path
@@ -688,10 +736,19 @@ class CountingModel:
                 if grids is not None:
                     grids[int(k)] = self.density_grid(prepared)
             if tensors:
-                persons[indices], found = person_evidence(tensors, backbone.normalisation, with_boxes=True)
-                for k, picture in zip(indices, found, strict=True):
-                    boxes[k] = picture
-        return persons, boxes
+                persons[indices], found, tiles = person_evidence(
+                    tensors, backbone.normalisation, with_boxes=True, with_tiles=True
+                )
+                for k, picture, pieces in zip(indices, found, tiles, strict=True):
+                    boxes[k], tiled[k] = picture, pieces
+        return (persons, boxes, tiled) if with_tiles else (persons, boxes)
+
+    def _wide_maps(self, density: np.ndarray | None) -> dict[int, np.ndarray]:
+        """The density maps, by picture, of those ``(n, h, w)`` maps whose pictures the detector
+        sees in more than one tile (the gate reads them tile by tile)."""
+        if density is None or len(density) == 0 or len(self._map_tiles(np.shape(density)[-2:])) == 1:
+            return {}
+        return {k: np.asarray(density[k]) for k in range(len(density))}
 
     def gate_photos(self, grids: np.ndarray | Sequence[tuple[int, int]] | None) -> np.ndarray | None:
         """How many photos the sparse gate reads each picture as (``sparse_gate.photos_in``: the
@@ -816,23 +873,27 @@ class CountingModel:
 
             normalisation = self.get_backbone(weights).normalisation
 
-            def evidence(wanted: np.ndarray) -> tuple[np.ndarray, list]:
+            def evidence(wanted: np.ndarray) -> tuple[np.ndarray, list, list]:
                 persons = np.full((len(tensors), len(PERSON_QUANTITIES)), np.nan)
                 boxes: list = [None] * len(tensors)
+                tiled: list = [None] * len(tensors)
                 chosen = np.flatnonzero(wanted)
-                persons[chosen], found = person_evidence([tensors[k] for k in chosen], normalisation, with_boxes=True)
-                for k, picture in zip(chosen, found, strict=True):
-                    boxes[k] = picture
-                return persons, boxes
+                persons[chosen], found, tiles = person_evidence(
+                    [tensors[k] for k in chosen], normalisation, with_boxes=True, with_tiles=True
+                )
+                for k, picture, pieces in zip(chosen, found, tiles, strict=True):
+                    boxes[k], tiled[k] = picture, pieces
+                return persons, boxes, tiled
 
-            grids = [rows.density.shape[-2:] if rows.density is not None else self.density_grid(t) for t in tensors]
-            counts, people = self._gated(counts, familiarity, rows.probes, evidence, self.gate_photos(grids))
+            wide = self._wide_maps(rows.density)
+            counts, people, mixed = self._gated(counts, familiarity, rows.probes, evidence, wide, rows.wide_probes)
             if density is not None and any(found is not None for found in people):
-                # A picture the detector counted shows its people, not the head's reading of it.
+                # A picture the detector counted shows its people, not the head's reading of it
+                # (a wide picture it counted in part, the head's map in the other tiles).
                 density = np.array(density, dtype=float)
                 for k, found in enumerate(people):
                     if found is not None:
-                        density[k] = person_density(found, density.shape[1:])
+                        density[k] = mixed[k] if k in mixed else person_density(found, density.shape[1:])
         result = (counts, familiarity, density, people) if with_people else (counts, familiarity, density)
         return (*result, self.interval_routes(rows.probes, people, counts)) if with_routes else result
 

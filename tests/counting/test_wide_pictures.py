@@ -1,5 +1,5 @@
-"""Pictures wider than 2:1: the detector sees them in tiles, and the sparse gate reads their
-average photo (counting.features.detector.evidence, counting.heads.sparse_gate, "Wide pictures")."""
+"""Pictures wider than 2:1: the detector sees them in tiles, and the sparse gate reads them tile
+by tile (counting.features.detector.evidence, counting.heads.sparse_gate, "Wide pictures")."""
 
 from __future__ import annotations
 
@@ -9,12 +9,25 @@ import numpy as np
 import pytest
 
 from counting.features.detector.evidence import TILE_ASPECT, TILE_MARGIN, detector_tiles
-from counting.heads.sparse_gate import per_photo, photos_in
+from counting.heads.sparse_gate import (
+    BY_BOTH,
+    PartPeople,
+    boxes_in_tiles,
+    by_detector_alone,
+    per_photo,
+    photos_in,
+    routes,
+    tile_probes,
+    tile_shares,
+    tiled_density,
+)
 
 COCO = "coco-voc20/VOCdevkit/VOC2007/JPEGImages"
 # Four landscape coco-voc20 validation photos with 5, 2, 3 and 13 people (person boxes).
 STRIP = ["000000006954", "000000011149", "000000060623", "000000007511"]
 STRIP_PEOPLE = 23
+# coco-voc20 photos without a person box (an empty photo beside a crowd).
+EMPTY = ["000000000009", "000000000042"]
 
 
 def test_pictures_within_two_to_one_are_one_tile() -> None:
@@ -51,7 +64,7 @@ def test_a_tile_keeps_the_detections_whose_centre_lies_in_its_core() -> None:
     np.testing.assert_array_equal(second.planes(planes), planes[:, :, 720:1728])
 
 
-def test_the_gate_reads_a_wide_picture_as_its_average_photo_and_hands_over_the_whole_count() -> None:
+def test_training_reads_a_wide_picture_as_its_average_photo() -> None:
     from counting.model.counting_model import load_model
 
     gate = load_model(Path(__file__).resolve().parents[2] / "models" / "crowd.npz").sparse_gate
@@ -78,6 +91,100 @@ def test_the_gate_reads_a_wide_picture_as_its_average_photo_and_hands_over_the_w
     assert gate.head_limit is not None
     big = np.array([gate.head_limit * 3])
     assert not gate.within_limit(big)[0] and gate.within_limit(per_photo(big, None, np.array([4]))[0])[0]
+
+
+def test_a_density_map_is_shared_among_the_tiles_by_where_its_mass_lies() -> None:
+    tiles = detector_tiles(64, 256)  # 4:1, three tiles, cores [0, 85) [85, 171) [171, 256)
+    assert len(tiles) == 3
+    density = np.zeros((8, 32))
+    density[:, 2] = 1.0  # column centre 2.5/32*256 = 20: the first core
+    density[:, 30] = 3.0  # 244: the last core
+    density[0, 15] = -5.0  # negative density is no one's
+    np.testing.assert_allclose(tile_shares(density, tiles), [0.25, 0.0, 0.75])
+    by_length = np.array([t.core_stop - t.core_start for t in tiles]) / 256
+    np.testing.assert_allclose(tile_shares(np.zeros((8, 32)), tiles), by_length)
+    np.testing.assert_allclose(tile_shares(None, tiles), by_length)
+    np.testing.assert_array_equal(tile_shares(density, detector_tiles(64, 64)), [1.0])
+    # Tall pictures share along their rows.
+    np.testing.assert_allclose(tile_shares(density.T, detector_tiles(256, 64)), [0.25, 0.0, 0.75])
+
+
+def test_each_tile_gets_the_familiarity_probe_of_its_own_core() -> None:
+    from counting.heads.familiarity import map_statistics
+
+    tiles = detector_tiles(64, 256)
+    maps = np.random.default_rng(0).normal(size=(4, 8, 32)).astype(np.float32)
+    maps[:, :, 21:] += (
+        5.0  # the last core (cells whose centre, 8 px a cell, lies at 171 px or beyond) is unlike the rest
+    )
+    probes = tile_probes(maps, tiles)
+    assert probes.shape == (3, 8)
+    np.testing.assert_allclose(probes[0], map_statistics(maps[:, :, :11])[0], rtol=1e-6)
+    np.testing.assert_allclose(probes[2], map_statistics(maps[:, :, 21:])[0], rtol=1e-6)
+    assert probes[2, :4].mean() > probes[1, :4].mean() + 4
+    np.testing.assert_allclose(tile_probes(maps.transpose(0, 2, 1), detector_tiles(256, 64)), probes, rtol=1e-6)
+
+
+def test_boxes_and_maps_of_the_tiles_handed_to_the_detector() -> None:
+    tiles = detector_tiles(64, 256)
+    boxes = np.array([[0.05, 0.1, 0.1, 0.5, 0.9], [0.5, 0.1, 0.55, 0.5, 0.8], [0.9, 0.2, 0.95, 0.6, 0.4]])
+    np.testing.assert_array_equal(boxes_in_tiles(boxes, tiles, np.array([False, True, True])), boxes[1:])
+    np.testing.assert_array_equal(boxes_in_tiles(boxes, tiles, np.array([True, False, False])), boxes[:1])
+    (whole,) = detector_tiles(64, 96)
+    assert len(boxes_in_tiles(boxes, [whole], np.array([True]))) == 3
+    assert len(boxes_in_tiles(boxes, [whole], np.array([False]))) == 0
+    # The head's map (scaled to its count of 40) where the head counted, the detector's people elsewhere.
+    density = np.zeros((8, 32))
+    density[:, 2] = 1.0
+    density[:, 30] = 3.0
+    mixed = tiled_density(density, 40.0, boxes[1:], tiles, np.array([False, True, True]))
+    assert mixed.shape == density.shape
+    assert mixed.sum() == pytest.approx(40.0 * 0.25 + 2)
+    np.testing.assert_allclose(mixed[:, 2], 40.0 / 32)
+    assert mixed[:, 30].sum() == 0.0 and mixed[:, 16].sum() == 1.0 and mixed[:, 28:].sum() == 1.0
+    # The route of a picture the detector counted in part is its own; its interval is the head's.
+    people = [None, np.zeros((1, 5)), PartPeople.of(boxes[1:])]
+    assert list(routes(people)) == ["density", "detector", BY_BOTH]
+    assert list(by_detector_alone(people)) == [False, True, False]
+
+
+def test_the_gate_reads_a_wide_picture_tile_by_tile() -> None:
+    from counting.features.detector.descriptor import QUANTITIES
+    from counting.model.counting_model import load_model
+
+    gate = load_model(Path(__file__).resolve().parents[2] / "models" / "crowd.npz").sparse_gate
+    rng = np.random.default_rng(0)
+    # Pictures within 2:1: one tile each, exactly what apply gives.
+    head = np.array([3.0, 40.0, 250.0, 900.0, np.nan])
+    rows = np.sqrt(rng.integers(0, 12, (5, len(QUANTITIES))).astype(float))
+    familiarity, projected = np.array([0.05, 0.3, 0.6, 0.8, 0.5]), rng.normal(size=(5, 16))
+    counts, handed = gate.apply_tiles(head, [np.ones(1)] * 5, list(rows[:, None]), familiarity, projected)
+    expected, sparse = gate.apply(head, rows, familiarity, projected)
+    np.testing.assert_array_equal(counts, expected)
+    np.testing.assert_array_equal(np.concatenate(handed), sparse)
+    np.testing.assert_array_equal(
+        gate.needs_detector_tiles(head, [np.ones(1)] * 5, familiarity, projected),
+        gate.needs_detector(head, familiarity, projected),
+    )
+    # A crowd beside an empty photo: the heads count 160 on the crowd's half and 40 of texture on
+    # the other, the detector 6 people on the crowd's half, none on the other. Read tile by tile,
+    # the crowd keeps the heads' count and the empty photo gets the detector's 0.
+    crowd_rows = np.sqrt([[30.0, 20.0, 12.0, 9.0, 6.0, 4.0, 2.0, 8.0, 60.0]])
+    empty_rows = np.zeros((1, len(QUANTITIES)))
+    pair = [np.array([0.8, 0.2])]
+    counts, (taken,) = gate.apply_tiles(
+        np.array([200.0]), pair, [np.concatenate([crowd_rows, empty_rows])], np.array([0.5]), np.zeros((1, 16))
+    )
+    assert list(taken) == [False, True] and counts[0] == pytest.approx(160.0)
+    # Each tile's own familiarity, where given, is what the gate reads: the crowd's tile as
+    # familiar as a training crowd, the other as unlike anything the model saw.
+    own = {0: (np.array([0.9, 0.001]), np.zeros((2, 16)))}
+    _, head, familiar, _ = gate._tiles(np.array([200.0]), pair, np.array([0.5]), np.zeros((1, 16)), own)
+    np.testing.assert_allclose(familiar, [0.9, 0.001])
+    np.testing.assert_allclose(head, [160.0, 40.0])
+    # Given for another number of tiles (the detector's own tiles differ), the picture's is read.
+    _, _, familiar, _ = gate._tiles(np.array([200.0]), [np.ones(1)], np.array([0.5]), np.zeros((1, 16)), own)
+    np.testing.assert_allclose(familiar, [0.5])
 
 
 # --------------------------------------------------------------------------- with the real detector
@@ -155,3 +262,53 @@ def test_photos_within_two_to_one_give_the_rows_they_gave_before_the_tiles(
     np.testing.assert_array_equal(rows[:3], before)
     for mine, theirs in zip(boxes[:3], boxes_before, strict=True):
         np.testing.assert_array_equal(mine, theirs)
+
+
+@pytest.mark.slow
+def test_a_crowd_beside_an_empty_photo_keeps_the_heads_count_of_the_crowd(crowd_model, shared_data, tmp_path) -> None:
+    """A ShanghaiTech B photo of 153 people beside a coco-voc20 photo without people (2048x768):
+    the gate once read the pair's average photo, which looked sparse, and handed the whole picture
+    to the detector: 5 people. Tile by tile, the crowd's tile keeps the heads' count and the empty
+    photo's gets the detector's."""
+    from PIL import Image
+
+    from counting.apply.annotated import annotated_frame
+    from counting.data.imaging import load_image
+
+    crowd = load_image(shared_data / "shanghaitech-B-train" / "images" / "IMG_2.jpg").convert("RGB")
+    crowd = np.asarray(crowd.resize((1024, 768)))
+    empty = np.asarray(load_image(shared_data / COCO / f"{EMPTY[0]}.jpg").convert("RGB").resize((1024, 768)))
+    pair = np.concatenate([crowd, empty], axis=1)
+    path = tmp_path / "pair.png"
+    Image.fromarray(pair).save(path)
+    maps: dict[str, np.ndarray] = {}
+    # With a dense ShanghaiTech A picture of 2.5:1 (243 people) the screen keeps from the detector.
+    dense = shared_data / "shanghaitech-A-train" / "images" / "IMG_240.jpg"
+    result = crowd_model.count_paths(
+        [str(path), str(dense)], on_density=lambda source, density: maps.update({source: density})
+    )
+    assert result.ok.all() and result.counted_by[1] == "density" and 150 < result.counts[1] < 350
+    alone = crowd_model.count_images([crowd])[0]
+    assert alone > 90  # the heads' count of the crowd (153 people)
+    assert result.counted_by[0] == BY_BOTH
+    assert abs(result.counts[0] - alone) <= 0.1 * alone
+    assert result.low[0] <= alone <= result.high[0]
+    # The same from the pixels as from the file.
+    counts, _, density, people, interval_routes = crowd_model.count_prepared_scored(
+        [crowd_model.prepare_image(pair)], with_density=True, with_people=True, with_routes=True
+    )
+    assert counts[0] == pytest.approx(result.counts[0], abs=1e-6)
+    assert isinstance(people[0], PartPeople) and interval_routes[0] != "detector"
+    # The people the detector counted lie in the empty photo's half; the map zones read sums to the
+    # count, the crowd's half holding the heads' share.
+    assert all((box[0] + box[2]) / 2 >= 0.5 for box in people[0])
+    zone_map = maps[str(path)]
+    assert zone_map.sum() == pytest.approx(result.counts[0], rel=1e-6)
+    half = zone_map.shape[1] // 2
+    assert zone_map[:, :half].sum() > 0.9 * alone
+    np.testing.assert_allclose(density[0], zone_map, rtol=1e-5, atol=1e-6)
+    # Drawn with the heads' heat on the crowd, and any people the detector found on the other side.
+    record, picture = annotated_frame(crowd_model, pair, own_scale=True)
+    assert record["counted_by"] == BY_BOTH and picture.shape == (768, 2048, 3)
+    changed = np.abs(picture[100:, :1024].astype(int) - crowd[100:, :, ::-1]).max(axis=2) > 20  # below the label
+    assert changed.mean() > 0.01  # 2.2 % (drawn as the detector's people alone: none)

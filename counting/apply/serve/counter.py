@@ -67,19 +67,22 @@ def annotated_jpeg(
     """The frame as a JPEG with the heat map (density models; the people a crowd model's detector
     counted, for a frame its sparse gate handed over), each zone's outline and count,
     and the frame's count with its interval in the corner (video --annotated's label)."""
-    image = np.ascontiguousarray(bgr)
-    if "people" in record:
-        # Counted by a crowd model's detector (its sparse gate): its people, not a heat map.
-        from counting.apply.people_drawing import draw_people
+    from counting.heads.sparse_gate import BY_BOTH
 
-        image = image.copy()
-        draw_people(image, record["people"])
-    elif density is not None:
+    image = np.ascontiguousarray(bgr)
+    whole = "people" in record and record.get("counted_by") != BY_BOTH
+    if density is not None and not whole:
+        # (A wide frame the detector counted in part: the head's heat where the head counted.)
         from counting.heads.density.heatmap import overlay_density
 
         image = overlay_density(image, density, display_max)
     else:
         image = image.copy()
+    if "people" in record:
+        # Counted by a crowd model's detector (its sparse gate): its people, not a heat map.
+        from counting.apply.people_drawing import draw_people
+
+        draw_people(image, record["people"])
     draw_zones(image, zones, record.get("zones"))
     # A per-class model's total has no interval of its own (overlay_label's rule for classes).
     annotate(image, f"count {record['count']:.1f}" if "classes" in record else overlay_label(record))

@@ -109,9 +109,14 @@ def _detector_input(tensor: Any, normalisation: Any) -> np.ndarray:
     return np.clip(resized * std + mean, 0.0, 255.0)
 
 
-def person_evidence(tensors: Sequence[Any], normalisation: Any, detector: Any = None, with_boxes: bool = False) -> Any:
+def person_evidence(
+    tensors: Sequence[Any], normalisation: Any, detector: Any = None, with_boxes: bool = False, with_tiles: bool = False
+) -> Any:
     """``(n, len(PERSON_QUANTITIES))`` person rows of the detector descriptor for prepared inputs;
-    with ``with_boxes``, ``(rows, boxes)``: each picture's person boxes of :func:`person_boxes`.
+    with ``with_boxes``, ``(rows, boxes)``: each picture's person boxes of :func:`person_boxes`;
+    with ``with_tiles`` as well, ``(rows, boxes, tiled)``: per picture its tiles and their own
+    ``(tiles, len(PERSON_QUANTITIES))`` rows (one tile, its row, for a picture within the aspect),
+    which the sparse gate reads tile by tile (:mod:`counting.heads.sparse_gate`, "Wide pictures").
 
     ``normalisation``: the backbone's (``backbone.normalisation``) that made ``tensors``;
     ``detector``: a :class:`~counting.features.detector.runner.CenterNet` (default: the shared one).
@@ -127,6 +132,7 @@ def person_evidence(tensors: Sequence[Any], normalisation: Any, detector: Any = 
     # The tiled pictures' quantities, summed over their tiles (the rows hold square roots).
     sums = np.zeros(rows.shape, np.float64)
     pieces: list[list[np.ndarray]] = [[] for _ in planes]
+    own: list[list[np.ndarray]] = [[] for _ in planes]  # each tile's own row, in order
     for start in range(0, len(tiles), DETECTOR_BATCH):
         part = tiles[start : start + DETECTOR_BATCH]
         batch = [_detector_input(tile.planes(planes[index]), normalisation) for index, tile in part]
@@ -139,13 +145,20 @@ def person_evidence(tensors: Sequence[Any], normalisation: Any, detector: Any = 
                 rows[index] = described[position, :, PERSON]
             else:
                 sums[index] += np.square(described[position, :, PERSON].astype(np.float64))
-            if with_boxes:
+            if with_boxes or with_tiles:
                 pieces[index].append(person_boxes(found, position, tile))
+            own[index].append(described[position, :, PERSON].astype(np.float64))
     rows[~whole] = np.sqrt(sums[~whole])
-    if not with_boxes:
+    if not (with_boxes or with_tiles):
         return rows
     boxes = [tiled[0] if len(tiled) == 1 else _best_first(np.concatenate(tiled)) for tiled in pieces]
-    return rows, boxes
+    if not with_tiles:
+        return rows, boxes
+    tiled = [
+        (detector_tiles(*plane.shape[-2:]), np.stack(rows_of_tiles))
+        for plane, rows_of_tiles in zip(planes, own, strict=True)
+    ]
+    return rows, boxes, tiled
 
 
 def _in_cores(found: Detections, heat: np.ndarray, tiles: Sequence[Tile]) -> tuple[Detections, np.ndarray]:
