@@ -201,3 +201,4 @@ def test_a_panorama_too_wide_at_the_model_input_is_one_line_that_count_can_follo
     result = cli("count", wide)
     assert_one_error(result, "wide.png", "7680x576 after resizing")
     assert "crop or split the picture" in result.output
+    assert "at most 12.6:1" in result.output  # the limit a user meets: the widest picture that fits

@@ -166,10 +166,15 @@ class Preprocessing:
             )
         new_width, new_height = self.target_size(width, height)
         if max(new_width, new_height) > MAX_LONG_SIDE or new_width * new_height > MAX_INPUT_PIXELS:
+            # The widest picture that fits at this input: the limit users meet is an aspect ratio
+            # (a 20:1 panorama is within MAX_ASPECT_RATIO but, at a 576-pixel short side, not here).
+            short = min(new_width, new_height)
+            fits = min(MAX_LONG_SIDE, MAX_INPUT_PIXELS / short) / short
             raise ImageError(
                 f"{source}: image is {width}x{height}, {new_width}x{new_height} after resizing is "
                 f"above the limit of {MAX_INPUT_PIXELS // 1_000_000}.{MAX_INPUT_PIXELS % 1_000_000 // 100_000} "
-                f"megapixels / {MAX_LONG_SIDE} pixels a side (crop or split the picture; when training, a smaller --input-size)"
+                f"megapixels / {MAX_LONG_SIDE} pixels a side, so at this input a picture may be at most "
+                f"{np.floor(fits * 10) / 10:g}:1 (crop or split the picture; when training, a smaller --input-size)"
             )
         # Warned only for a picture that will be counted (a refused one gets its one error line),
         # and only when asked: the crowd model's detector prepares each picture a second time.
