@@ -141,7 +141,8 @@ def count(
 
     ``images``: an image file, a folder (its images), a glob pattern, an RGB ``(H, W, 3)``
     uint8 array (``(H, W)`` gray, ``(H, W, 4)`` RGBA: composited on white, as RGBA files are) or
-    a PIL image, or a list mixing them; arrays are named ``array:K`` (their
+    a PIL image (turned as its EXIF orientation says, as its file would be), or a list mixing
+    them; arrays are named ``array:K`` (their
     position in the list). Pictures that cannot be counted are left out of the records and
     listed in :attr:`Counts.skipped` with a one-line reason; when nothing at all can be counted
     a :class:`~counting.core.errors.CountingError` says why. ``cache``: a
@@ -206,6 +207,11 @@ def count(
         source = f"array:{position}"
         zone_records = None
         try:
+            if not isinstance(item, np.ndarray):
+                # A PIL image as opened: turned as its EXIF says, as a path to the same file is.
+                from counting.data import upright
+
+                item = upright(item)
             if zone_list:
                 from counting.apply.zones import count_frames
 

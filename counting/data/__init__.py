@@ -21,7 +21,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         # the general crowd model's data (several datasets, fixed validation parts)
         ".datasets.crowd": "CrowdDataset read_crowd",
         # pictures
-        ".imaging": "Sideways load_image image_size to_rgb",
+        ".imaging": "Sideways load_image image_size to_rgb upright",
         ".paths": "expand_image_paths",
         # everyday copies of a picture (recompressed, smaller, blurred): what the gate and heads also fit on
         ".copies": "CopyRecipe degraded_pixels everyday_copy recipe_for training_recipe",

@@ -34,6 +34,7 @@ __all__ = [
     "load_pixels",
     "max_image_bytes",
     "to_rgb",
+    "upright",
 ]
 
 # Largest picture decoded at all (about 300 MB as RGB), checked from the header before decoding.
@@ -183,7 +184,7 @@ def _decode_file(path: Path, sideways: bool) -> Image.Image | Sideways:
             orientation = opened.getexif().get(_EXIF_ORIENTATION, 1) if sideways else 1
             # RGB conversion is per pixel, so it may come before the turn (CMYK must come before
             # any box reduction).
-            rgb = Sideways(to_rgb(opened), orientation) if orientation in _EXIF_TRANSPOSES else to_rgb(_upright(opened))
+            rgb = Sideways(to_rgb(opened), orientation) if orientation in _EXIF_TRANSPOSES else to_rgb(upright(opened))
     except ImageError:
         raise
     except _DecodeTimeout:
@@ -611,8 +612,9 @@ def _unsupported_jpeg_kind(path: Path) -> str | None:
     return None
 
 
-def _upright(image: Image.Image) -> Image.Image:
-    """Apply the EXIF orientation. Not ``ImageOps.exif_transpose``: it also rewrites the EXIF
+def upright(image: Image.Image) -> Image.Image:
+    """Apply the EXIF orientation (a picture opened by PIL is stored as the camera held it, and
+    shown turned by every viewer). Not ``ImageOps.exif_transpose``: it also rewrites the EXIF
     block, which fails with raw exceptions on mistyped tags (broken maker notes), and it copies
     the picture even when upright, which costs more than the decode."""
     orientation = image.getexif().get(_EXIF_ORIENTATION, 1)

@@ -118,3 +118,19 @@ def test_batch_size_and_cache_are_checked_and_a_folder_is_a_cache(frames: list[P
 def test_when_nothing_is_counted_the_error_gives_the_first_reason(tmp_path: Path) -> None:
     with pytest.raises(CountingError, match=r"nothing could be counted \(2 inputs; first: /no/a.jpg: no such"):
         counting.count(["/no/a.jpg", "/no/b.jpg"])
+
+
+def test_a_pil_image_is_turned_as_its_exif_says_as_its_file_is(frames: list[Path], tmp_path: Path) -> None:
+    """A camera's picture stored sideways with EXIF orientation 6: opened by PIL and passed in
+    memory it was counted sideways (a crowd of 234 beside an empty photo counted 0, sideways)."""
+    stored = Image.open(frames[0]).convert("RGB").transpose(Image.Transpose.ROTATE_90)  # the camera's way
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown turned 90 degrees clockwise
+    path = tmp_path / "sideways.jpg"
+    stored.save(path, exif=exif, quality=95)
+    model = counting.load_model(ROOT / "models" / "crowd.npz")  # no ROI: a sideways array is countable
+    by_path = counting.count(path, model=model).rows[0]["count"]
+    in_memory = counting.count(Image.open(path), model=model).rows[0]["count"]
+    as_stored = counting.count(np.asarray(Image.open(path)), model=model).rows[0]["count"]
+    assert in_memory == pytest.approx(by_path, rel=1e-6)
+    assert abs(as_stored - by_path) > 0.5  # the sideways picture counts otherwise: the test can fail
