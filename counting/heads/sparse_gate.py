@@ -90,7 +90,6 @@ __all__ = [
     "SparseGateError",
     "boxes_in_tiles",
     "by_detector_alone",
-    "core_cells",
     "fit_sparse_gate",
     "gate_features",
     "people_in_pixels",
@@ -118,6 +117,10 @@ WEIGHT_FLOOR = 0.1
 # of a sparse fitting picture the detector counted closer (module docstring, "The head's limit").
 HEAD_LIMIT_FACTOR = 2.0
 
+
+# How far (map cells, a Gaussian's sigma) a person the detector counted is spread in the map of a
+# picture counted by the heads and the detector both (tiled_density).
+PERSON_SPREAD = 1.0
 
 # The ``counted_by`` of a gated model's picture: its density head's count, or the detector's, or
 # (a wide picture, "Wide pictures" in the module's docstring) the head's in some tiles and the
@@ -158,19 +161,12 @@ def by_detector_alone(people: Sequence[np.ndarray | None]) -> np.ndarray:
     return np.array([_route(found) == BY_DETECTOR for found in people], dtype=bool)
 
 
-def core_cells(cells: int, tiles: Sequence[Any]) -> np.ndarray:
-    """``(tiles, cells)``: which of a map's ``cells`` along the picture's long side lie in each
-    tile's core (the core holding the cell's centre; the cores partition the long side)."""
-    places = (np.arange(cells) + 0.5) / cells * tiles[0].length
-    cores = np.array([[tile.core_start, tile.core_stop] for tile in tiles], dtype=np.float64)
-    return (places[None, :] >= cores[:, :1]) & (places[None, :] < cores[:, 1:])
-
-
 def tile_probes(maps: np.ndarray, tiles: Sequence[Any]) -> np.ndarray:
     """``(tiles, 2C)`` familiarity probes (:func:`~counting.heads.familiarity.map_statistics`) of
     each tile's core of one picture's ``(C, h, w)`` feature maps: what each tile looks like to the
     backbone, as a photo of its own would (a crowd beside an empty photo is, whole, half unlike
     a crowd)."""
+    from counting.features.detector.evidence import core_cells
     from counting.heads.familiarity import map_statistics
 
     array = np.asarray(maps)
@@ -195,7 +191,11 @@ def tile_shares(density: np.ndarray | None, tiles: Sequence[Any]) -> np.ndarray:
     mass = np.clip(np.asarray(density, dtype=np.float64), 0.0, None)
     profile = mass.sum(axis=1) if tiles[0].along_rows else mass.sum(axis=0)
     total = float(profile.sum())
-    return by_length if total <= 0 else (core_cells(len(profile), tiles) @ profile) / total
+    if total <= 0:
+        return by_length
+    from counting.features.detector.evidence import core_cells
+
+    return (core_cells(len(profile), tiles) @ profile) / total
 
 
 def boxes_in_tiles(boxes: np.ndarray, tiles: Sequence[Any], chosen: np.ndarray) -> np.ndarray:
@@ -217,9 +217,16 @@ def tiled_density(
     density: np.ndarray, count: float, people: np.ndarray, tiles: Sequence[Any], handed: np.ndarray
 ) -> np.ndarray:
     """The ``(h, w)`` map of a wide picture the gate counted partly by the detector: the head's
-    map, scaled to ``count`` (the picture's head count, before the gate), in the cores of the tiles the head counted, and one
-    person at the cell of each box centre of ``people`` (:func:`person_density`) in the others;
-    it sums to the picture's count, so zones share it by where the people are."""
+    map, scaled to ``count`` (the picture's head count, before the gate), in the cores of the
+    tiles the head counted, and one person about each box centre of ``people`` in the others; it
+    sums to the picture's count, so zones share it by where the people are. Each person is spread
+    over a few cells (a Gaussian of one cell, :data:`PERSON_SPREAD`), as the heads' map spreads
+    theirs: this map is drawn as heat beside the heads' (annotated pictures), and a whole person
+    in one cell made the picture's top, dimming the crowd's heat to a fraction of it."""
+    from scipy.ndimage import gaussian_filter
+
+    from counting.features.detector.evidence import core_cells
+
     head = np.clip(np.asarray(density, dtype=np.float64), 0.0, None)
     rows, cols = head.shape
     along_rows = tiles[0].along_rows
@@ -230,7 +237,10 @@ def tiled_density(
         head[detected, :] = 0.0
     else:
         head[:, detected] = 0.0
-    return head + person_density(people, (rows, cols))
+    points = person_density(people, (rows, cols))
+    spread = gaussian_filter(points, PERSON_SPREAD, mode="constant")
+    total = float(spread.sum())  # less than the people where one stands at the picture's edge
+    return head + (spread * (points.sum() / total) if total > 0 else spread)
 
 
 def person_density(people: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

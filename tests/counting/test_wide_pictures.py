@@ -141,7 +141,10 @@ def test_boxes_and_maps_of_the_tiles_handed_to_the_detector() -> None:
     assert mixed.shape == density.shape
     assert mixed.sum() == pytest.approx(40.0 * 0.25 + 2)
     np.testing.assert_allclose(mixed[:, 2], 40.0 / 32)
-    assert mixed[:, 30].sum() == 0.0 and mixed[:, 16].sum() == 1.0 and mixed[:, 28:].sum() == 1.0
+    # Each person the detector counted is spread about its box centre (columns 16 and 29), as
+    # the heads spread theirs, not a whole person in one cell (it made the picture's heat top).
+    assert mixed[:, 12:21].sum() == pytest.approx(1.0, abs=1e-3) and mixed[:, 25:].sum() == pytest.approx(1.0, abs=1e-3)
+    assert mixed[:, 11:].max() < 0.2 and mixed[:, 3:11].sum() == pytest.approx(0.0, abs=1e-9)
     # The route of a picture the detector counted in part is its own; its interval is the head's.
     people = [None, np.zeros((1, 5)), PartPeople.of(boxes[1:])]
     assert list(routes(people)) == ["density", "detector", BY_BOTH]
@@ -312,3 +315,40 @@ def test_a_crowd_beside_an_empty_photo_keeps_the_heads_count_of_the_crowd(crowd_
     assert record["counted_by"] == BY_BOTH and picture.shape == (768, 2048, 3)
     changed = np.abs(picture[100:, :1024].astype(int) - crowd[100:, :, ::-1]).max(axis=2) > 20  # below the label
     assert changed.mean() > 0.01  # 2.2 % (drawn as the detector's people alone: none)
+
+
+@pytest.mark.slow
+def test_the_heads_are_routed_tile_by_tile_so_a_crowd_keeps_its_specialist(crowd_model, shared_data) -> None:
+    """ShanghaiTech B IMG_1 (234 people) at 512x384 beside a people-free photo of the same size
+    (1024x384): read whole, the router's statistics of the pair sent it to the general head and
+    the crowd was counted 162 (222.6 alone); each tile routed by its own maps, about as alone."""
+    from counting.data.imaging import load_image
+    from counting.features.detector.evidence import detector_tiles
+    from counting.heads.density.maps import maps_on_grid
+    from counting.heads.familiarity import map_statistics
+
+    crowd = np.asarray(
+        load_image(shared_data / "shanghaitech-B-train" / "images" / "IMG_1.jpg").convert("RGB").resize((512, 384))
+    )
+    empty = np.asarray(load_image(shared_data / COCO / f"{EMPTY[0]}.jpg").convert("RGB").resize((512, 384)))
+    pair = np.concatenate([crowd, empty], axis=1)
+    alone = crowd_model.count_images([crowd])[0]
+    counts, _, _, people = crowd_model.count_prepared_scored([crowd_model.prepare_image(pair)], with_people=True)
+    assert alone > 180 and abs(counts[0] - alone) <= 0.05 * alone
+    assert isinstance(people[0], PartPeople)
+    # What changed: the router's weights of the pair whole differ from the crowd's, its tiles' do not.
+    head = crowd_model.density_head
+    maps = maps_on_grid(
+        crowd_model.get_backbone(), np.stack([crowd_model.prepare_image(pair)]), head.layers, head.stride
+    )
+    names = list(head.specialists)
+    whole = head.router.mixture(map_statistics(maps), names)[0]
+    half = maps.shape[-1] // 2
+    assert len(detector_tiles(maps.shape[-2] * head.stride, maps.shape[-1] * head.stride)) == 2
+    crowd_tile = head.router.mixture(map_statistics(maps[:, :, :, :half]), names)[0]
+    assert np.abs(whole - crowd_tile).max() > 0.5
+    # Maps within 2:1 are routed as before, whole.
+    one = maps[:, :, :, :half]
+    members = [head._own_density, *(head.specialists[name].density for name in names)]
+    mixed = sum(weight * member(one)[0] for weight, member in zip(crowd_tile, members, strict=True))
+    np.testing.assert_allclose(head.density(one)[0], mixed, rtol=1e-9, atol=1e-12)

@@ -34,7 +34,15 @@ from counting.features.detector.decode import COCO_TO_VOC, Detections
 from counting.features.detector.descriptor import N_CLASSES, QUANTITIES, THRESHOLDS, detection_descriptors
 from counting.features.detector.runner import INPUT_SIZE, resize_planes_tf_bilinear
 
-__all__ = ["PERSON_QUANTITIES", "TILE_ASPECT", "TILE_MARGIN", "detector_tiles", "person_boxes", "person_evidence"]
+__all__ = [
+    "PERSON_QUANTITIES",
+    "TILE_ASPECT",
+    "TILE_MARGIN",
+    "core_cells",
+    "detector_tiles",
+    "person_boxes",
+    "person_evidence",
+]
 
 # What each person row holds (square roots, as the detector descriptor stores them).
 PERSON_QUANTITIES: tuple[str, ...] = QUANTITIES
@@ -96,6 +104,15 @@ def detector_tiles(height: int, width: int, max_aspect: float | None = None, mar
         Tile(max(0, int(low) - reach), min(long, int(high) + reach), int(low), int(high), along_rows, long)
         for low, high in zip(edges[:-1], edges[1:], strict=True)
     ]
+
+
+def core_cells(cells: int, tiles: Sequence[Tile]) -> np.ndarray:
+    """``(tiles, cells)``: which of a map's ``cells`` along the picture's long side lie in each
+    tile's core (the core holding the cell's centre; the cores partition the long side, so every
+    cell lies in exactly one)."""
+    places = (np.arange(cells) + 0.5) / cells * tiles[0].length
+    cores = np.array([[tile.core_start, tile.core_stop] for tile in tiles], dtype=np.float64)
+    return (places[None, :] >= cores[:, :1]) & (places[None, :] < cores[:, 1:])
 
 
 def _detector_input(tensor: Any, normalisation: Any) -> np.ndarray:
