@@ -14,7 +14,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         ".uncertainty": "ConformalInterval",
-        ".familiarity": "fit_familiarity",
+        ".familiarity": "fit_familiarity map_statistics",
         ".sparse_gate": (
             "BY_BOTH HEAD_LIMIT_FACTOR SparseGate WEIGHT_FLOOR fit_sparse_gate gate_features per_photo photos_in routes"
         ),

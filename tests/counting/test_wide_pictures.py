@@ -349,6 +349,12 @@ def test_the_heads_are_routed_tile_by_tile_so_a_crowd_keeps_its_specialist(crowd
     assert np.abs(whole - crowd_tile).max() > 0.5
     # Maps within 2:1 are routed as before, whole.
     one = maps[:, :, :, :half]
-    members = [head._own_density, *(head.specialists[name].density for name in names)]
-    mixed = sum(weight * member(one)[0] for weight, member in zip(crowd_tile, members, strict=True))
+    mixed = np.tensordot(crowd_tile, head.member_densities(one)[:, 0], 1)
     np.testing.assert_allclose(head.density(one)[0], mixed, rtol=1e-9, atol=1e-12)
+    # A wide picture's: each tile's core by its own weights.
+    members = head.member_densities(maps)[:, 0]
+    other = head.router.mixture(map_statistics(maps[:, :, :, half:]), names)[0]
+    expected = np.concatenate(
+        [np.tensordot(crowd_tile, members[:, :, :half], 1), np.tensordot(other, members[:, :, half:], 1)], axis=1
+    )
+    np.testing.assert_allclose(head.density(maps)[0], expected, rtol=1e-9, atol=1e-12)

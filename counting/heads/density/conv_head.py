@@ -156,6 +156,13 @@ class ConvDensityHead(MapHead):
                 density[chosen] += weights[chosen, column, None, None] * head_density(array[chosen])
         return density
 
+    def member_densities(self, maps: np.ndarray) -> np.ndarray:
+        """``(1 + specialists, n, h, w)``: the general head's density maps, then each specialist's
+        (in ``specialists`` order, the router's columns), unmixed: what :meth:`density` mixes by
+        the router's weights (scripts/router_regions_study.py mixes them by other regions)."""
+        array = self.check_maps(maps)
+        return np.stack([self._own_density(array), *(head.density(array) for head in self.specialists.values())])
+
     def _tiles(self, grid: tuple[int, ...]) -> list:
         """The COCO detector's tiles of the picture behind maps of ``grid`` ``(h, w)`` (one within 2:1)."""
         from counting.features.detector.evidence import detector_tiles
