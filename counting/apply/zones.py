@@ -252,8 +252,9 @@ def count_frames_with_density(
 
 def _with_route(records: list[dict[str, Any]], people: Sequence[Any], frame_size: tuple[int, int]) -> None:
     """A gated crowd model's records say what counted each frame: ``counted_by`` "detector" (with
-    the ``people`` it counted: boxes ``[x1, y1, x2, y2, score]`` in the frame's pixels) or
-    "density" (the density head)."""
+    the ``people`` it counted: boxes ``[x1, y1, x2, y2, score]`` in the frame's pixels),
+    "density" (the density head), or "density+detector" (a wide frame, the head in some tiles and
+    the detector, with its ``people``, in the others)."""
     from counting.heads.sparse_gate import people_in_pixels, routes
 
     for record, route, boxes in zip(records, routes(people), people, strict=True):
