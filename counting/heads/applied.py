@@ -396,7 +396,7 @@ class DensityHeadApplied:
         with_probes: bool = False,
     ) -> PathRows:
         # ``extract`` (a cluster's extractor) makes descriptors, not maps: maps are made here.
-        from counting.features.detector.evidence import detector_tiles
+        from counting.features.detector.evidence import map_tiles
         from counting.heads.density.maps import HEAD_STRIDE
         from counting.heads.sparse_gate import tile_probes
 
@@ -414,7 +414,7 @@ class DensityHeadApplied:
             density = head.density(item)  # what head.region_counts sums
             features[k] = head.sum_regions(density, model.roi_mask, head.grid)[0]
             grids[k] = density.shape[-2:]
-            tiles = detector_tiles(int(grids[k][0]) * stride, int(grids[k][1]) * stride)
+            tiles = map_tiles(grids[k], stride)
             if len(tiles) > 1:
                 wide_maps[k] = np.asarray(density[0], dtype=np.float32)
                 if probes is not None:
@@ -446,7 +446,7 @@ class DensityHeadApplied:
     def rows_of_prepared(
         self, model: ModelParts, tensors: Sequence[Any], weights: str | Path | None, chunking: Chunking
     ) -> PreparedRows:
-        from counting.features.detector.evidence import detector_tiles
+        from counting.features.detector.evidence import map_tiles
         from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
         from counting.heads.sparse_gate import tile_probes
 
@@ -463,7 +463,7 @@ class DensityHeadApplied:
             densities.append(head.density(maps))
             if model.needs_probes:
                 probes.append(map_statistics(maps))
-                tiles = detector_tiles(maps.shape[-2] * stride, maps.shape[-1] * stride)
+                tiles = map_tiles(maps.shape[-2:], stride)
                 if len(tiles) > 1:  # the tiles' own probes, for the sparse gate (PathRows.wide_probes)
                     wide_probes.update({start + j: tile_probes(one, tiles) for j, one in enumerate(maps)})
         density = np.concatenate(densities)

@@ -474,9 +474,8 @@ class SparseGate:
         """Pictures the detector must run on, read tile by tile (:meth:`apply_tiles`): those with a
         tile the screen lets through (all of them without a screen)."""
         owner, head, familiar, axes = self._tiles(head_counts, shares, familiarity, projected, seen)
-        if self.screen is None:
-            return np.ones(len(shares), dtype=bool)
-        wanted = self.screen.needs_detector(screen_features(head, familiar, axes))
+        # Each tile read as a picture of its own.
+        wanted = self.needs_detector(head, familiar, axes)
         return np.bincount(owner, weights=wanted, minlength=len(shares)) > 0
 
     def apply_tiles(
@@ -505,13 +504,7 @@ class SparseGate:
             if len(shares)
             else np.zeros((0, 1))
         )
-        features = gate_features(head, rows, familiar, axes)
-        finite = np.isfinite(features).all(axis=1)
-        sparse = np.zeros(len(head), dtype=bool)
-        if finite.any():
-            sparse[finite] = self.probability(features[finite]) > 0.5
-        sparse &= self.within_limit(head)
-        each = np.where(sparse, self.detector_counts(np.where(sparse[:, None], rows, 0.0)), head)
+        each, sparse = self.apply(head, rows, familiar, axes)  # each tile read as a picture of its own
         counts = np.bincount(owner, weights=each, minlength=len(shares))
         # A picture with a NaN head count (unread) stays NaN, as in apply.
         counts[~np.isfinite(np.asarray(head_counts, dtype=np.float64).reshape(-1))] = np.nan

@@ -688,12 +688,11 @@ class CountingModel:
 
     def _map_tiles(self, shape: tuple[int, ...]) -> list:
         """The detector's tiles of the prepared input behind a density map of ``shape`` ``(h, w)``
-        (its size taken as the map's times the head's stride, as ``gate_photos`` does)."""
-        from counting.features.detector.evidence import detector_tiles
+        (``evidence.map_tiles``)."""
+        from counting.features.detector.evidence import map_tiles
         from counting.heads.density.maps import HEAD_STRIDE
 
-        stride = getattr(self.density_head, "stride", HEAD_STRIDE)
-        return detector_tiles(int(shape[-2]) * stride, int(shape[-1]) * stride)
+        return map_tiles(shape[-2:], getattr(self.density_head, "stride", HEAD_STRIDE))
 
     def person_rows(
         self,
@@ -754,13 +753,9 @@ class CountingModel:
         """How many photos the sparse gate reads each picture as (``sparse_gate.photos_in``: the
         detector's tiles of a picture wider than 2:1), from its density map's ``(h, w)``; 1 where
         no map was made. None without ``grids``."""
-        from counting.heads.density.maps import HEAD_STRIDE
-        from counting.heads.sparse_gate import photos_in
-
         if grids is None:
             return None
-        stride = getattr(self.density_head, "stride", HEAD_STRIDE)
-        return np.array([photos_in(h * stride, w * stride) if h and w else 1 for h, w in np.asarray(grids, dtype=int)])
+        return np.array([len(self._map_tiles((h, w))) if h and w else 1 for h, w in np.asarray(grids, dtype=int)])
 
     def density_grid(self, tensor: Any) -> tuple[int, int]:
         """``(h, w)`` of the density head's map of one prepared input."""

@@ -40,6 +40,7 @@ __all__ = [
     "TILE_MARGIN",
     "core_cells",
     "detector_tiles",
+    "map_tiles",
     "person_boxes",
     "person_evidence",
 ]
@@ -104,6 +105,13 @@ def detector_tiles(height: int, width: int, max_aspect: float | None = None, mar
         Tile(max(0, int(low) - reach), min(long, int(high) + reach), int(low), int(high), along_rows, long)
         for low, high in zip(edges[:-1], edges[1:], strict=True)
     ]
+
+
+def map_tiles(grid: Sequence[int], stride: int) -> list[Tile]:
+    """The tiles of the input behind a density map of ``grid`` ``(h, w)`` cells of ``stride``
+    pixels (its size taken as the grid's times the stride: for an input whose short side is a
+    multiple of the stride, as the crowd model's 576 is, the tiles of the input itself)."""
+    return detector_tiles(int(grid[0]) * stride, int(grid[1]) * stride)
 
 
 def core_cells(cells: int, tiles: Sequence[Tile]) -> np.ndarray:

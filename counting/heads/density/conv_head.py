@@ -165,9 +165,9 @@ class ConvDensityHead(MapHead):
 
     def _tiles(self, grid: tuple[int, ...]) -> list:
         """The COCO detector's tiles of the picture behind maps of ``grid`` ``(h, w)`` (one within 2:1)."""
-        from counting.features.detector.evidence import detector_tiles
+        from counting.features.detector.evidence import map_tiles
 
-        return detector_tiles(int(grid[0]) * self.stride, int(grid[1]) * self.stride)
+        return map_tiles(grid, self.stride)
 
     def _density_by_tiles(self, array: np.ndarray, tiles: list, names: list[str], heads: list) -> np.ndarray:
         """The router's mixture read tile by tile: a picture wider than 2:1 (a panorama, photos
