@@ -26,6 +26,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ".density.routing": "SetRouter fit_set_router",
         ".density.fitting": "COUNT_WEIGHTS",
         ".density.data": "TargetSettings density_targets",
+        ".density.people_mask": "PeopleMask cell_labels fit_people_mask mask_cells",
         # the conv density head, its ensemble and the AGP's correction of the ensemble's sum
         ".density.conv_fitting": "ConvSettings fit_conv_heads stride8_maps",
         ".density.conv_head": "ensemble",

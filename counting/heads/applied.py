@@ -352,8 +352,11 @@ class DensityHeadApplied:
 
     def summary(self) -> dict[str, Any]:
         specialists = getattr(self.head, "specialists", None)
-        return {"density_head": ",".join(self.head.layers)} | (
-            {"specialists": ",".join(specialists)} if specialists else {}
+        mask = getattr(self.head, "people_mask", None)
+        return (
+            {"density_head": ",".join(self.head.layers)}
+            | ({"specialists": ",".join(specialists)} if specialists else {})
+            | ({"people_mask": f"{mask.low:g}-{mask.high:g}"} if mask is not None else {})
         )
 
     def check_backbone(self, model: ModelParts, backbone: Any) -> None:

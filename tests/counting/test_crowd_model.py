@@ -135,6 +135,7 @@ def test_small_crowd_training_end_to_end(shared_data: Path, tmp_path: Path) -> N
     assert loaded.input_size == 128 and loaded.count_offset == "head_sum"
     assert loaded.correction_weight == settings.correction_weight
     assert loaded.density_head.settings["crowd"]["sampling"] == "balanced"
+    assert loaded.density_head.people_mask is not None  # read back from the file
     figures = crowd_figures(loaded, crowd, cache=cache, correction_weights=(0.0,))
     assert set(figures) == {"shanghaitech-B", "coco-voc20"}
     for entry in figures.values():
@@ -178,6 +179,33 @@ def test_an_ensemble_crowd_model_gives_every_train_picture_an_out_of_fold_count(
 
 
 @pytest.mark.slow
+def test_the_general_heads_out_of_fold_counts_are_masked_their_specialists_are_not(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """The people mask multiplies the heads' density by at most 1: the same heads (seeded alike)
+    give each train picture an out-of-fold count no larger with it, and smaller for some; the
+    model's head carries the mask fitted on every picture."""
+    from counting.features import FeatureCache
+    from counting.train.crowd import CrowdSettings, train_crowd_model
+
+    crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
+    few = [s for s in crowd.samples if s.split == "train"][::20] + [s for s in crowd.samples if s.split == "test"][::40]
+    crowd = replace(crowd, samples=few)
+    cache = FeatureCache(tmp_path / "cache")
+    found = {}
+    for masked in (True, False):
+        rows: dict = {}
+        model = train_crowd_model(
+            crowd, CrowdSettings(input_size=128, steps=10, folds=2, people_mask=masked), cache=cache, out_of_fold=rows
+        )
+        assert (model.density_head.people_mask is not None) == masked
+        found[masked] = np.stack([rows[path] for path in sorted(rows)])
+    assert np.all(found[True] <= found[False] + 1e-9)
+    assert np.any(found[True][:, 0] < 0.99 * found[False][:, 0])
+    assert model.density_head.settings["crowd"]["people_mask"] is False
+
+
+@pytest.mark.slow
 def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, tmp_path: Path) -> None:
     """add_specialists: a head trained on ShanghaiTech B alone and a router fitted on every train
     picture's map statistics; ShanghaiTech B photos are then counted (mostly) by it, coco photos
@@ -205,9 +233,15 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
     assert head.specialists["shanghaitech-B"].settings["training"]["degraded_share"] == 0.2
     assert general.density_head.settings["training"]["degraded_share"] == 0.2
     assert head.specialists["shanghaitech-B"].settings["specialist_of"] == "shanghaitech-B"
+    # the general heads read their people mask, the specialist its own scenes whole
+    assert head.people_mask is not None and head.specialists["shanghaitech-B"].people_mask is None
     assert routed.training["specialists"]["sets"] == ["shanghaitech-B"]
     loaded = load_model(routed.save(tmp_path / "routed.npz"))
     assert list(loaded.density_head.specialists) == ["shanghaitech-B"]
+    assert (
+        loaded.density_head.people_mask is not None
+        and loaded.density_head.specialists["shanghaitech-B"].people_mask is None
+    )
     assert loaded.summary()["specialists"] == "shanghaitech-B"
     validation = crowd.subset("test")
     sources = validation.source_names()

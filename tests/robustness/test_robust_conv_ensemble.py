@@ -159,7 +159,7 @@ def test_an_ensemble_assembled_after_counting_counts_with_every_member() -> None
     [
         (lambda d: d.update(format_version=True), "format version True"),
         (lambda d: d.update(format_version=1), "3 members need format version 2"),
-        (lambda d: d.update(format_version=4), "format version 4"),
+        (lambda d: d.update(format_version=5), "format version 5"),
         (lambda d: set_values(d["arrays"]["member1_weight2"], 1e39), "member1_weight2 overflows float32"),
         (lambda d: set_values(d["arrays"]["x_scale"], 1e-300), "weight0 over x_scale and x_mean overflows float32"),
         (lambda d: set_values(d["arrays"]["x_mean"], 1e300), "weight1 over x_scale and x_mean overflows float32"),
@@ -211,7 +211,7 @@ DAMAGE = {
         "array 'member1_weight1' is damaged",
     ),
     "version 1 with members": (lambda d: d.update(format_version=1), "3 members need format version 2"),
-    "version 4": (lambda d: d.update(format_version=4), "format version 4 is not one this version reads"),
+    "version 5": (lambda d: d.update(format_version=5), "format version 5 is not one this version reads"),
     "version bool": (lambda d: d.update(format_version=True), "format version True"),
     "member overflows float32": (
         lambda d: set_values(d["arrays"]["member1_weight4"], 1e39),

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from counting.heads.density.head import DensityHead, MapHead
+from counting.heads.density.people_mask import PeopleMask
 from counting.heads.density.routing import SetRouter
 from counting.heads.familiarity import map_statistics
 
@@ -89,6 +90,10 @@ class ConvDensityHead(MapHead):
     router: SetRouter | None = None
     kind: str = "conv"
     stride: int = CONV_STRIDE
+    # Which cells hold people (counting.heads.density.people_mask): the head's density is kept in
+    # proportion, so textures it reads as a distant crowd lose their mass. The crowd model's general
+    # heads have one; a specialist, trained on its own scenes, has none.
+    people_mask: PeopleMask | None = None
 
     def __post_init__(self) -> None:
         self._networks: list[torch.nn.Sequential] | None = None
@@ -199,7 +204,10 @@ class ConvDensityHead(MapHead):
             for start in range(0, len(array), _BATCH):
                 chunk = torch.from_numpy(np.ascontiguousarray(array[start : start + _BATCH], dtype=np.float32))
                 out[start : start + len(chunk)] = network(chunk).double().sum(dim=1).numpy()
-        return out / (self.output_scale * len(self.members))
+        out /= self.output_scale * len(self.members)
+        if self.people_mask is not None:
+            out *= self.people_mask.weights(array)
+        return out
 
     def region_counts(
         self, maps: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from counting.heads.density.conv_head import CONV_STRIDE, ConvDensityHead, folded_weights, parameter_shapes
+from counting.heads.density.people_mask import PeopleMask
 from counting.heads.density.routing import SetRouter
 from counting.heads.density.sections import (
     DensityHeadError,
@@ -29,7 +30,13 @@ KIND = "counting-density-head"
 # Version 3: ``specialists`` (set name -> a conv head section of the same layers) and the
 # ``router`` that mixes them (counting.heads.density.routing); earlier readers refuse such a file
 # in one line rather than count with the general head alone.
-FORMAT_VERSION = 3
+# Version 4: a ``people_mask`` (counting.heads.density.people_mask) that the density is multiplied
+# by; earlier readers refuse such a file rather than count without it.
+FORMAT_VERSION = 4
+_MASK_MAGNITUDE = 1e6
+_MASK_MIN_SCALE = 1e-8
+_MASK_MAX_CONTEXT = 32
+_MASK_MAX_HIDDEN = 1024
 _MAX_SPECIALISTS = 16
 # People per stride-8 cell (8x8 input pixels) a head may give on the typical probe: real heads give
 # at most a few; ShanghaiTech A's densest cells hold about 10.
@@ -52,7 +59,7 @@ _PROBE_MAGNITUDE = 1e3
 def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
     """The head as a JSON-ready dict for a model file."""
     ensemble = {"members": len(head.members)} if head.more_weights else {}
-    version = 3 if head.specialists else 2 if head.more_weights else 1
+    version = 4 if head.people_mask is not None else 3 if head.specialists else 2 if head.more_weights else 1
     routed = (
         {
             "specialists": {name: conv_head_to_document(member) for name, member in head.specialists.items()},
@@ -83,6 +90,76 @@ def conv_head_to_document(head: ConvDensityHead) -> dict[str, Any]:
         }
         | ensemble
         | routed
+        | ({"people_mask": _mask_to_document(head.people_mask)} if head.people_mask is not None else {})
+    )
+
+
+def _mask_to_document(mask: PeopleMask) -> dict[str, Any]:
+    return {
+        "context": int(mask.context),
+        "low": float(mask.low),
+        "high": float(mask.high),
+        "settings": mask.settings,
+        "arrays": {
+            "x_mean": encode_array(mask.x_mean),
+            "x_scale": encode_array(mask.x_scale),
+            "hidden_weight": encode_array(mask.hidden_weight),
+            "hidden_bias": encode_array(mask.hidden_bias),
+            "out_weight": encode_array(mask.out_weight),
+            "out_bias": encode_array(np.array([mask.out_bias])),
+        },
+    }
+
+
+def _mask_from_document(document: Any, channels: int, fail) -> PeopleMask:
+    """The people mask, validated: shapes that fit the head's channels, a ramp inside [0, 1], and
+    values bounded so that no map of finite values gives a NaN share (the logits stay far from
+    float overflow: standardised values below 1e14 times weights below 1e6)."""
+    if not isinstance(document, dict):
+        raise fail("people_mask must be a mapping")
+    context = _integer(document, "context", 0, _MASK_MAX_CONTEXT, fail)
+    low, high = document.get("low"), document.get("high")
+    if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in (low, high)) or not (
+        0.0 <= low < high <= 1.0
+    ):
+        raise fail(f"people_mask low and high must satisfy 0 <= low < high <= 1, got {low!r:.30} and {high!r:.30}")
+    entries = document.get("arrays")
+    names = {"x_mean", "x_scale", "hidden_weight", "hidden_bias", "out_weight", "out_bias"}
+    if not isinstance(entries, dict) or set(entries) != names:
+        raise fail(f"people_mask arrays must be {', '.join(sorted(names))}")
+    arrays = {name: decode_array(f"people_mask {name}", entry, fail) for name, entry in entries.items()}
+    if not all(np.all(np.isfinite(value)) and np.all(np.abs(value) <= _MASK_MAGNITUDE) for value in arrays.values()):
+        raise fail(f"people_mask arrays must hold finite floats within {_MASK_MAGNITUDE:g} (file edited or corrupt)")
+    hidden = arrays["hidden_bias"].shape[0] if arrays["hidden_bias"].ndim == 1 else 0
+    if not 1 <= hidden <= _MASK_MAX_HIDDEN:
+        raise fail(f"people_mask hidden_bias must be a 1-D array of 1 to {_MASK_MAX_HIDDEN} values")
+    shapes = {
+        "x_mean": (channels,),
+        "x_scale": (channels,),
+        "hidden_weight": (2 * channels, hidden),
+        "hidden_bias": (hidden,),
+        "out_weight": (hidden,),
+        "out_bias": (1,),
+    }
+    for name, shape in shapes.items():
+        if arrays[name].shape != shape:
+            raise fail(f"people_mask {name} has shape {arrays[name].shape}, expected {shape}")
+    if np.any(arrays["x_scale"] < _MASK_MIN_SCALE):
+        raise fail(f"people_mask x_scale must be at least {_MASK_MIN_SCALE:g}")
+    settings = document.get("settings", {})
+    if not isinstance(settings, dict):
+        raise fail("people_mask settings must be a mapping")
+    return PeopleMask(
+        x_mean=arrays["x_mean"],
+        x_scale=arrays["x_scale"],
+        hidden_weight=arrays["hidden_weight"],
+        hidden_bias=arrays["hidden_bias"],
+        out_weight=arrays["out_weight"],
+        out_bias=float(arrays["out_bias"][0]),
+        context=context,
+        low=float(low),
+        high=float(high),
+        settings=settings,
     )
 
 
@@ -224,6 +301,10 @@ def conv_head_from_document(document: Any, source: str) -> ConvDensityHead:
         if version < 3:
             raise fail(f"specialists need format version 3, the file says {version}")
         head.specialists, head.router = _specialists(document, head, source, fail)
+    if "people_mask" in document:
+        if version < 4:
+            raise fail(f"a people mask needs format version 4, the file says {version}")
+        head.people_mask = _mask_from_document(document["people_mask"], head.n_channels, fail)
     return head
 
 

@@ -25,6 +25,7 @@ from counting.core.errors import DatasetError
 from counting.heads.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
 from counting.heads.density.conv_head import ConvDensityHead, ensemble
 from counting.heads.density.data import TargetSettings, density_targets
+from counting.heads.density.people_mask import PeopleMask, fit_people_mask, mask_cells
 
 __all__ = [
     "CONV_LAYERS",
@@ -98,6 +99,38 @@ def validation_parts(indices: np.ndarray, is_sequence: bool, seed: int, folds: i
         mask[members] = True
         masks.append(mask)
     return masks
+
+
+def _masked_rows(
+    maps: Sequence[Any],
+    density: Sequence[np.ndarray],
+    fits: Sequence[Any],
+    parts: Sequence[np.ndarray],
+    rows: np.ndarray,
+    roi_mask: np.ndarray | None,
+    grid: tuple[int, int] | None,
+    seed: int,
+    log: Callable[[str], None] | None,
+) -> PeopleMask:
+    """The heads' people mask, fitted on every picture's cells; ``rows`` (each validated picture's
+    region sums by the head validated on it) replaced in place by that head's masked density's, the
+    mask it is multiplied by fitted without the picture's fold as well (no leak into the out-of-fold
+    counts the gate and intervals learn from). The pictures' maps only: copies are not drawn."""
+    cells = mask_cells(maps, density, fits[0].head.x_mean, fits[0].head.x_scale, seed=seed)
+    for fit, part in zip(fits, parts, strict=True):
+        part = np.asarray(part, dtype=bool)
+        fold_mask = fit_people_mask(cells.of(~part), seed=seed)
+        masked = replace(fit.head, people_mask=fold_mask)
+        for index in np.flatnonzero(part):
+            picture = np.asarray(maps[index], dtype=np.float32)[None]
+            rows[index] = ConvDensityHead.sum_regions(masked.density(picture), roi_mask, grid)[0]
+    mask = fit_people_mask(cells, seed=seed)
+    if log is not None:
+        log(
+            f"people mask: {mask.settings['cells']} cells of {mask.settings['pictures']} pictures, "
+            f"validation accuracy {mask.settings['validation_accuracy']:.3f}"
+        )
+    return mask
 
 
 def fit_conv_descriptors(
@@ -179,8 +212,15 @@ def fit_conv_descriptors(
             sample_weights=weights,
             copy_of=copy_of,
         )
+        # Inside the maps' folders: the mask reads them (the pictures', not the copies').
+        people_mask = (
+            _masked_rows(maps, density, fits, parts, rows, prep.roi_mask, grid, settings.seed, log)
+            if settings.people_mask
+            else None
+        )
     heads = [fit.head for fit in fits]
     head = ensemble(heads)
+    head.people_mask = people_mask
     validated = ~np.isnan(rows[:, 0])
     head.settings |= {
         "grid": None if grid is None else list(grid),
