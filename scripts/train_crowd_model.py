@@ -57,9 +57,9 @@ def main() -> None:
         help="share of crops from degraded copies: blurred or smaller, saved again (the shipped model's 0.25; 0: none)",
     )
     parser.add_argument(
-        "--no-people-mask",
+        "--people-mask",
         action="store_true",
-        help="no people mask on the general heads (the shipped model has one: docs/density.md)",
+        help="a people mask on the general heads (not in the shipped model: docs/density.md)",
     )
     parser.add_argument(
         "--out-of-fold",
@@ -87,7 +87,7 @@ def main() -> None:
             folds=args.folds,
             gray_share=args.gray_share,
             degraded_share=args.degraded_share,
-            people_mask=not args.no_people_mask,
+            people_mask=args.people_mask,
             shares=tuple((name, float(value)) for name, value in (item.split("=") for item in args.share))
             if args.share
             else defaults.shares,

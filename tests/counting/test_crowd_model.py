@@ -127,7 +127,7 @@ def test_small_crowd_training_end_to_end(shared_data: Path, tmp_path: Path) -> N
     crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
     few = [s for s in crowd.samples if s.split == "train"][::15] + [s for s in crowd.samples if s.split == "test"][::30]
     crowd = replace(crowd, samples=few)
-    settings = CrowdSettings(input_size=128, steps=20)
+    settings = CrowdSettings(input_size=128, steps=20, people_mask=True)
     cache = FeatureCache(tmp_path / "cache")
     model = train_crowd_model(crowd, settings, cache=cache)
     path = model.save(tmp_path / "crowd.npz")
@@ -217,7 +217,7 @@ def test_specialists_join_a_crowd_model_and_route_their_set(shared_data: Path, t
     crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))
     few = [s for s in crowd.samples if s.split == "train"][::12] + [s for s in crowd.samples if s.split == "test"][::25]
     crowd = replace(crowd, samples=few)
-    settings = CrowdSettings(input_size=128, steps=10, folds=1, gray_share=0.25, degraded_share=0.2)
+    settings = CrowdSettings(input_size=128, steps=10, folds=1, gray_share=0.25, degraded_share=0.2, people_mask=True)
     cache = FeatureCache(tmp_path / "cache")
     general = train_crowd_model(crowd, settings, cache=cache)
     with pytest.raises(ValueError, match="no train pictures of set 'mall'"):

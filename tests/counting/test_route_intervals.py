@@ -87,8 +87,7 @@ def test_the_general_route_is_calibrated_on_the_dense_photos_it_counts(crowd) ->
     record = crowd.training["specialists"]["intervals"]
     assert general.n_calibration == record["general"]["pictures"] > 200
     assert record["detector"]["pictures"] + record["detector-none"]["pictures"] > 300
-    # every Mall train frame but one the router weighs elsewhere (199 since the 2026-11-29 retrain)
-    assert record["mall"]["pictures"] >= 195
+    assert record["mall"]["pictures"] == 200
     at = np.array([400.0])
     assert np.diff(general.interval(at), axis=0)[0, 0] > 1.5 * np.diff(crowd.interval.interval(at), axis=0)[0, 0]
 

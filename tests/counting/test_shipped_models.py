@@ -20,9 +20,7 @@ the detector route's interval, recalibrated, gives the coco photo [0, 2] instead
 Its gate refitted reading pictures wider than 2:1 as their average photo (2026-11-28) left every
 count as recorded; the detector route's interval, recalibrated on a square-root scale, gives the
 coco photo [0, 2.26]; and [0, 2.63] once the pictures the detector found no one in were calibrated
-apart (2026-11-28). Re-recorded when its general heads gained a people mask and the four
-steps were run again on an Intel Xeon (2026-11-29: the Mall frames and the ShanghaiTech B photo,
-counted by their specialists, moved by 0.07-1.3; the coco photo still 1).
+apart (2026-11-28).
 """
 
 from __future__ import annotations

@@ -73,15 +73,15 @@ def test_training_reads_a_wide_picture_as_its_average_photo() -> None:
     np.testing.assert_allclose(persons, [[4.0 / np.sqrt(6)] * 9, [1.0] * 9])
     assert per_photo(np.array([5.0]), None, None)[0][0] == 5.0
     # A row of six everyday photos, unlike the training crowds (familiarity 0.01): the heads count
-    # 300, the detector 9 people in all (its rows hold square roots).
-    head = np.array([300.0])
+    # 240, the detector 9 people in all (its rows hold square roots).
+    head = np.array([240.0])
     rows = np.sqrt(np.array([[16.0, 12.0, 9.0, 8.0, 6.0, 4.0, 2.0, 7.0, 20.0]]))
     familiarity, projected, six = np.array([0.01]), np.zeros((1, 16)), np.array([6])
     # Read whole, the ratio is a dense crowd's: the heads' count stands, and the screen would not
     # even run the detector.
-    np.testing.assert_array_equal(gate.apply(head, rows, familiarity, projected)[0], [300.0])
+    np.testing.assert_array_equal(gate.apply(head, rows, familiarity, projected)[0], [240.0])
     assert not gate.needs_detector(head, familiarity, projected)[0]
-    # Read as six photos of 50 and 1.5 people, it is sparse: the detector's count of the whole picture.
+    # Read as six photos of 40 and 1.5 people, it is sparse: the detector's count of the whole picture.
     counts, sparse = gate.apply(head, rows, familiarity, projected, photos=six)
     assert sparse[0] and counts[0] == gate.detector_counts(rows)[0] == 9.0
     each_head, each_rows = per_photo(head, rows, six)
@@ -170,14 +170,13 @@ def test_the_gate_reads_a_wide_picture_tile_by_tile() -> None:
         gate.needs_detector(head, familiarity, projected),
     )
     # A crowd beside an empty photo: the heads count 160 on the crowd's half and 40 of texture on
-    # the other, the detector 6 people on the crowd's half, none on the other; the picture as
-    # unlike the training pictures as an everyday photo. Read tile by tile, the crowd keeps the
-    # heads' count and the empty photo gets the detector's 0.
+    # the other, the detector 6 people on the crowd's half, none on the other. Read tile by tile,
+    # the crowd keeps the heads' count and the empty photo gets the detector's 0.
     crowd_rows = np.sqrt([[30.0, 20.0, 12.0, 9.0, 6.0, 4.0, 2.0, 8.0, 60.0]])
     empty_rows = np.zeros((1, len(QUANTITIES)))
     pair = [np.array([0.8, 0.2])]
     counts, (taken,) = gate.apply_tiles(
-        np.array([200.0]), pair, [np.concatenate([crowd_rows, empty_rows])], np.array([0.05]), np.zeros((1, 16))
+        np.array([200.0]), pair, [np.concatenate([crowd_rows, empty_rows])], np.array([0.5]), np.zeros((1, 16))
     )
     assert list(taken) == [False, True] and counts[0] == pytest.approx(160.0)
     # Each tile's own familiarity, where given, is what the gate reads: the crowd's tile as

@@ -91,8 +91,9 @@ class ConvDensityHead(MapHead):
     kind: str = "conv"
     stride: int = CONV_STRIDE
     # Which cells hold people (counting.heads.density.people_mask): the head's density is kept in
-    # proportion, so textures it reads as a distant crowd lose their mass. The crowd model's general
-    # heads have one; a specialist, trained on its own scenes, has none.
+    # proportion, so textures it reads as a distant crowd lose their mass. A crowd model's general
+    # heads trained with CrowdSettings.people_mask have one (the shipped one's do not); a
+    # specialist, trained on its own scenes, never has.
     people_mask: PeopleMask | None = None
 
     def __post_init__(self) -> None:
