@@ -162,3 +162,17 @@ def test_a_tampered_mask_is_one_line_naming_the_file(edit, message: str) -> None
     with pytest.raises(DensityHeadError, match=message) as raised:
         conv_head_from_document(document, "tampered.npz")
     assert str(raised.value).startswith("tampered.npz: conv density head:") and "\n" not in str(raised.value)
+
+
+def test_a_copys_cells_belong_to_its_picture_and_leave_with_it() -> None:
+    """The heads train on grayscale and degraded copies beside their pictures: the mask draws the
+    copies' cells too, owned by their picture, so a fold left out takes its copies with it."""
+    maps, targets = generated(0, pictures=6)
+    copies = [item[::-1].copy() for item in maps]  # another reading of the same pictures
+    cells = mask_cells(maps + copies, targets * 2, np.zeros(CHANNELS), np.ones(CHANNELS), pictures=list(range(6)) * 2)
+    alone = mask_cells(maps, targets, np.zeros(CHANNELS), np.ones(CHANNELS))
+    assert set(np.unique(cells.pictures)) == set(range(6)) and len(cells.labels) > len(alone.labels)
+    kept = cells.of(np.arange(6) != 2)
+    assert 2 not in kept.pictures and len(kept.labels) < len(cells.labels)
+    with pytest.raises(ValueError, match="picture indices"):
+        mask_cells(maps, targets, np.zeros(CHANNELS), np.ones(CHANNELS), pictures=[0, 1])

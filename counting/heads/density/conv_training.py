@@ -103,6 +103,7 @@ def validation_parts(indices: np.ndarray, is_sequence: bool, seed: int, folds: i
 
 def _masked_rows(
     maps: Sequence[Any],
+    copies: Sequence[Sequence[Any]],
     density: Sequence[np.ndarray],
     fits: Sequence[Any],
     parts: Sequence[np.ndarray],
@@ -115,8 +116,14 @@ def _masked_rows(
     """The heads' people mask, fitted on every picture's cells; ``rows`` (each validated picture's
     region sums by the head validated on it) replaced in place by that head's masked density's, the
     mask it is multiplied by fitted without the picture's fold as well (no leak into the out-of-fold
-    counts the gate and intervals learn from). The pictures' maps only: copies are not drawn."""
-    cells = mask_cells(maps, density, fits[0].head.x_mean, fits[0].head.x_scale, seed=seed)
+    counts the gate and intervals learn from). ``copies``: each kind's maps of the same pictures
+    (grayscale, degraded), drawn too with their picture's targets and left out with its fold:
+    fitted on the pictures alone, the mask let a grayscale texture through that it took off the
+    colour photo (docs/density.md, "A people mask for the general heads")."""
+    every_map = [*maps, *(item for kind in copies for item in kind)]
+    every_target = list(density) * (1 + len(copies))
+    owners = np.tile(np.arange(len(maps)), 1 + len(copies))
+    cells = mask_cells(every_map, every_target, fits[0].head.x_mean, fits[0].head.x_scale, seed=seed, pictures=owners)
     for fit, part in zip(fits, parts, strict=True):
         part = np.asarray(part, dtype=bool)
         fold_mask = fit_people_mask(cells.of(~part), seed=seed)
@@ -212,9 +219,20 @@ def fit_conv_descriptors(
             sample_weights=weights,
             copy_of=copy_of,
         )
-        # Inside the maps' folders: the mask reads them (the pictures', not the copies').
+        # Inside the maps' folders: the mask reads them, the pictures' and their copies'.
         people_mask = (
-            _masked_rows(maps, density, fits, parts, rows, prep.roi_mask, grid, settings.seed, log)
+            _masked_rows(
+                maps,
+                [copy_maps for _, copy_maps in copied],
+                density,
+                fits,
+                parts,
+                rows,
+                prep.roi_mask,
+                grid,
+                settings.seed,
+                log,
+            )
             if settings.people_mask
             else None
         )

@@ -142,16 +142,24 @@ def mask_cells(
     *,
     seed: int = 0,
     context: int = DEFAULT_CONTEXT,
+    pictures: Sequence[int] | None = None,
 ) -> MaskCells:
     """Up to ``CELLS_PER_CLASS`` people and background cells (:func:`cell_labels`) of each
     picture's ``(C, h, w)`` maps, by its head-dot density target (the heads' own,
-    :func:`counting.heads.density.data.density_targets`)."""
+    :func:`counting.heads.density.data.density_targets`). ``pictures``: the picture each map is
+    of (a copy's is its picture's, so leaving a picture out leaves its copies out; default: each
+    map its own)."""
     if len(maps) != len(targets):
         raise ValueError(f"{len(maps)} maps for {len(targets)} targets")
+    owners = np.arange(len(maps)) if pictures is None else np.asarray(pictures, dtype=int)
+    if owners.shape != (len(maps),):
+        raise ValueError(f"{len(owners)} picture indices for {len(maps)} maps")
     rng = np.random.default_rng(seed)
     mean = np.asarray(x_mean, dtype=np.float32)
     scale = np.asarray(x_scale, dtype=np.float32)
-    rows, labels, pictures = [], [], []
+    rows: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    drawn: list[np.ndarray] = []
     for index, (picture, target) in enumerate(zip(maps, targets, strict=True)):
         found = cell_labels(np.asarray(target)).ravel()
         features = None
@@ -164,12 +172,12 @@ def mask_cells(
             chosen = rng.choice(cells, min(CELLS_PER_CLASS, cells.size), replace=False)
             rows.append(features[chosen])
             labels.append(np.full(chosen.size, value, dtype=np.int8))
-            pictures.append(np.full(chosen.size, index))
+            drawn.append(np.full(chosen.size, owners[index]))
     width = 2 * len(mean)
     return MaskCells(
         np.concatenate(rows) if rows else np.zeros((0, width), np.float32),
         np.concatenate(labels) if labels else np.zeros(0, np.int8),
-        np.concatenate(pictures) if pictures else np.zeros(0, int),
+        np.concatenate(drawn) if drawn else np.zeros(0, int),
         mean.astype(np.float64),
         scale.astype(np.float64),
         context,
