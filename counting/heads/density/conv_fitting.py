@@ -71,8 +71,9 @@ class ConvSettings:
     # Share drawn from degraded copies (counting.data.copies.degraded_pixels: blurred or smaller,
     # saved again), as gray_share; the two shares together stay under 1.
     degraded_share: float = 0.0
-    # Fit a people mask (counting.heads.density.people_mask) on the heads' pictures and multiply
-    # their density by it: each head's out-of-fold sums then by a mask fitted without its fold too.
+    # Fit a people mask (counting.heads.density.people_mask) on the heads' pictures and their
+    # copies, and multiply their density by it: each head's out-of-fold sums then by a mask fitted
+    # without its fold too.
     people_mask: bool = False
 
     def __post_init__(self) -> None:
