@@ -140,8 +140,10 @@ def _without_pil_bomb_warning() -> Iterator[None]:
         with _bomb_lock:
             _bomb_readers -= 1
             if _bomb_readers == 0 and _BOMB_FILTER in warnings.filters:
+                # No registry needs resetting (which warnings' private _filters_mutated() would do,
+                # and Python 3.14 renamed): an "ignore" filter records nothing in any module's
+                # __warningregistry__, and it matched this one category alone.
                 warnings.filters.remove(_BOMB_FILTER)
-                warnings._filters_mutated()  # type: ignore[attr-defined]  # as filterwarnings does
 
 
 def load_image(path: str | os.PathLike[str]) -> Image.Image:

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import time
 from pathlib import Path
 
 import cv2
@@ -359,48 +358,38 @@ def test_many_streams_one_counts_file_each(client, frames, tmp_path: Path) -> No
     assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["01-entrance.csv", "02-hall.csv"]
 
 
-def test_a_worker_killed_mid_run_loses_nothing(client, frames, backbone, reference) -> None:
-    """SIGKILL a worker while it runs a task: the task is retried elsewhere, finished ones kept."""
+def test_a_worker_killed_mid_run_loses_nothing(frames, backbone, reference) -> None:
+    """SIGKILL a worker while it runs a task: the task is retried elsewhere, finished ones kept.
+
+    On a cluster of its own: on slow hosts the nanny of the killed worker sometimes closed itself
+    right after restarting it (dask's "nanny-close"), and the module's shared cluster was left
+    with one worker for every later test (CI failures on 2026-11-28).
+    """
     killed: dict = {}
+    with open_cluster("local:2") as client:
+        client.wait_for_workers(2, timeout=180)
 
-    def kill_a_busy_worker(done: int, total: int) -> None:
-        if killed:
-            return
-        busy = {address: keys for address, keys in client.processing().items() if keys}
-        if not busy:
-            return
-        address = next(iter(busy))
-        pid = client.run(os.getpid, workers=[address])[address]
-        os.kill(pid, signal.SIGKILL)
-        killed.update(address=address, done=done, tasks=list(busy[address]))
+        def kill_a_busy_worker(done: int, total: int) -> None:
+            if killed:
+                return
+            busy = {address: keys for address, keys in client.processing().items() if keys}
+            if not busy:
+                return
+            address = next(iter(busy))
+            pid = client.run(os.getpid, workers=[address])[address]
+            os.kill(pid, signal.SIGKILL)
+            killed.update(address=address, done=done, tasks=list(busy[address]))
 
-    result = extract_features_distributed(
-        frames,
-        backbone,
-        Preprocessing(224),
-        batch_size=BATCH,
-        progress=False,
-        client=client,
-        batches_per_task=1,
-        on_chunk=kill_a_busy_worker,
-    )
+        result = extract_features_distributed(
+            frames,
+            backbone,
+            Preprocessing(224),
+            batch_size=BATCH,
+            progress=False,
+            client=client,
+            batches_per_task=1,
+            on_chunk=kill_a_busy_worker,
+        )
     assert killed and killed["tasks"] and killed["done"] < N_FRAMES
     assert result.ok.all() and not result.errors
     assert result.features.tobytes() == reference.features.tobytes()
-    # The nanny restarts the killed worker. Wait on the scheduler's own list (the client's
-    # scheduler_info() is a cached copy): until the dead address has left it and a fresh worker
-    # joined, the next test's client.run would reach one worker only.
-    _wait_for_workers_without(client, killed["address"], n_workers=2)
-
-
-def _wait_for_workers_without(client, gone: str, n_workers: int, timeout_s: float = 180.0) -> None:
-    def workers_now(dask_scheduler) -> list[str]:
-        return list(dask_scheduler.workers)
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        workers = client.run_on_scheduler(workers_now)
-        if gone not in workers and len(workers) == n_workers:
-            return
-        assert time.monotonic() < deadline, f"after {timeout_s:.0f} s the scheduler lists {workers}"
-        time.sleep(0.2)
