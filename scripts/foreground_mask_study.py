@@ -23,8 +23,10 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import numpy as np
@@ -32,7 +34,7 @@ from sklearn.linear_model import LogisticRegression
 
 from counting.data import image_size, read_crowd
 from counting.features import FeatureCache
-from counting.heads import density_targets, extract_maps, fit_people_mask, map_statistics, mask_cells
+from counting.heads import density_targets, fit_people_mask, map_statistics, mask_cells
 from counting.model import CountingModel
 
 RAMPS = {"ramp.1-.5": (0.1, 0.5), "ramp.3-.9": (0.3, 0.9), "ramp.4-.95": (0.4, 0.95), "ramp.5-.95": (0.5, 0.95)}
@@ -73,32 +75,19 @@ def main() -> None:
     args = parser.parse_args()
     model = CountingModel.load(args.model)
     head = replace(model.density_head, people_mask=None)
-    backbone = model.get_backbone()
     cache = FeatureCache(args.cache_dir) if args.cache_dir else FeatureCache()
     data = read_crowd(args.data)
     annotations = args.data.resolve() / "coco-voc20/VOCdevkit/VOC2007/Annotations"
     started = time.perf_counter()
 
-    def maps_of(sample) -> np.ndarray | None:
-        found = extract_maps(
-            [str(sample.path)],
-            backbone,
-            model.preprocessing(),
-            head.layers,
-            cache,
-            1,
-            False,
-            on_error="skip",
-            stride=head.stride,
-        )
-        return found.maps[0]
+    def each_maps(part) -> Iterator[tuple[Any, str, np.ndarray]]:
+        """``(sample, set name, maps)`` of each readable picture of ``part``, one at a time."""
+        sources = part.source_names()
+        for index, found in model.head_maps([sample.path for sample in part.samples], cache=cache, batch_size=1):
+            yield part.samples[index], sources[index], found
 
-    train = data.subset("train")
     maps, targets = [], []
-    for sample, source in zip(train.samples, train.source_names(), strict=True):
-        found = maps_of(sample)
-        if found is None:
-            continue
+    for sample, source, found in each_maps(data.subset("train")):
         size = image_size(sample.path)
         (target,) = density_targets([sample], [found.shape[-2:]])
         if source == "coco-voc20" and args.coco_labels == "boxes":
@@ -128,12 +117,8 @@ def main() -> None:
     print(f"fitted: {mask.settings}; {time.perf_counter() - started:.0f} s", flush=True)
 
     names = list(head.specialists)
-    validation = data.subset("test")
     errors: dict[str, list[list[float]]] = {}
-    for sample, source in zip(validation.samples, validation.source_names(), strict=True):
-        found = maps_of(sample)
-        if found is None:
-            continue
+    for sample, source, found in each_maps(data.subset("test")):
         members = head.member_densities(found[None])[:, 0]
         mix = head.router.mixture(map_statistics(found[None]), names)[0] if names else np.ones(1)
         general = mix[0] * members[0]

@@ -26,7 +26,7 @@ import numpy as np
 
 from counting.data import read_crowd
 from counting.features import FeatureCache
-from counting.heads import extract_maps, map_statistics
+from counting.heads import map_statistics
 from counting.model import CountingModel
 
 
@@ -57,27 +57,15 @@ def main() -> None:
     head = model.density_head
     if getattr(head, "router", None) is None or not getattr(head, "specialists", None):
         raise SystemExit(f"{args.model}: its density head has no router and specialists to study")
-    backbone = model.get_backbone()
     cache = FeatureCache(args.cache_dir) if args.cache_dir else FeatureCache()
     validation = read_crowd(args.data).subset("test")
     started = time.perf_counter()
     print(f"{args.model}; {len(validation.samples)} validation pictures; load {os.getloadavg()[0]:.1f}", flush=True)
     errors: dict[str, list[list[float]]] = {}
-    for sample, source in zip(validation.samples, validation.source_names(), strict=True):
-        found = extract_maps(
-            [str(sample.path)],
-            backbone,
-            model.preprocessing(),
-            head.layers,
-            cache,
-            1,
-            False,
-            on_error="skip",
-            stride=head.stride,
-        )
-        if found.maps[0] is None:
-            continue
-        maps = found.maps[0][None]
+    sources = validation.source_names()
+    for index, found in model.head_maps([sample.path for sample in validation.samples], cache=cache, batch_size=1):
+        sample, source = validation.samples[index], sources[index]
+        maps = found[None]
         members = head.member_densities(maps)
         counts = [
             model.predict_features(

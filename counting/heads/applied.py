@@ -412,7 +412,7 @@ class DensityHeadApplied:
         wide_maps: dict[int, np.ndarray] = {}
         wide_probes: dict[int, np.ndarray] = {}
         stride = getattr(head, "stride", HEAD_STRIDE)
-        maps = self._each_picture_maps(model, sources, weights, cache, batch_size, progress, chunking, ok, errors)
+        maps = self.each_picture_maps(model, sources, weights, cache, batch_size, progress, chunking, ok, errors)
         for k, item in maps:
             density = head.density(item)  # what head.region_counts sums
             features[k] = head.sum_regions(density, model.roi_mask, head.grid)[0]
@@ -441,7 +441,7 @@ class DensityHeadApplied:
         probes = np.full((len(sources), self.familiarity_dim(model)), np.nan)
         ok = np.zeros(len(sources), dtype=bool)
         errors: dict[str, str] = {}
-        maps = self._each_picture_maps(model, sources, weights, cache, batch_size, progress, chunking, ok, errors)
+        maps = self.each_picture_maps(model, sources, weights, cache, batch_size, progress, chunking, ok, errors)
         for k, item in maps:
             probes[k] = map_statistics(item)[0]
         return PathRows(probes, ok, errors, probes)
@@ -473,7 +473,7 @@ class DensityHeadApplied:
         features = head.sum_regions(density, model.roi_mask, head.grid)
         return PreparedRows(features, np.concatenate(probes) if probes else None, density, wide_probes)
 
-    def _each_picture_maps(
+    def each_picture_maps(
         self,
         model: ModelParts,
         sources: list[str],

@@ -8,7 +8,7 @@ its JSON metadata, so later commands need nothing else.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from counting.core import defaults
 from counting.core.errors import BackboneError, CountingError, ModelFileError
 from counting.core.version import __version__
 from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views
-from counting.heads.applied import AppliedHead, Chunking
+from counting.heads.applied import AppliedHead, Chunking, DensityHeadApplied
 from counting.heads.density.routing import ROUTE_GENERAL
 from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.registry import applied_head_for, read_head_sections
@@ -785,6 +785,30 @@ class CountingModel:
             Chunking(DENSITY_CHUNK, DENSITY_BATCH),
         )
         return rows.features, rows.ok, rows.errors
+
+    def head_maps(
+        self,
+        paths: Sequence[str | Path],
+        cache: Any = None,
+        weights: str | Path | None = None,
+        batch_size: int = defaults.BATCH_SIZE,
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """``(index, maps)`` of each readable image file, its ``(C, h, w)`` maps as the model's
+        density head reads them (its layers, on its stride's grid; through ``cache``), a few
+        pictures' maps held at a time; unreadable files are skipped. For studies of the head."""
+        if not isinstance(self._applied, DensityHeadApplied):
+            raise ValueError(f"{self.name}: its head reads no feature maps of its own (no density head)")
+        yield from self._applied.each_picture_maps(
+            self,
+            [str(path) for path in paths],
+            weights,
+            cache,
+            batch_size,
+            False,
+            Chunking(DENSITY_CHUNK, DENSITY_BATCH),
+            np.zeros(len(paths), dtype=bool),
+            {},
+        )
 
     # ------------------------------------------------------------------ familiarity
     def familiarity_scores(self, probes: np.ndarray | None) -> np.ndarray | None:

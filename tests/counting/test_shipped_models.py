@@ -75,3 +75,23 @@ def test_density_model_counts_in_chunks_as_in_one_go(
     np.testing.assert_allclose(chunked.counts, whole.counts, rtol=0, atol=1e-9)
     np.testing.assert_allclose(chunked.low, whole.low, rtol=0, atol=1e-9)
     assert list(chunked.errors) == [frames[2]] and chunked.sources == frames
+
+
+def test_head_maps_are_the_maps_the_density_head_counts(mall_root: Path, tmp_path: Path) -> None:
+    """``CountingModel.head_maps``: each readable picture's maps, by its index, unreadable files
+    skipped; the head's density of them sums to the model's region sums of that picture."""
+    from counting.heads.applied import Chunking
+
+    frames = [str(path) for path in sorted((mall_root / "frames").glob("seq_0000*.jpg"))[:3]]
+    frames.insert(1, str(tmp_path / "missing.jpg"))
+    model = load_model(ROOT / "models" / "mall-accurate.npz")
+    found = list(model.head_maps(frames, batch_size=2))
+    assert [index for index, _ in found] == [0, 2, 3]
+    head = model.density_head
+    assert all(maps.ndim == 3 and maps.shape[0] == head.n_channels for _, maps in found)
+    rows = model.applied_head.rows_of_paths(model, frames, None, None, 2, False, Chunking(8, 2))
+    for index, maps in found:
+        sums = head.sum_regions(head.density(maps[None]), model.roi_mask, head.grid)[0]
+        np.testing.assert_allclose(sums, rows.features[index], rtol=1e-6, atol=1e-9)
+    with pytest.raises(ValueError, match="no density head"):
+        list(load_model(ROOT / "models" / "mall-sums.npz").head_maps(frames))
