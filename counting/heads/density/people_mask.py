@@ -15,8 +15,9 @@ target holds more than ``PEOPLE_LEVEL``, background the cells with no dot mass w
 the rest (a head's fringe) is left out. ``scripts/foreground_mask_study.py`` chose the form on the
 validation parts (the general heads' count without the gate, coco-voc20 heads alone 10.15 ->
 4.29, ShanghaiTech A 95.41 -> 95.11; ShanghaiTech B and Mall, which go to their specialists,
-unchanged). Not in the shipped model: fitted on the pictures alone, it does not hold on their
-grayscale and WebP copies (docs/density.md, "A people mask for the general heads").
+unchanged). Not in the shipped model: fitted on the pictures alone, it did not hold on their
+grayscale and WebP copies, and fitted on the copies' cells too it kept more of a texture in colour
+(docs/density.md, "A people mask for the general heads" and "The people mask with its copies").
 
 The classifier is scikit-learn's ``MLPClassifier``; counting runs its two layers in NumPy (its
 arrays are kept in the model file, never a pickle). The context mean is linear, so it is taken of
