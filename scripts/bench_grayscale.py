@@ -14,7 +14,9 @@ photo gives. A JPEG copy moves the heads' sum by a few per cent, enough to cross
 head limit where a picture lies near it (docs/density.md, "The people mask with its copies").
 Prints per set of the crowd validation parts (counting.data.datasets.crowd): pictures, the
 model's MAE in colour and in grayscale, the ratio of the grayscale to the colour count summed over
-the set, and the share of grayscale copies the familiarity score marks. Add ``--json FILE`` for
+the set, the share of grayscale copies the familiarity score marks, and how many pictures the
+sparse gate disputes in colour and in grayscale (counting.heads.sparse_gate, "Disputed counts":
+the heads' count above the gate's limit stands where the gate says sparse; marked unreliable). Add ``--json FILE`` for
 the figures in a file.
 """
 
@@ -49,6 +51,12 @@ def grayscale_files(paths: list[str], folder: Path, kind: str) -> list[str]:
     return written
 
 
+def _disputed(result: object, ok: np.ndarray) -> int:
+    """Pictures of ``result`` (a CountResult) whose count the sparse gate disputes (0 without a gate)."""
+    disputed = getattr(result, "disputed", None)
+    return 0 if disputed is None else int(np.sum(disputed[ok]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-m", "--model", default="models/crowd.npz")
@@ -67,7 +75,10 @@ def main() -> None:
     print(f"{model.name}: {cpu_description()}, load {os.getloadavg()[0]:.1f}", flush=True)
     print(f"grayscale copies: {f'{args.files} files' if args.files else 'the backbone seeing luma'}", flush=True)
     scratch = tempfile.TemporaryDirectory(prefix="bench-grayscale-")
-    print(f"{'set':16s} {'n':>4s} {'colour MAE':>11s} {'gray MAE':>9s} {'gray/colour':>12s} {'gray marked':>12s}")
+    print(
+        f"{'set':16s} {'n':>4s} {'colour MAE':>11s} {'gray MAE':>9s} {'gray/colour':>12s} {'gray marked':>12s} "
+        f"{'disputed':>9s}"
+    )
     figures = {}
     started = time.perf_counter()
     for name in dict.fromkeys(sources):
@@ -92,12 +103,15 @@ def main() -> None:
             "gray_mae": float(np.mean(np.abs(seen.counts[ok] - truth[ok]))),
             "gray_over_colour": float(np.sum(seen.counts[ok]) / max(np.sum(colour.counts[ok]), 1e-9)),
             "gray_marked": marked,
+            "colour_disputed": _disputed(colour, ok),
+            "gray_disputed": _disputed(seen, ok),
             "gray_worst": {"picture": paths[worst], "truth": float(truth[worst]), "count": float(seen.counts[worst])},
         }
         figures[name] = entry
         print(
             f"{name:16s} {entry['n']:4d} {entry['colour_mae']:11.2f} {entry['gray_mae']:9.2f} "
-            f"{entry['gray_over_colour']:12.3f} {entry['gray_marked']:12.2f}   worst in gray: "
+            f"{entry['gray_over_colour']:12.3f} {entry['gray_marked']:12.2f} "
+            f"{entry['colour_disputed']:>4d} {entry['gray_disputed']:>4d}   worst in gray: "
             f"{Path(paths[worst]).name} {truth[worst]:.0f} -> {seen.counts[worst]:.1f}",
             flush=True,
         )

@@ -17,7 +17,11 @@ per-class model gives ``total`` and ``count_CLASS``/``low_CLASS``/``high_CLASS``
 (:mod:`counting.core.columns`). Every record ends with ``familiarity`` (how much the picture
 resembles the model's training pictures, in (0, 1]; :mod:`counting.heads.familiarity`) and
 ``unfamiliar`` (True below the model's threshold: the count is unreliable); both are None for a
-model file without a familiarity section ("unknown").
+model file without a familiarity section ("unknown"). A crowd model with a sparse gate adds
+``counted_by`` (what counted the picture: ``density``, ``detector`` or ``density+detector``) and
+``disputed`` (True where its detector evidence said sparse but the density heads' count, beyond
+anything the gate saw of a sparse picture, stood: the count is unreliable;
+:mod:`counting.heads.sparse_gate`, "Disputed counts").
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from counting.core.files import unique_files
 from counting.heads.sparse_gate import routes
 from counting.model.counting_model import CountingModel, CountResult, load_model
 
-__all__ = ["Counts", "count", "count_rows", "familiarity_warning", "load_model"]
+__all__ = ["Counts", "count", "count_rows", "disputed_warning", "familiarity_warning", "load_model"]
 
 
 def count_rows(
@@ -71,6 +75,8 @@ def count_rows(
         row.update(familiarity_fields(model, result.familiarity, k))
         if result.counted_by is not None:
             row["counted_by"] = str(result.counted_by[k])
+        if result.disputed is not None:
+            row["disputed"] = bool(result.disputed[k])
         rows.append(row)
     return rows
 
@@ -90,6 +96,13 @@ def familiarity_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
     scored = [row for row in rows if row.get("unfamiliar") is not None]
     return unfamiliar_summary(sum(bool(row["unfamiliar"]) for row in scored), len(scored))
+
+
+def disputed_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The one summary line for records marked ``disputed`` (None when none is)."""
+    from counting.heads.sparse_gate import disputed_summary
+
+    return disputed_summary(sum(bool(row.get("disputed")) for row in rows), len(rows))
 
 
 @dataclass
@@ -113,6 +126,11 @@ class Counts:
     def unfamiliar(self) -> list[str]:
         """Pictures unlike the model's training pictures (their counts are unreliable)."""
         return [row["image"] for row in self.rows if row.get("unfamiliar")]
+
+    @property
+    def disputed(self) -> list[str]:
+        """Pictures whose count a crowd model's sparse gate disputes (unreliable; module docstring)."""
+        return [row["image"] for row in self.rows if row.get("disputed")]
 
     @property
     def counts(self) -> np.ndarray:
@@ -220,15 +238,17 @@ def count(
                 zone_records = {source: record["zones"]}
                 familiarity = None if record.get("familiarity") is None else np.array([record["familiarity"]])
                 counted_by = None if "counted_by" not in record else np.array([record["counted_by"]])
+                disputed = None if "disputed" not in record else np.array([record["disputed"]])
                 # The record's interval is on the picture's route (count_frames).
                 bounds = (np.array([record["low"]]), np.array([record["high"]])) if "low" in record else None
             else:
                 prepared = [counting_model.prepare_image(item)]
-                counts, familiarity, _, people, interval_routes = counting_model.count_prepared_scored(
-                    prepared, with_people=True, with_routes=True
+                counts, familiarity, _, people, readings, interval_routes = counting_model.count_prepared_scored(
+                    prepared, with_people=True, with_disputed=True, with_routes=True
                 )
                 counted_by = None if getattr(counting_model, "sparse_gate", None) is None else routes(people)
-                bounds = counting_model.intervals(np.asarray(counts), interval_routes)
+                disputed = None if readings is None else np.isfinite(readings)
+                bounds = counting_model.intervals(np.asarray(counts), interval_routes, readings)
         except CountingError as error:
             skipped[source] = f"{source}: {str(error).splitlines()[0]}"
             continue
@@ -237,7 +257,7 @@ def count(
                 f"{source}: cannot decode the image ({str(error).splitlines()[0] or type(error).__name__})"
             )
             continue
-        result = _one_result(counting_model, source, np.asarray(counts), familiarity, counted_by, bounds)
+        result = _one_result(counting_model, source, np.asarray(counts), familiarity, counted_by, bounds, disputed)
         rows.extend(count_rows(counting_model, result, zone_records))
     count_run()
     if not rows:
@@ -318,6 +338,7 @@ def _one_result(
     familiarity: np.ndarray | None = None,
     counted_by: np.ndarray | None = None,
     bounds: tuple[np.ndarray | None, np.ndarray | None] | None = None,
+    disputed: np.ndarray | None = None,
 ) -> CountResult:
     """A :class:`CountResult` for one in-memory picture, with ``bounds`` (its ``(low, high)``),
     or without them the model's interval."""
@@ -331,4 +352,5 @@ def _one_result(
         errors={},
         familiarity=familiarity,
         counted_by=counted_by,
+        disputed=disputed,
     )

@@ -60,4 +60,5 @@ def count_in_chunks(
         errors=errors,
         familiarity=joined("familiarity"),
         counted_by=joined("counted_by"),
+        disputed=joined("disputed"),
     )

@@ -521,6 +521,8 @@ class VideoRun:
     # (counting.heads.familiarity); both 0 for a model file without a familiarity section.
     scored_frames: int = 0
     unfamiliar_frames: int = 0
+    # Frames a crowd model's sparse gate disputed (counting.heads.sparse_gate, "Disputed counts").
+    disputed_frames: int = 0
     records: list[dict] = field(default_factory=list)
     problems: list[DecodeProblem] = field(default_factory=list)  # frames that could not be decoded
     # Whether the counts file and the annotated video were written: a run stopped before its
@@ -597,8 +599,8 @@ def count_video(
     zone_kinds = ["count"] + (["low", "high"] if model.interval is not None else [])
     fields += [zone_column(kind, zone.name) for zone in zones for kind in zone_kinds]
     fields += ["familiarity", "unfamiliar"]  # empty for a model file without a familiarity section
-    if getattr(model, "sparse_gate", None) is not None:  # which route counted each frame (count's column)
-        fields.append("counted_by")
+    if getattr(model, "sparse_gate", None) is not None:  # which route counted each frame (count's columns)
+        fields += ["counted_by", "disputed"]
     smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
     sink = None
     writer = None
@@ -645,14 +647,20 @@ def count_video(
                 # A density-head model draws its map on the annotated video: one pass gives both.
                 head = getattr(model, "density_head", None)
                 with_density = (writer is not None or bool(zones)) and head is not None
-                for batch, counts, familiarity, densities, people, interval_routes in _counted_batches(
+                for batch, counts, familiarity, densities, people, readings, interval_routes in _counted_batches(
                     model, reader.batches(batch_size), with_density
                 ):
-                    lows, highs = routed_intervals(model, counts, interval_routes)
+                    lows, highs = routed_intervals(model, counts, interval_routes, readings)
                     counted_by = None if people is None else routes(people)
                     in_zones = (
                         density_records(
-                            model, zones, batch[0].image.shape[:2], densities, counts, routes=interval_routes
+                            model,
+                            zones,
+                            batch[0].image.shape[:2],
+                            densities,
+                            counts,
+                            routes=interval_routes,
+                            readings=readings,
                         )
                         if zones and densities is not None
                         else None
@@ -678,6 +686,7 @@ def count_video(
                         record["familiarity"], record["unfamiliar"] = None, None
                         if people is not None:
                             record["counted_by"] = counted_by[k]
+                            record["disputed"] = bool(np.isfinite(readings[k]))
                         if marked is not None and np.isfinite(familiarity[k]):
                             record["familiarity"], record["unfamiliar"] = float(familiarity[k]), bool(marked[k])
                         picture = None
@@ -710,6 +719,7 @@ def count_video(
                             run.frames += 1
                             if not names:
                                 total += record["count"]
+                            run.disputed_frames += int(record.get("disputed", False))
                             if record["familiarity"] is not None:
                                 run.scored_frames += 1
                                 run.unfamiliar_frames += int(record["unfamiliar"])
@@ -762,12 +772,12 @@ def _smoothed_fields(
     return {kind: float(array) for kind, array in values.items()}
 
 
-def _counted_batches(
-    model: Any, batches: Iterator[list[Frame]], with_density: bool
-) -> Iterator[tuple[list[Frame], np.ndarray, np.ndarray | None, np.ndarray | None, list | None, np.ndarray | None]]:
-    """``(frames, counts, familiarity or None, density maps or None, people or None, interval
-    routes or None)`` per batch, in order (people: a crowd model's, per frame the boxes its
-    detector counted or None; interval routes: ``CountingModel.interval_routes``); on
+def _counted_batches(model: Any, batches: Iterator[list[Frame]], with_density: bool) -> Iterator[tuple]:
+    """``(frames, counts, familiarity or None, density maps or None, people or None, readings or
+    None, interval routes or None)`` per batch, in order (people: a crowd model's, per frame the
+    boxes its detector counted or None; readings: its disputed counts' other reading, NaN where
+    undisputed, ``CountingModel.count_prepared_scored``'s ``with_disputed``; interval routes:
+    ``CountingModel.interval_routes``); on
     onnxruntime the next batch's forward pass runs while the caller writes this one's records
     (torch's intra-op threads already take every core)."""
 
@@ -778,20 +788,22 @@ def _counted_batches(
         scored = getattr(model, "count_prepared_scored", None)
         if scored is not None:
             if gated:  # which frames the crowd model's detector counted, and whom (drawn as boxes)
-                return scored(prepared, with_density=with_density, with_people=True, with_routes=True)
+                return scored(
+                    prepared, with_density=with_density, with_people=True, with_disputed=True, with_routes=True
+                )
             counts, familiarity, densities, interval_routes = scored(
                 prepared, with_density=with_density, with_routes=True
             )
-            return counts, familiarity, densities, None, interval_routes
+            return counts, familiarity, densities, None, None, interval_routes
         # A model-like object with only count_prepared (and density_maps): familiarity unknown.
         if with_density:
             densities = model.density_maps(prepared)
-            return model.count_density(densities), None, densities, None, None
-        return model.count_prepared(prepared), None, None, None, None
+            return model.count_density(densities), None, densities, None, None, None
+        return model.count_prepared(prepared), None, None, None, None, None
 
     depth = 2 if model.get_backbone().runtime == "onnxruntime" else 1
-    for frames, (counts, familiarity, densities, people, interval_routes) in computed_in_order(batches, compute, depth):
-        yield frames, counts, familiarity, densities, people, interval_routes
+    for frames, computed in computed_in_order(batches, compute, depth):
+        yield (frames, *computed)
 
 
 def _temporary_beside(target: Path) -> Path:

@@ -240,25 +240,29 @@ def count_frames_with_density(
     frame_size = sizes.pop()
     weights = zone_weights(zones, frame_size, model)  # before the forward pass: a bad zone costs nothing
     prepared = [model.prepare_image(frame) for frame in frames]
-    counts, familiarity, density, people, routes = model.count_prepared_scored(
-        prepared, with_density=True, with_people=True, with_routes=True
+    counts, familiarity, density, people, readings, routes = model.count_prepared_scored(
+        prepared, with_density=True, with_people=True, with_disputed=True, with_routes=True
     )
     counts = np.asarray(counts, dtype=float)
-    records = density_records(model, zones, frame_size, density, counts, weights, routes)
+    records = density_records(model, zones, frame_size, density, counts, weights, routes, readings)
     if getattr(model, "sparse_gate", None) is not None:
-        _with_route(records, people, frame_size)
+        _with_route(records, people, np.isfinite(readings), frame_size)
     return _with_familiarity(records, familiarity), density
 
 
-def _with_route(records: list[dict[str, Any]], people: Sequence[Any], frame_size: tuple[int, int]) -> None:
+def _with_route(
+    records: list[dict[str, Any]], people: Sequence[Any], disputed: np.ndarray, frame_size: tuple[int, int]
+) -> None:
     """A gated crowd model's records say what counted each frame: ``counted_by`` "detector" (with
     the ``people`` it counted: boxes ``[x1, y1, x2, y2, score]`` in the frame's pixels),
     "density" (the density head), or "density+detector" (a wide frame, the head in some tiles and
-    the detector, with its ``people``, in the others)."""
+    the detector, with its ``people``, in the others); and ``disputed`` (counting.heads.sparse_gate,
+    "Disputed counts")."""
     from counting.heads.sparse_gate import people_in_pixels, routes
 
-    for record, route, boxes in zip(records, routes(people), people, strict=True):
+    for record, route, boxes, doubted in zip(records, routes(people), people, disputed, strict=True):
         record["counted_by"] = route
+        record["disputed"] = bool(doubted)
         if boxes is not None:
             record["people"] = [
                 [round(float(value), 1) for value in box[:4]] + [round(float(box[4]), 3)]
@@ -315,15 +319,17 @@ def density_records(
     counts: np.ndarray,
     weights: np.ndarray | None = None,
     routes: np.ndarray | None = None,
+    readings: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """The records of :func:`count_frames` from density maps the caller already has (the video
     loop draws them too) and the frame counts the model made of them (``routes``: their
-    intervals' routes, ``CountingModel.interval_routes``)."""
+    intervals' routes, ``CountingModel.interval_routes``; ``readings``: a crowd model's
+    disputed counts' other reading, :func:`routed_intervals`)."""
     from counting.heads.density.regions import roi_weights
 
     if weights is None:
         weights = zone_weights(zones, frame_size, model)
-    low, high = routed_intervals(model, counts, routes)
+    low, high = routed_intervals(model, counts, routes, readings)
     shares = zone_shares(density, weights, roi_weights(model.roi_mask, density.shape[1:]))
     records = []
     for k, zone_record in enumerate(frame_zone_records(zones, shares, counts, low, high)):
@@ -335,10 +341,15 @@ def density_records(
     return records
 
 
-def routed_intervals(model: Any, counts: np.ndarray, routes: np.ndarray | None) -> tuple:
-    """``model.intervals(counts, routes)``; without routes, ``model.intervals(counts)`` (a
-    model-like object may take the counts alone)."""
-    return model.intervals(counts) if routes is None else model.intervals(counts, routes)
+def routed_intervals(
+    model: Any, counts: np.ndarray, routes: np.ndarray | None, readings: np.ndarray | None = None
+) -> tuple:
+    """``model.intervals(counts, routes, readings)`` (``readings``: where a crowd model's count is
+    disputed, the reading its interval also covers; ``CountingModel.intervals``); without them,
+    ``model.intervals(counts)`` (a model-like object may take the counts alone)."""
+    if routes is None and readings is None:
+        return model.intervals(counts)
+    return model.intervals(counts, routes) if readings is None else model.intervals(counts, routes, readings)
 
 
 def frame_sizes(zones: Sequence[Zone], paths: Sequence[str]) -> dict[str, tuple[int, int]]:

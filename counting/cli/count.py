@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agp.persistence import NPY_READ_ERRORS, npy_problem
-from counting.apply.api import count_rows, familiarity_warning
+from counting.apply.api import count_rows, disputed_warning, familiarity_warning
 from counting.apply.chunks import count_in_chunks
 from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
@@ -124,6 +124,8 @@ def _plain_cell(column: str, value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return str(value)
+    if isinstance(value, str):  # counted_by: a route's name
+        return printable(value)
     return f"{value:.3f}" if column == "familiarity" else f"{value:.2f}"
 
 
@@ -205,7 +207,9 @@ def counts_table(
         table.add_column(escape(zone_column("count", zone.name)), justify="right")
     table.add_column("familiarity", justify="right")
     for row in rows:
-        cells = [display_path(row["image"]), f"{row['count']:.1f}"]
+        count = f"{row['count']:.1f}"
+        # The count itself is marked: it is what the reader takes away (sparse_gate, "Disputed counts").
+        cells = [display_path(row["image"]), f"[bold red]{count} disputed[/]" if row.get("disputed") else count]
         if "low" in row:
             cells += [f"{row['low']:.1f}", f"{row['high']:.1f}"]
         cells += [zone_cell(row, zone.name) for zone in zones]
@@ -370,9 +374,9 @@ def count(
         raise ImageError(messages[0])  # one image, one problem: the error line says which
     for message in messages:  # diagnostics: on stderr, the table alone on stdout
         print_skipped(message)
-    warning = familiarity_warning(rows)
-    if warning is not None:  # one line for the run, whatever the number of pictures
-        error_console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    for warning in (familiarity_warning(rows), disputed_warning(rows)):
+        if warning is not None:  # one line for the run, whatever the number of pictures
+            error_console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if not rows:
         only = result.sources[0] if len(result.sources) == 1 else None
         raise ImageError(f"{printable(only) if only else 'all images'}: nothing could be counted")

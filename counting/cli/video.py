@@ -50,6 +50,7 @@ from counting.core import defaults
 from counting.core.columns import zone_column
 from counting.core.signals import EXIT_TERMINATED, was_terminated
 from counting.heads.familiarity import unfamiliar_summary
+from counting.heads.sparse_gate import disputed_summary
 
 
 def records_file(csv: Path | None, jsonl: Path | None, counts: Path | None) -> tuple[Path | None, str | None]:
@@ -256,6 +257,10 @@ def video(
         error_console.print(
             f"[yellow]warning:[/] {unfamiliar_summary(run.unfamiliar_frames, run.scored_frames, 'frames')}",
             soft_wrap=True,
+        )
+    if run.disputed_frames:  # one line for the run (counting.heads.sparse_gate, "Disputed counts")
+        error_console.print(
+            f"[yellow]warning:[/] {disputed_summary(run.disputed_frames, run.frames, 'frames')}", soft_wrap=True
         )
     # Only what was written is said written: a run stopped before its first frame left both as they were.
     if records is not None:

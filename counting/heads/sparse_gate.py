@@ -46,6 +46,24 @@ pictures set the limit, not their copies: a grayscale copy of a sparse photo can
 ~900 where the detector finds a few people; with the copies in it the limit doubled to 1,808 and,
 out of fold, a ShanghaiTech A photo of 2,650 people went to the detector.
 
+**Disputed counts.** Where the gate's logistic says sparse but the head's count is above the
+limit, the model contradicts itself: its detector evidence says few people, its heads count more
+than any sparse fitting picture ever led them to, and the head's count stands. Both such cases on
+record are bad counts: the grayscale placemat (coco-voc20 000000567982, 0 people; as a grayscale
+JPEG the heads count 834.4 against the shipped model's limit of 825.8, the logistic says sparse
+at 0.994, the detector finds no one) and the only fitting rows the limit held back (ShanghaiTech A
+IMG_92, 2,650 people, the heads 1,484, the detector 0). Nothing else the gate reads separates the
+two (docs/density.md, "The people mask with its copies, and the gate's head limit"), so the count
+is kept and marked ``disputed``: where :meth:`SparseGate.apply` (a wide picture's
+:meth:`SparseGate.apply_tiles`, in any tile) hands over only with ``limited=False``. The
+records, tables and one warning line say it is unreliable, as they do for an unfamiliar one,
+and its interval reaches the detector's reading too (the union of the heads' route's interval
+about the heads' count and the detector's route's about the count with the limit lifted:
+:meth:`~counting.model.counting_model.CountingModel.intervals`' ``readings``), so it covers
+the truth wherever either route's reading is right.
+A picture the screen spares the detector cannot be disputed: without the detector's rows the
+gate has no verdict.
+
 **Wide pictures.** A panorama or a row of photos side by side is, to the gate, several photos:
 the detector sees it in tiles (:mod:`counting.features.detector.evidence`), and the gate decides
 *tile by tile* (:meth:`SparseGate.apply_tiles`), as it learnt to on photos of at most 2:1: each
@@ -90,6 +108,7 @@ __all__ = [
     "SparseGateError",
     "boxes_in_tiles",
     "by_detector_alone",
+    "disputed_summary",
     "fit_sparse_gate",
     "gate_features",
     "people_in_pixels",
@@ -340,6 +359,29 @@ class Screen:
         return cls(mean, scale, coef, intercept, threshold)
 
 
+def _flat_tile_rows(tile_rows: Sequence[np.ndarray], shares: Sequence[np.ndarray]) -> np.ndarray:
+    """The detector's rows of every tile of every picture, one after the other (``tile_rows[k]``:
+    picture ``k``'s, as many as ``shares[k]`` has tiles)."""
+    if not len(shares):
+        return np.zeros((0, 1))
+    return np.concatenate(
+        [np.asarray(r, dtype=np.float64).reshape(len(s), -1) for r, s in zip(tile_rows, shares, strict=True)]
+    )
+
+
+def disputed_summary(n_disputed: int, n_counted: int, what: str = "pictures") -> str | None:
+    """The one warning line for a run's disputed counts (the module's docstring, "Disputed
+    counts"); None when there are none."""
+    if n_disputed <= 0:
+        return None
+    one = n_disputed == 1
+    return (
+        f"{n_disputed} of {n_counted} {what} {'looks' if one else 'look'} sparse to the detector, but the density "
+        f"heads count more than in any sparse training picture; {'its count is' if one else 'their counts are'} "
+        "disputed and unreliable"
+    )
+
+
 def _logistic(part: Any, features: np.ndarray) -> np.ndarray:
     """A fitted logistic regression's probabilities (``part``: its standardisation, coefficients
     and intercept, as the gate and its screen hold them)."""
@@ -445,13 +487,16 @@ class SparseGate:
         familiarity: np.ndarray,
         projected: np.ndarray,
         photos: np.ndarray | None = None,
+        limited: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(counts, sparse)``: the detector's count where the gate says sparse, else the head's.
 
         ``projected``: the familiarity probes on their principal axes
         (:meth:`~counting.heads.familiarity.Familiarity.project`). Pictures whose gate inputs are
         missing (no familiarity) keep the head's count. ``photos``: how many photos each picture
-        is read as (:func:`photos_in`, the module's docstring, "Wide pictures"; None: one each)."""
+        is read as (:func:`photos_in`, the module's docstring, "Wide pictures"; None: one each).
+        ``limited`` False: the head's limit lifted, the reading a disputed count is disputed by
+        (the module's docstring, "Disputed counts")."""
         counts = np.asarray(head_counts, dtype=np.float64).reshape(-1)
         each, people = per_photo(counts, persons, photos)
         axes = np.asarray(projected, dtype=np.float64).reshape(len(counts), -1)[:, : self.axes]
@@ -460,7 +505,8 @@ class SparseGate:
         sparse = np.zeros(len(counts), dtype=bool)
         if finite.any():
             sparse[finite] = self.probability(features[finite]) > 0.5
-        sparse &= self.within_limit(each)
+        if limited:
+            sparse &= self.within_limit(each)
         return np.where(sparse, self.detector_counts(persons), counts), sparse
 
     def needs_detector_tiles(
@@ -486,6 +532,7 @@ class SparseGate:
         familiarity: np.ndarray,
         projected: np.ndarray,
         seen: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
+        limited: bool = True,
     ) -> tuple[np.ndarray, list[np.ndarray]]:
         """``(counts, handed)``: :meth:`apply` on each detector tile of each picture (the module's
         docstring, "Wide pictures"). ``shares[k]``: picture ``k``'s share of its head count in
@@ -495,16 +542,10 @@ class SparseGate:
         ``k``'s tiles' own ``(familiarity, projected)`` (of :func:`tile_probes`), read instead.
         A picture's count is the sum of its tiles' counts (the detector's where the tile is
         handed over, the head's share elsewhere); ``handed[k]``: which of its tiles were handed
-        over. A picture within 2:1 gets what :meth:`apply` gives it."""
+        over. A picture within 2:1 gets what :meth:`apply` gives it (``limited``: as there)."""
         owner, head, familiar, axes = self._tiles(head_counts, shares, familiarity, projected, seen)
-        rows = (
-            np.concatenate(
-                [np.asarray(r, dtype=np.float64).reshape(len(s), -1) for r, s in zip(tile_rows, shares, strict=True)]
-            )
-            if len(shares)
-            else np.zeros((0, 1))
-        )
-        each, sparse = self.apply(head, rows, familiar, axes)  # each tile read as a picture of its own
+        rows = _flat_tile_rows(tile_rows, shares)
+        each, sparse = self.apply(head, rows, familiar, axes, limited=limited)  # each tile a picture of its own
         counts = np.bincount(owner, weights=each, minlength=len(shares))
         # A picture with a NaN head count (unread) stays NaN, as in apply.
         counts[~np.isfinite(np.asarray(head_counts, dtype=np.float64).reshape(-1))] = np.nan

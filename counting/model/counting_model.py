@@ -109,6 +109,10 @@ class CountResult:
     # (n,) what counted each picture, for a crowd model with a sparse gate: "detector" (a sparse
     # photo) or "density" (the head); None for other models.
     counted_by: np.ndarray | None = None
+    # (n,) bool, for a crowd model with a sparse gate: True where the gate's inputs said sparse but
+    # the heads' count, above its limit, stood (counting.heads.sparse_gate, "Disputed counts": the
+    # count is unreliable, its interval reaches the detector's reading too); None for other models.
+    disputed: np.ndarray | None = None
 
 
 @dataclass
@@ -438,15 +442,27 @@ class CountingModel:
         return apply_gate(counts, self.gate)
 
     def intervals(
-        self, counts: np.ndarray, routes: np.ndarray | None = None
+        self, counts: np.ndarray, routes: np.ndarray | None = None, readings: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
         """Calibrated ``(low, high)`` for predicted counts, or ``(None, None)`` when uncalibrated.
         ``routes`` (:meth:`interval_routes`): each picture's own route's interval where the model
         has one (a crowd model's specialists, general heads, detector), the model's interval
-        elsewhere and without them."""
+        elsewhere and without them. ``readings`` (a crowd model's, :meth:`count_prepared_scored`'s
+        ``with_disputed``): where finite, the picture's count is disputed and its interval is the
+        union with the detector's route's interval about that reading (counting.heads.sparse_gate,
+        "Disputed counts")."""
         if self.interval is None:
             return None, None
-        return self.interval.interval(counts, self._found_none(routes, counts))
+        low, high = self.interval.interval(counts, self._found_none(routes, counts))
+        disputed = np.zeros(0, dtype=bool) if readings is None else np.isfinite(np.asarray(readings, dtype=float))
+        if disputed.any():
+            other = np.asarray(readings, dtype=float)[disputed]
+            their_routes = None if routes is None else np.full(len(other), BY_DETECTOR, dtype=object)
+            their_low, their_high = self.interval.interval(other, self._found_none(their_routes, other))
+            low, high = np.array(low, dtype=float), np.array(high, dtype=float)
+            low[disputed] = np.minimum(low[disputed], their_low)
+            high[disputed] = np.maximum(high[disputed], their_high)
+        return low, high
 
     def _found_none(self, routes: np.ndarray | None, counts: np.ndarray) -> np.ndarray | None:
         """``routes`` with the detector's split by ``counts`` where the model calibrated
@@ -590,7 +606,7 @@ class CountingModel:
         )
         counts = self.predict_features(rows.features)
         familiarity = self.familiarity_scores(rows.probes)
-        counted_by, people = None, None
+        counted_by, people, disputed, readings = None, None, None, None
         if self.sparse_gate is not None:
             grids: dict[int, tuple[int, int]] = {}
 
@@ -601,10 +617,12 @@ class CountingModel:
                 rows.ok[asked & ~readable] = False  # could not be read a second time
                 return found
 
-            counts, people, mixed = self._gated(
+            counts, people, mixed, readings = self._gated(
                 counts, familiarity, rows.probes, evidence, rows.wide_maps or {}, rows.wide_probes
             )
             counts[~rows.ok] = np.nan
+            readings[~rows.ok] = np.nan
+            disputed = np.isfinite(readings)
             counted_by = routes(people)
             if on_density is not None:
                 # Zones of a picture the detector counted: shares of its people, not of the head's map
@@ -612,7 +630,7 @@ class CountingModel:
                 for k, found in enumerate(people):
                     if found is not None and rows.ok[k]:
                         on_density(sources[k], mixed[k] if k in mixed else person_density(found, grids[k]))
-        low, high = self.intervals(counts, self.interval_routes(rows.probes, people, counts))
+        low, high = self.intervals(counts, self.interval_routes(rows.probes, people, counts), readings)
         return CountResult(
             sources=sources,
             counts=counts,
@@ -622,6 +640,7 @@ class CountingModel:
             errors=rows.errors,
             familiarity=familiarity,
             counted_by=counted_by,
+            disputed=disputed,
         )
 
     def _gated(
@@ -632,12 +651,14 @@ class CountingModel:
         evidence: Any,
         wide_maps: Mapping[int, np.ndarray],
         wide_probes: Mapping[int, np.ndarray] | None = None,
-    ) -> tuple[np.ndarray, list, dict[int, np.ndarray]]:
-        """``(counts, people, mixed)``: the sparse gate's counts (counting.heads.sparse_gate) and,
+    ) -> tuple[np.ndarray, list, dict[int, np.ndarray], np.ndarray]:
+        """``(counts, people, mixed, readings)``: the sparse gate's counts (counting.heads.sparse_gate) and,
         per picture, the person boxes the detector's count took where the gate handed it over
         (``SparseGate.counted_boxes``), None where the head counted it, ``PartPeople`` where it
         handed over some tiles of a wide picture (``mixed``: the maps of those,
-        ``sparse_gate.tiled_density``). ``evidence(wanted)`` gives the detector's ``(person rows,
+        ``sparse_gate.tiled_density``), and, where the gate's count is disputed (a tile it hands
+        over only with its head limit lifted), the count it gives with the limit lifted (NaN
+        elsewhere, and where the detector did not run: :meth:`intervals`' ``readings``). ``evidence(wanted)`` gives the detector's ``(person rows,
         boxes, tiled)`` (``person_evidence``'s ``with_tiles``) of the pictures in the mask
         ``wanted`` (NaN rows and None elsewhere); it is asked only for those the gate's screen lets
         through. ``wide_maps``: the head's density map of each picture wider than the detector's
@@ -649,6 +670,7 @@ class CountingModel:
         gate = self.sparse_gate
         people: list = [None] * len(counts)
         mixed: dict[int, np.ndarray] = {}
+        undisputed = np.full(len(counts), np.nan)
         projected = self.familiarity.project(probes)
         shares = [np.ones(1)] * len(counts)
         for k, density in wide_maps.items():
@@ -660,10 +682,10 @@ class CountingModel:
         }
         wanted = gate.needs_detector_tiles(counts, shares, familiarity, projected, seen)
         if not wanted.any():
-            return counts, people, mixed
+            return counts, people, mixed, undisputed
         found = _without_detector(evidence, wanted)
         if found is None:
-            return counts, people, mixed
+            return counts, people, mixed, undisputed
         _, boxes, tiled = found
         rows = [np.full((len(part), len(PERSON_QUANTITIES)), np.nan) for part in shares]
         for k, picture in enumerate(tiled):
@@ -673,6 +695,9 @@ class CountingModel:
             # The detector's own tiles of the picture (its prepared input's), the head's map shared by them.
             shares[k] = tile_shares(wide_maps.get(k), tiles)
         gated, handed = gate.apply_tiles(counts, shares, rows, familiarity, projected, seen)
+        lifted, handed_if_lifted = gate.apply_tiles(counts, shares, rows, familiarity, projected, seen, limited=False)
+        disputed = np.array([(free & ~taken).any() for free, taken in zip(handed_if_lifted, handed, strict=True)])
+        readings = np.where(disputed, lifted, np.nan) if len(disputed) else undisputed
         for k, taken in enumerate(handed):
             if not taken.any():
                 continue
@@ -684,7 +709,7 @@ class CountingModel:
             people[k] = PartPeople.of(chosen)
             if k in wide_maps:
                 mixed[k] = tiled_density(wide_maps[k], float(counts[k]), chosen, tiles, taken)
-        return gated, people, mixed
+        return gated, people, mixed, readings
 
     def _map_tiles(self, shape: tuple[int, ...]) -> list:
         """The detector's tiles of the prepared input behind a density map of ``shape`` ``(h, w)``
@@ -874,19 +899,24 @@ class CountingModel:
         with_density: bool = False,
         with_people: bool = False,
         with_routes: bool = False,
+        with_disputed: bool = False,
     ) -> tuple:
         """``(counts, familiarity or None, density maps or None)`` of prepared inputs of one
         shape, from one forward pass; density maps only for a density-head model with
         ``with_density`` (the annotated video draws them). ``with_people`` adds an item:
         per picture, None where the model's head counted it, or the ``(m, 5)`` person boxes
         (fractions of the picture, then the score) the sparse gate's detector count took.
-        ``with_routes`` adds, last, the routes of their intervals (:meth:`interval_routes`: pass
-        them to :meth:`intervals`; None where the model has one interval)."""
+        ``with_disputed`` adds, after the people, the readings of the pictures whose count the
+        sparse gate disputes (:attr:`CountResult.disputed`): its count with the head limit lifted
+        there, NaN elsewhere (pass them to :meth:`intervals`; None for a model without a gate). ``with_routes`` adds,
+        last, the routes of their intervals (:meth:`interval_routes`: pass them to
+        :meth:`intervals`; None where the model has one interval)."""
         rows = self._applied.rows_of_prepared(self, tensors, weights, Chunking(DENSITY_CHUNK, DENSITY_BATCH))
         counts = self.predict_features(rows.features, source="frames")
         familiarity = self.familiarity_scores(rows.probes)
         density = rows.density if with_density else None
         people: list = [None] * len(tensors)
+        readings = None
         if self.sparse_gate is not None:
             from counting.features.detector.evidence import PERSON_QUANTITIES, person_evidence
 
@@ -905,7 +935,9 @@ class CountingModel:
                 return persons, boxes, tiled
 
             wide = self._wide_maps(rows.density)
-            counts, people, mixed = self._gated(counts, familiarity, rows.probes, evidence, wide, rows.wide_probes)
+            counts, people, mixed, readings = self._gated(
+                counts, familiarity, rows.probes, evidence, wide, rows.wide_probes
+            )
             if density is not None and any(found is not None for found in people):
                 # A picture the detector counted shows its people, not the head's reading of it
                 # (a wide picture it counted in part, the head's map in the other tiles).
@@ -913,7 +945,11 @@ class CountingModel:
                 for k, found in enumerate(people):
                     if found is not None:
                         density[k] = mixed[k] if k in mixed else person_density(found, density.shape[1:])
-        result = (counts, familiarity, density, people) if with_people else (counts, familiarity, density)
+        result: tuple = (counts, familiarity, density)
+        if with_people:
+            result += (people,)
+        if with_disputed:
+            result += (readings,)
         return (*result, self.interval_routes(rows.probes, people, counts)) if with_routes else result
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:

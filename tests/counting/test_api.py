@@ -32,8 +32,11 @@ def test_count_of_paths_is_the_cli_json(frames: list[Path], tmp_path: Path) -> N
     for ours, theirs in zip(counts, written["images"]):
         # counted_by: the default crowd model's sparse gate says which route counted the picture.
         assert (
-            ours.keys() == theirs.keys() == {"image", "count", "low", "high", "familiarity", "unfamiliar", "counted_by"}
+            ours.keys()
+            == theirs.keys()
+            == {"image", "count", "low", "high", "familiarity", "unfamiliar", "counted_by", "disputed"}
         )
+        assert ours["disputed"] is theirs["disputed"] is False  # Mall frames: the gate disputes none
         assert ours["familiarity"] == pytest.approx(theirs["familiarity"], abs=1e-9)
         assert ours["counted_by"] == theirs["counted_by"] in ("density", "detector")
         for key in ("count", "low", "high"):

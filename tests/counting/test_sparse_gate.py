@@ -132,9 +132,28 @@ def test_no_picture_is_handed_over_beyond_the_heads_limit() -> None:
     assert gate.probability(gate_features(*odd[:3], odd[3][:, : gate.axes]))[0] > 0.5
     counts, handed = gate.apply(*odd)
     assert not handed[0] and counts[0] == odd[0][0]
+    # The gate says sparse, the limit keeps the head's count: with the limit lifted it is handed
+    # over, which makes its count disputed (module docstring), and gives the other reading.
+    lifted, taken = gate.apply(*odd, limited=False)
+    assert taken[0] and lifted[0] == gate.detector_counts(odd[1])[0]
     below = (np.array([gate.head_limit * 0.9]), *odd[1:])
     if gate.probability(gate_features(*below[:3], below[3][:, : gate.axes]))[0] > 0.5:
         assert gate.apply(*below)[1][0]
+    # Over the limit where the gate says crowded, or without familiarity (no verdict): kept either way.
+    crowd = np.flatnonzero(~sent & (head > gate.head_limit))[0]
+    assert not gate.apply(head[[crowd]], persons[[crowd]], familiarity[[crowd]], projected[[crowd]], limited=False)[1][
+        0
+    ]
+    assert not gate.apply(odd[0], odd[1], np.array([np.nan]), odd[3], limited=False)[1][0]
+    # Read tile by tile, the limit lifted hands over exactly the tiles over it (those disputed).
+    shares = [np.array([0.5, 0.5]), np.array([0.9, 0.1])]
+    rows = [np.repeat(odd[1], 2, axis=0)] * 2
+    heads = np.array([gate.head_limit * 1.5, gate.head_limit * 1.5])
+    tiles = (np.repeat(odd[2], 2), np.repeat(odd[3], 2, axis=0))
+    _, handed = gate.apply_tiles(heads, shares, rows, *tiles)
+    _, lifted = gate.apply_tiles(heads, shares, rows, *tiles, limited=False)
+    assert [list(h) for h in handed] == [[True, True], [False, True]]  # each half 0.75 of the limit; 1.35 over
+    assert [list(h) for h in lifted] == [[True, True], [True, True]]
 
 
 def test_the_heads_limit_comes_from_the_pictures_not_their_copies() -> None:

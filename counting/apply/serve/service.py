@@ -158,4 +158,5 @@ class Service:
             row.update(zone_fields(record["zones"]))
         if "counted_by" in record:  # a crowd model with a sparse gate: which route counted it
             row["counted_by"] = record["counted_by"]
+            row["disputed"] = record.get("disputed", False)
         return Counts(model=model.name, rows=[row]).as_dict()
