@@ -132,10 +132,12 @@ def _frames(mall_root: Path, first: int, last: int) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["default", "mall-accurate"])
 def test_mall_models_mark_few_of_their_held_out_frames(name: str, mall_root: Path) -> None:
-    """Trained on frames 1-600: frames 601-800 (same camera, later) are at most 5 % marked."""
+    """Trained on frames 1-600: frames 601-800 (same camera, later) are at most 5 % marked.
+    Every other frame (100): a frame and the next are near twins, and the conv head's maps of
+    all 200 took 40 s of CI."""
     model = load_model(ROOT / "models" / f"{name}.npz")
     assert model.dataset["train_indices"] == [1, 600]
-    result = model.count_paths(_frames(mall_root, 601, 800), batch_size=8)
+    result = model.count_paths(_frames(mall_root, 601, 800)[::2], batch_size=8)
     assert result.ok.all()
     marked = model.familiarity.unfamiliar(result.familiarity)
     assert marked.mean() <= 0.05, marked.mean()

@@ -512,10 +512,11 @@ def test_an_annotated_video_draws_the_people_of_frames_the_detector_counted(crow
     (record,), _ = count_frames_with_density(crowd_model, [rgb], ())
     assert record["counted_by"] == "detector"
     assert [row["count"] for row in run.records] == [record["count"]] * 2 == [len(record["people"])] * 2
-    # The rows say so, as count's do (a column only a gated model's rows have).
+    # The rows say so, as count's do (columns only a gated model's rows have).
     assert [row["counted_by"] for row in run.records] == ["detector", "detector"]
     header, *rows = (tmp_path / "v.csv").read_text().splitlines()
-    assert header.split(",")[-1] == "counted_by" and all(row.endswith(",detector") for row in rows)
+    assert header.split(",")[-2:] == ["counted_by", "disputed"]
+    assert all(row.endswith(",detector,False") for row in rows)
     x1, y1, x2, _, _ = (round(value) for value in record["people"][0])
     ok, frame = cv2.VideoCapture(str(tmp_path / "drawn.avi")).read()
     assert ok

@@ -170,7 +170,13 @@ def test_truncated_video_is_a_warning_with_the_frame_and_exit_1(cli, tmp_path: P
     result = cli("video", truncated_video, "--csv", out, "--quiet", "--stride", "10")
     line = assert_one_error(result, "long.avi", "could not be decoded")
     assert "--ignore-errors" in line
-    warnings = [w for w in result.stderr.splitlines() if w.startswith("warning:") and "unlike this model" not in w]
+    # The noise frames are also unlike the crowd model's pictures, and their counts disputed (the
+    # heads read hundreds of people in noise, the detector no one): lines of their own.
+    warnings = [
+        w
+        for w in result.stderr.splitlines()
+        if w.startswith("warning:") and "unlike this model" not in w and "disputed" not in w
+    ]
     assert len(warnings) == 1 and "of 200" in warnings[0] and "damaged or truncated" in warnings[0]
     rows = csv_rows(out)
     assert 5 <= len(rows) < 20  # what could be read (every 10th frame) was counted and kept
