@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from counting.apply.people_drawing import draw_people
-from counting.apply.video import annotate, overlay_label
+from counting.apply.video import annotate, overlay_label, overlay_note
 from counting.apply.zone_drawing import draw_zones
 from counting.apply.zones import Zone, count_frames, count_frames_with_density
 from counting.heads.sparse_gate import BY_BOTH
@@ -48,4 +48,4 @@ def annotated_frame(
         draw_zones(picture, zones, record["zones"])
     names = getattr(model, "class_names", None)
     label = overlay_label(record) if not names else f"count {record['count']:.1f}"
-    return record, annotate(picture, label)
+    return record, annotate(picture, label, overlay_note(record))

@@ -424,6 +424,10 @@ def _csv_value(value: Any) -> Any:
     return "" if value is None else value
 
 
+# The marks a record's count may carry (its key, and the words drawn after the count).
+UNRELIABLE_MARKS = (("unfamiliar", "unlike training"), ("disputed", "disputed"))
+
+
 def overlay_label(record: dict, names: list[str] | None = None) -> str:
     """The text drawn on a frame, made from its record: a count beside its own interval only.
 
@@ -431,7 +435,8 @@ def overlay_label(record: dict, names: list[str] | None = None) -> str:
     ``smoothed_high``); without, the frame's own count and interval. The ends are rounded
     outwards, so the drawn interval holds the drawn count whenever the record's interval holds the
     record's count. Per-class models draw the total over the classes, without an interval (the
-    classes' intervals do not make one for the total).
+    classes' intervals do not make one for the total). What marks the count unreliable is
+    :func:`overlay_note`, drawn under it.
     """
     if names:
         key = "smoothed" if class_column("smoothed", names[0]) in record else "count"
@@ -444,23 +449,42 @@ def overlay_label(record: dict, names: list[str] | None = None) -> str:
     return text
 
 
-def annotate(image: np.ndarray, text: str) -> np.ndarray:
+def overlay_note(record: dict) -> str | None:
+    """The marks of a count its record says is unreliable, as count's table shows them ("unlike
+    training": ``unfamiliar``; "disputed": a crowd model's sparse gate, counting.heads.sparse_gate),
+    or None: drawn under the count, so a picture shared without its records keeps the warning."""
+    marks = [mark for key, mark in UNRELIABLE_MARKS if record.get(key)]
+    return ", ".join(marks) if marks else None
+
+
+def annotate(image: np.ndarray, text: str, note: str | None = None) -> np.ndarray:
     """Draw the count in a dark box in the top-left corner, scaled to the frame height, or to the
-    frame width where that is narrower (see :func:`label_scale`)."""
+    frame width where that is narrower (see :func:`label_scale`); ``note`` (:func:`overlay_note`)
+    in red in a box under it, no larger than the count (a longer label would have shrunk the
+    count's digits on a narrow frame)."""
     scale = label_scale(text, image.shape[1], image.shape[0])
+    bottom = _draw_label(image, text, scale, 0, (0, 255, 255))
+    if note:
+        _draw_label(image, note, min(scale, label_scale(note, image.shape[1], image.shape[0])), bottom, (80, 80, 255))
+    return image
+
+
+def _draw_label(image: np.ndarray, text: str, scale: float, top: int, colour: tuple[int, int, int]) -> int:
+    """One label's dark box with ``text`` from row ``top``; the row under the box."""
     (width, height), baseline, thickness, pad = _label_size(text, scale)
-    cv2.rectangle(image, (0, 0), (width + 2 * pad, height + baseline + 2 * pad), (0, 0, 0), -1)
+    bottom = top + height + baseline + 2 * pad
+    cv2.rectangle(image, (0, top), (width + 2 * pad, bottom), (0, 0, 0), -1)
     cv2.putText(
         image,
         text,
-        (pad, pad + height),
+        (pad, top + pad + height),
         cv2.FONT_HERSHEY_SIMPLEX,
         0.8 * scale,
-        (0, 255, 255),
+        colour,
         thickness,
         cv2.LINE_AA,
     )
-    return image
+    return bottom + 1
 
 
 def label_scale(text: str, width: int, height: int) -> float:
@@ -707,7 +731,7 @@ def count_video(
                                 draw_people(picture, people_in_pixels(found, picture.shape[:2]))
                             if in_zones is not None:
                                 picture = draw_zones(picture, zones, in_zones[k]["zones"])
-                            picture = annotate(picture, overlay_label(record, names))
+                            picture = annotate(picture, overlay_label(record, names), overlay_note(record))
                         with _interrupts_held():  # the row, the picture and the line: all or none
                             if records_path is not None:
                                 if sink is None:  # opened at the first row: a source that gives

@@ -247,7 +247,7 @@ def count_frames_with_density(
     records = density_records(model, zones, frame_size, density, counts, weights, routes, readings)
     if getattr(model, "sparse_gate", None) is not None:
         _with_route(records, people, np.isfinite(readings), frame_size)
-    return _with_familiarity(records, familiarity), density
+    return _with_familiarity(records, familiarity, model), density
 
 
 def _with_route(
@@ -270,11 +270,16 @@ def _with_route(
             ]
 
 
-def _with_familiarity(records: list[dict[str, Any]], familiarity: np.ndarray | None) -> list[dict[str, Any]]:
-    """Each record's ``familiarity`` (counting.heads.familiarity; None for a model file without it)."""
+def _with_familiarity(
+    records: list[dict[str, Any]], familiarity: np.ndarray | None, model: Any
+) -> list[dict[str, Any]]:
+    """Each record's ``familiarity`` and ``unfamiliar`` (counting.heads.familiarity; None for a
+    model file without it), as count's rows have them."""
+    section = getattr(model, "familiarity", None)
     for k, record in enumerate(records):
-        known = familiarity is not None and bool(np.isfinite(familiarity[k]))
+        known = familiarity is not None and section is not None and bool(np.isfinite(familiarity[k]))
         record["familiarity"] = float(familiarity[k]) if known else None
+        record["unfamiliar"] = bool(section.unfamiliar(familiarity[k : k + 1])[0]) if known else None
     return records
 
 
@@ -300,7 +305,7 @@ def _whole_frame_records(model: Any, frames: Sequence[Any]) -> list[dict[str, An
         if low is not None and high is not None:
             record["low"], record["high"] = float(low[k]), float(high[k])
         records.append(record | {"zones": {}})
-    return _with_familiarity(records, familiarity)
+    return _with_familiarity(records, familiarity, model)
 
 
 def _frame_size(frame: Any) -> tuple[int, int]:

@@ -159,3 +159,22 @@ def test_plain_lines_carry_the_route_and_the_mark(capsys: pytest.CaptureFixture[
         "a.jpg\t527.64\t0.067\tFalse\tdensity\tTrue",
         "b.jpg\t1.00\t\t\tdetector\tFalse",
     ]
+
+
+def test_a_drawn_count_keeps_its_marks_under_it(strict: CountingModel, pictures: list[str]) -> None:
+    """Annotated photos and video frames draw the marks count's table shows, in a box under the
+    count's label, which keeps its size (a longer label shrank its digits on narrow frames)."""
+    from counting.apply.annotated import annotated_frame
+    from counting.apply.video import annotate
+
+    gray = np.full((480, 240, 3), 128, dtype=np.uint8)
+    plain = annotate(gray.copy(), "count 834.4 [0-1115]")
+    marked = annotate(gray.copy(), "count 834.4 [0-1115]", "unlike training, disputed")
+    label = np.flatnonzero((plain != gray).any(axis=(1, 2)))
+    changed = np.flatnonzero((plain != marked).any(axis=(1, 2)))
+    assert changed.min() > label.max()  # the count's label as it was, the note under it
+    red = (marked[..., 2] > 200) & (marked[..., 0] < 150) & (marked[..., 1] < 150)
+    assert red[changed.min() : changed.max() + 1].any()
+    assert (marked[:, -2] == 128).all()  # the note fits the narrow frame
+    record, _ = annotated_frame(strict, np.asarray(Image.open(pictures[0]).convert("RGB")), own_scale=True)
+    assert record["disputed"] is True and record["unfamiliar"] is False

@@ -22,7 +22,7 @@ from counting.apply.smoothing import (
     centred_label,
     smooth_counts,
 )
-from counting.apply.video import count_video, overlay_label
+from counting.apply.video import count_video, overlay_label, overlay_note
 from counting.evaluate.evaluation import EvaluationResult, score_predictions
 from counting.evaluate.report import figure_rows
 from counting.heads.uncertainty import ConformalInterval
@@ -88,6 +88,11 @@ def test_overlay_label_draws_a_count_with_its_own_interval_rounded_outwards() ->
     # rounding the ends to the nearest person could push the count out; outwards never does
     assert overlay_label({"count": 29.52, "low": 29.5, "high": 35.5}) == "count 29.5 [29-36]"
     assert overlay_label({"count": 31.0}) == "count 31.0"  # uncalibrated model: no interval
+    # A count its record marks unreliable says so under it, as count's table does.
+    marked = {"count": 834.44, "low": 0.0, "high": 1115.0, "unfamiliar": False, "disputed": True}
+    assert overlay_label(marked) == "count 834.4 [0-1115]" and overlay_note(marked) == "disputed"
+    assert overlay_note(marked | {"unfamiliar": True}) == "unlike training, disputed"
+    assert overlay_note({"count": 31.0, "unfamiliar": None, "disputed": False}) is None
     per_class = {"count_person": 2.0, "count_dog": 1.0, "smoothed_person": 1.5, "smoothed_dog": 0.5}
     assert overlay_label(per_class, ["person", "dog"]) == "smoothed 2.0"
 
@@ -129,7 +134,9 @@ def test_video_rows_and_overlay_never_put_a_smoothed_count_beside_a_raw_interval
 ) -> None:
     drawn: list[str] = []
     real_annotate = video_module.annotate
-    monkeypatch.setattr(video_module, "annotate", lambda image, text: drawn.append(text) or real_annotate(image, text))
+    monkeypatch.setattr(
+        video_module, "annotate", lambda image, text, note=None: drawn.append(text) or real_annotate(image, text, note)
+    )
     out = tmp_path / "counts.csv"
     run = count_video(
         JumpingModel(), str(jumping_video), smooth_window=3, records_path=out, output_video=tmp_path / "a.avi"
@@ -168,7 +175,7 @@ def test_default_model_on_real_mall_frames_draws_every_count_inside_its_own_inte
         writer.write(cv2.imread(str(frame)))
     writer.release()
     drawn: list[str] = []
-    monkeypatch.setattr(video_module, "annotate", lambda image, text: drawn.append(text) or image)
+    monkeypatch.setattr(video_module, "annotate", lambda image, text, note=None: drawn.append(text) or image)
     model = load_model(default_model_path().parent / "default.npz")  # the Mall model (fast)
     run = count_video(model, str(path), smooth_window=smooth, output_video=tmp_path / "a.avi", keep_records=True)
     assert run.frames == 24

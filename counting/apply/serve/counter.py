@@ -14,7 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from counting.apply.video import annotate, overlay_label
+from counting.apply.video import annotate, overlay_label, overlay_note
 from counting.apply.zone_drawing import draw_zones
 from counting.apply.zone_specs import Zone, check_zone_names, load_zones, parse_zone, zones_from_entries
 from counting.apply.zones import check_localises, count_frames, count_frames_with_density
@@ -85,7 +85,8 @@ def annotated_jpeg(
         draw_people(image, record["people"])
     draw_zones(image, zones, record.get("zones"))
     # A per-class model's total has no interval of its own (overlay_label's rule for classes).
-    annotate(image, f"count {record['count']:.1f}" if "classes" in record else overlay_label(record))
+    label = f"count {record['count']:.1f}" if "classes" in record else overlay_label(record)
+    annotate(image, label, overlay_note(record))
     ok, encoded = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
     if not ok:  # pragma: no cover - OpenCV encodes any uint8 BGR array
         raise ValueError("cannot encode the annotated frame")
