@@ -626,6 +626,13 @@ def count_video(
     if getattr(model, "sparse_gate", None) is not None:  # which route counted each frame (count's columns)
         fields += ["counted_by", "disputed"]
     smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
+    # A crowd model's smoothed count as it would be with each disputed frame at its other reading
+    # (CountingModel.intervals' readings): the smoothed interval covers both (_smoothed_fields).
+    other_smoother = (
+        CausalSmoother(smooth_window)
+        if smoother is not None and getattr(model, "sparse_gate", None) is not None
+        else None
+    )
     sink = None
     writer = None
     video_temporary: Path | None = None
@@ -704,7 +711,11 @@ def count_video(
                                 record["low"], record["high"] = float(lows[k]), float(highs[k])
                         if smoother is not None:
                             route = None if interval_routes is None else interval_routes[k : k + 1]
-                            record.update(_smoothed_fields(model, names, smoother.update(count), route))
+                            other = None
+                            if other_smoother is not None:
+                                disputed = readings is not None and np.isfinite(readings[k])
+                                other = other_smoother.update(readings[k] if disputed else count)
+                            record.update(_smoothed_fields(model, names, smoother.update(count), route, other))
                         if in_zones is not None:
                             record.update(zone_fields(in_zones[k]["zones"]))
                         record["familiarity"], record["unfamiliar"] = None, None
@@ -778,17 +789,26 @@ def count_video(
 
 
 def _smoothed_fields(
-    model: Any, names: list[str] | None, smoothed: Any, route: np.ndarray | None = None
+    model: Any, names: list[str] | None, smoothed: Any, route: np.ndarray | None = None, other: Any = None
 ) -> dict[str, float]:
     """The smoothed count and, for a calibrated model, its own interval: the model's interval
     evaluated at the smoothed count (scripts/smoothing_study.py measures its coverage on Mall),
-    on the route of the frame's own count (``route``: a one-item array, or None)."""
+    on the route of the frame's own count (``route``: a one-item array, or None). ``other``: a
+    crowd model's smoothed count with its disputed frames at their other reading; where it
+    differs, the interval is the union with the one about it (a disputed frame weighs on the
+    smoothed counts after it, less and less: so does the widening)."""
     values = {"smoothed": np.asarray(smoothed, dtype=float)}
     if route is None:
         low, high = model.intervals(values["smoothed"])
     else:  # one frame: its smoothed count as a one-item batch, then back to the frame's shape
         low, high = model.intervals(values["smoothed"][None], route)
         low, high = (None, None) if low is None else (low[0], high[0])
+    if low is not None and other is not None and not np.allclose(other, smoothed):
+        at = np.asarray(other, dtype=float)
+        other_low, other_high = model.intervals(at if route is None else at[None], route)
+        if route is not None:
+            other_low, other_high = other_low[0], other_high[0]
+        low, high = np.minimum(low, other_low), np.maximum(high, other_high)
     if low is not None:
         values["smoothed_low"], values["smoothed_high"] = np.asarray(low), np.asarray(high)
     if names:

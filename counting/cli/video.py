@@ -135,7 +135,7 @@ def video(
     everything written so far. Frames are never cached (--cache-dir, --no-cache: no effect here).
     """
     use_runtime(runtime, threads)
-    from counting.apply.video import VideoSource, count_video
+    from counting.apply.video import VideoSource, count_video, overlay_note
     from counting.core.files import check_writable, printable
 
     # What the run did and where it wrote (done:, counts written to ...) are diagnostics: stdout
@@ -210,6 +210,9 @@ def video(
                 text += f" [{record['smoothed_low']:.1f}, {record['smoothed_high']:.1f}]"
         for item in zones:  # each zone's count after the frame's
             text += f"  {escape(item.name)} {record[zone_column('count', item.name)]:.1f}"
+        note = overlay_note(record)  # the marks count's table shows: "unlike training", "disputed"
+        if note is not None:
+            text += f"  [bold red]{note}[/]"
         stdout.write(lambda: console.print(text))
         if stdout.error is not None and records is None and output_video is None:
             # The lines were the run's only output: stop now (a live stream would run on for
@@ -387,6 +390,13 @@ def count_sources(
             f"[green]done:[/] {outcome.source}: {outcome.frames} frames in {outcome.seconds:.1f} s"
             f"{mean} -> {outcome.counts_path}"
         )
+        # Each stream's marked frames, as a single source's run says them (one line each).
+        for warning in (
+            unfamiliar_summary(outcome.unfamiliar_frames, outcome.scored_frames, "frames"),
+            disputed_summary(outcome.disputed_frames, outcome.frames, "frames"),
+        ):
+            if warning is not None:
+                error_console.print(f"[yellow]warning:[/] {escape(outcome.source)}: {warning}", soft_wrap=True)
 
     with open_cluster(target) as client:
         outcomes = count_streams(client, listed, folder, model, on_done=done, **video_options)

@@ -399,6 +399,16 @@ def _linear_document(part: Any) -> dict[str, Any]:
     }
 
 
+def _optional_number(value: Any, name: str) -> float | None:
+    """A JSON number, or None for a missing one; TypeError for anything else (``true`` read as
+    1.0 and ``"300"`` as 300 once passed for limits)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} {value!r} is not a number")
+    return float(value)
+
+
 def _read_linear(document: Any, what: str, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """``(mean, scale, coef, intercept)`` of :func:`_linear_document`, checked; SparseGateError
     (one line naming ``what``) when they are missing, of another size or not finite."""
@@ -441,6 +451,12 @@ class SparseGate:
     screen: Screen | None = None
     # Head counts above this keep the head's count (None: no limit, a gate fitted before it).
     head_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        # Here, not only where a file is read: a gate edited in Python was saved, and its file refused.
+        limit = self.head_limit
+        if limit is not None and not (np.isfinite(limit) and limit > 0):
+            raise SparseGateError(f"the sparse gate's head_limit {limit:g} is not a positive count")
 
     @property
     def dim(self) -> int:
@@ -614,14 +630,12 @@ class SparseGate:
             count_index = int(document["count_index"])
             sparse_max = float(document.get("sparse_max", SPARSE_MAX))
             axes = int(document.get("axes", 0))
-            head_limit = None if document.get("head_limit") is None else float(document["head_limit"])
+            head_limit = _optional_number(document.get("head_limit"), "head_limit")
         except (KeyError, TypeError, ValueError) as error:
             raise SparseGateError(f"{what} section is incomplete or not numeric ({error})") from None
         if not 0 <= axes <= max(AXES_GRID):
             raise SparseGateError(f"{what} reads 0 to {max(AXES_GRID)} familiarity axes, not {axes}")
         mean, scale, coef, intercept = _read_linear(document, what, 2 + len(QUANTITIES) + axes)
-        if head_limit is not None and not (np.isfinite(head_limit) and head_limit > 0):
-            raise SparseGateError(f"{what}'s head_limit {head_limit:g} is not a positive count")
         if not 0 <= count_index < len(QUANTITIES) - 2:  # the last two are soft count and heat mass
             raise SparseGateError(f"{what}'s count_index {count_index} is not a detector threshold")
         settings = document.get("settings", {})

@@ -119,6 +119,28 @@ def test_the_cli_marks_the_row_and_says_it_once(strict: CountingModel, pictures:
     assert result.exit_code == 0, result.output
     assert "2 of 2 frames look sparse to the detector" in result.stderr
     assert result.stderr.count("disputed and unreliable") == 1
+    # Each frame's line carries the mark, as count's table row does.
+    lines = [line for line in result.stdout.splitlines() if line.startswith("frame")]
+    assert len(lines) == 2 and all(line.endswith("disputed") for line in lines)
+    # Streams listed for a cluster: each stream's marked frames said after its done line.
+    listed = tmp_path / "streams.txt"
+    listed.write_text(f"{video}\n")
+    streams = CliRunner().invoke(
+        app,
+        [
+            "video",
+            "--sources",
+            str(listed),
+            "-m",
+            str(model),
+            "--cluster",
+            "local:1",
+            "--counts-dir",
+            str(tmp_path / "c"),
+        ],
+    )
+    assert streams.exit_code == 0, streams.output
+    assert f"{video}: 2 of 2 frames look sparse to the detector" in " ".join(streams.stderr.split())
     out = tmp_path / "counts.json"
     result = CliRunner().invoke(app, ["count", *pictures, "-m", str(model), "--json", str(out)])
     assert result.exit_code == 0, result.output
@@ -178,3 +200,29 @@ def test_a_drawn_count_keeps_its_marks_under_it(strict: CountingModel, pictures:
     assert (marked[:, -2] == 128).all()  # the note fits the narrow frame
     record, _ = annotated_frame(strict, np.asarray(Image.open(pictures[0]).convert("RGB")), own_scale=True)
     assert record["disputed"] is True and record["unfamiliar"] is False
+
+
+def test_smoothed_counts_after_a_disputed_frame_cover_its_other_reading(
+    strict: CountingModel, pictures: list[str], tmp_path: Path
+) -> None:
+    """A disputed frame weighs on the smoothed counts after it: their intervals are the union with
+    the one about the smoothed count with that frame at its other reading."""
+    from counting.apply.smoothing import causal_smooth
+    from counting.apply.video import count_video
+
+    placemat = np.asarray(Image.open(pictures[0]).convert("RGB"))
+    height, width = placemat.shape[:2]
+    mall = np.asarray(Image.open(pictures[1]).convert("RGB").resize((width, height)))
+    path = tmp_path / "lossless.avi"  # FFV1: the frames' pixels exactly, so the reading below is theirs
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"FFV1"), 5.0, (width, height))
+    for frame in (placemat, mall, mall):
+        writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+    writer.release()
+    run = count_video(strict, str(path), smooth_window=3, keep_records=True)
+    first, second, _ = run.records
+    assert first["disputed"] and not second["disputed"]
+    assert (first["smoothed_low"], first["smoothed_high"]) == pytest.approx((first["low"], first["high"]))
+    _, _, _, readings = strict.count_prepared_scored([strict.prepare_image(placemat)], with_disputed=True)
+    assert readings[0] < 3
+    other = causal_smooth(np.array([readings[0], second["count"]]), 3)[1]
+    assert second["smoothed_low"] <= other < second["smoothed"] - 100

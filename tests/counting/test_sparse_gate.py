@@ -98,6 +98,12 @@ def test_the_section_round_trips_and_damaged_sections_are_refused() -> None:
     document = gate.to_document()
     older = SparseGate.from_document({k: v for k, v in document.items() if k != "head_limit"})
     assert older.head_limit is None and older.within_limit(np.array([1e9])).all()  # a gate fitted before it
+    # A gate edited in Python refuses such a limit at once (it was saved, then its file refused).
+    from dataclasses import replace
+
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(SparseGateError, match="not a positive count"):
+            replace(gate, head_limit=bad)
     for broken, reason in [
         (document | {"coef": document["coef"][:-1]}, "numbers per array"),
         (document | {"scale": [0.0] * len(document["scale"])}, "positive scales"),
@@ -106,6 +112,9 @@ def test_the_section_round_trips_and_damaged_sections_are_refused() -> None:
         (document | {"axes": 17}, "familiarity axes"),
         (document | {"head_limit": -3.0}, "not a positive count"),
         (document | {"head_limit": "many"}, "not numeric"),
+        (document | {"head_limit": "300"}, "not a number"),
+        (document | {"head_limit": True}, "not a number"),
+        (document | {"head_limit": float("nan")}, "not a positive count"),
         (document | {"screen": document["screen"] | {"threshold": 1.5}}, "threshold in"),
         (document | {"screen": document["screen"] | {"coef": [1.0]}}, "screen needs"),
         ({k: v for k, v in document.items() if k != "mean"}, "incomplete"),

@@ -34,6 +34,11 @@ class StreamOutcome:
     interrupted: bool = False
     error: str | None = None
     worker: str = ""
+    # Frames with a familiarity score, those of them unfamiliar, and frames whose count a crowd
+    # model's gate disputed (VideoRun's; the CLI says them per stream).
+    scored_frames: int = 0
+    unfamiliar_frames: int = 0
+    disputed_frames: int = 0
 
 
 def read_sources(path: str | Path) -> list[str]:
@@ -144,6 +149,9 @@ def count_stream(
     outcome.seconds = run.seconds
     outcome.mean_count = run.mean_count
     outcome.interrupted = run.interrupted
+    outcome.scored_frames = run.scored_frames
+    outcome.unfamiliar_frames = run.unfamiliar_frames
+    outcome.disputed_frames = run.disputed_frames
     return outcome
 
 
