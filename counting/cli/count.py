@@ -328,6 +328,13 @@ def count(
         sources, array = read_feature_file(features)
         if len(array) == 0:
             raise CountingError(f"{features}: the features file holds no rows")
+        if getattr(counting_model, "sparse_gate", None) is not None:
+            counting_model.check_features(array, str(features))  # a file of another size: that first
+            # Counted from its rows alone, a sparse photo got the heads' hundreds, without a word.
+            raise CountingError(
+                f"{features}: {counting_model.name} hands sparse pictures to its person detector, which reads "
+                "the pictures themselves; count the pictures, not a features file"
+            )
         counts, familiarity = predict_scored_rows(counting_model, array, str(features))
         low, high = counting_model.intervals(counts)
         ok = np.isfinite(counts if counts.ndim == 1 else counts.sum(axis=1))

@@ -226,3 +226,24 @@ def test_smoothed_counts_after_a_disputed_frame_cover_its_other_reading(
     assert readings[0] < 3
     other = causal_smooth(np.array([readings[0], second["count"]]), 3)[1]
     assert second["smoothed_low"] <= other < second["smoothed"] - 100
+
+
+def test_a_gated_model_refuses_a_features_file(shipped: CountingModel, tmp_path: Path) -> None:
+    """A features file holds the heads' rows, not the pictures the gate's detector must read:
+    counted from it, a sparse photo got the heads' hundreds without a word. One line instead."""
+    from typer.testing import CliRunner
+
+    from counting.cli.app import app
+
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.full((2, shipped.feature_dim), 100.0))
+    result = CliRunner().invoke(app, ["count", "--features", str(rows)])  # the default: crowd.npz
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"{rows}:" in lines[0] and "count the pictures, not a features file" in lines[0]
+    other = tmp_path / "other.npy"
+    np.save(other, np.zeros((2, shipped.feature_dim + 2)))  # a file of another size says that first
+    assert (
+        f"features have {shipped.feature_dim + 2} dimensions but"
+        in CliRunner().invoke(app, ["count", "--features", str(other)]).stderr
+    )
