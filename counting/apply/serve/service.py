@@ -156,6 +156,8 @@ class Service:
             from counting.apply.zones import zone_fields
 
             row.update(zone_fields(record["zones"]))
+        # As count's rows end: how familiar the picture is, whether marked (None: a model without it).
+        row["familiarity"], row["unfamiliar"] = record.get("familiarity"), record.get("unfamiliar")
         if "counted_by" in record:  # a crowd model with a sparse gate: which route counted it
             row["counted_by"] = record["counted_by"]
             row["disputed"] = record.get("disputed", False)

@@ -54,7 +54,9 @@ def test_a_posted_picture_gets_what_count_json_writes(server: RunningServer, mal
     assert set(document) == {"model", "images", "skipped"} and document["skipped"] == []
     assert document["model"] == expected["model"]
     (row,) = document["images"]
-    assert row["image"] == "upload" and set(row) == {"image", "count", "low", "high"}
+    assert row["image"] == "upload" and list(row) == list(expected["images"][0])  # the same columns
+    assert list(row)[:4] == ["image", "count", "low", "high"] and row["unfamiliar"] is False
+    assert row["familiarity"] == pytest.approx(expected["images"][0]["familiarity"], abs=1e-9)
     assert row["count"] == pytest.approx(expected["images"][0]["count"], abs=1e-6)
     assert row["low"] == pytest.approx(expected["images"][0]["low"], abs=1e-6)
     assert row["low"] < row["count"] < row["high"] and 10 < row["count"] < 60  # Mall frames hold 13-53 people
