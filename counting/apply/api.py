@@ -38,6 +38,7 @@ from counting.core import defaults
 from counting.core.columns import class_column
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import unique_files
+from counting.heads.familiarity import familiarity_fields
 from counting.heads.sparse_gate import routes
 from counting.model.counting_model import CountingModel, CountResult, load_model
 
@@ -79,15 +80,6 @@ def count_rows(
             row["disputed"] = bool(result.disputed[k])
         rows.append(row)
     return rows
-
-
-def familiarity_fields(model: CountingModel, familiarity: np.ndarray | None, k: int) -> dict[str, Any]:
-    """``familiarity`` and ``unfamiliar`` of picture ``k`` (None and None: unknown)."""
-    section = getattr(model, "familiarity", None)
-    if section is None or familiarity is None or not np.isfinite(familiarity[k]):
-        return {"familiarity": None, "unfamiliar": None}
-    value = float(familiarity[k])
-    return {"familiarity": value, "unfamiliar": bool(section.unfamiliar(np.array([value]))[0])}
 
 
 def familiarity_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:

@@ -275,11 +275,10 @@ def _with_familiarity(
 ) -> list[dict[str, Any]]:
     """Each record's ``familiarity`` and ``unfamiliar`` (counting.heads.familiarity; None for a
     model file without it), as count's rows have them."""
-    section = getattr(model, "familiarity", None)
+    from counting.heads.familiarity import familiarity_fields
+
     for k, record in enumerate(records):
-        known = familiarity is not None and section is not None and bool(np.isfinite(familiarity[k]))
-        record["familiarity"] = float(familiarity[k]) if known else None
-        record["unfamiliar"] = bool(section.unfamiliar(familiarity[k : k + 1])[0]) if known else None
+        record.update(familiarity_fields(model, familiarity, k))
     return records
 
 

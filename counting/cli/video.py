@@ -256,15 +256,7 @@ def video(
         f"[green]{status}:[/] {run.frames} frames in {run.seconds:.1f} s "
         f"({run.frames_per_second:.1f} frames/s, {run.realtime_ratio:.2f}× real time){mean}"
     )
-    if run.unfamiliar_frames:  # one line for the run (counting.heads.familiarity)
-        error_console.print(
-            f"[yellow]warning:[/] {unfamiliar_summary(run.unfamiliar_frames, run.scored_frames, 'frames')}",
-            soft_wrap=True,
-        )
-    if run.disputed_frames:  # one line for the run (counting.heads.sparse_gate, "Disputed counts")
-        error_console.print(
-            f"[yellow]warning:[/] {disputed_summary(run.disputed_frames, run.frames, 'frames')}", soft_wrap=True
-        )
+    say_marked_frames(run)
     # Only what was written is said written: a run stopped before its first frame left both as they were.
     if records is not None:
         name = escape(printable(str(records)))
@@ -283,6 +275,18 @@ def video(
             f"{run.problems[0].frame} (--ignore-errors skips them)"
         )
         raise typer.Exit(1)
+
+
+def say_marked_frames(run: Any, prefix: str = "") -> None:
+    """One warning line each for a run's unfamiliar frames (counting.heads.familiarity) and its
+    disputed ones (counting.heads.sparse_gate, "Disputed counts"); ``run``: a VideoRun or a
+    stream's StreamOutcome (both count them)."""
+    for warning in (
+        unfamiliar_summary(run.unfamiliar_frames, run.scored_frames, "frames"),
+        disputed_summary(run.disputed_frames, run.frames, "frames"),
+    ):
+        if warning is not None:
+            error_console.print(f"[yellow]warning:[/] {prefix}{warning}", soft_wrap=True)
 
 
 def _left_as_it_was(existed: bool) -> str:
@@ -390,13 +394,7 @@ def count_sources(
             f"[green]done:[/] {outcome.source}: {outcome.frames} frames in {outcome.seconds:.1f} s"
             f"{mean} -> {outcome.counts_path}"
         )
-        # Each stream's marked frames, as a single source's run says them (one line each).
-        for warning in (
-            unfamiliar_summary(outcome.unfamiliar_frames, outcome.scored_frames, "frames"),
-            disputed_summary(outcome.disputed_frames, outcome.frames, "frames"),
-        ):
-            if warning is not None:
-                error_console.print(f"[yellow]warning:[/] {escape(outcome.source)}: {warning}", soft_wrap=True)
+        say_marked_frames(outcome, f"{escape(outcome.source)}: ")  # each stream's, as a single run's
 
     with open_cluster(target) as client:
         outcomes = count_streams(client, listed, folder, model, on_done=done, **video_options)

@@ -35,6 +35,7 @@ __all__ = [
     "FAMILIARITY_VERSION",
     "Familiarity",
     "FamiliarityError",
+    "familiarity_fields",
     "fit_familiarity",
     "map_statistics",
     "unfamiliar_summary",
@@ -276,6 +277,16 @@ def fit_familiarity(
         }
         | (settings or {}),
     )
+
+
+def familiarity_fields(model: Any, familiarity: np.ndarray | None, k: int) -> dict[str, Any]:
+    """``familiarity`` and ``unfamiliar`` of picture ``k`` as records carry them (count's rows,
+    count_frames' records), from ``model``'s familiarity section (None and None: unknown)."""
+    section = getattr(model, "familiarity", None)
+    if section is None or familiarity is None or not np.isfinite(familiarity[k]):
+        return {"familiarity": None, "unfamiliar": None}
+    value = float(familiarity[k])
+    return {"familiarity": value, "unfamiliar": bool(section.unfamiliar(np.array([value]))[0])}
 
 
 def unfamiliar_summary(n_unfamiliar: int, n_scored: int, what: str = "pictures") -> str | None:

@@ -359,16 +359,6 @@ class Screen:
         return cls(mean, scale, coef, intercept, threshold)
 
 
-def _flat_tile_rows(tile_rows: Sequence[np.ndarray], shares: Sequence[np.ndarray]) -> np.ndarray:
-    """The detector's rows of every tile of every picture, one after the other (``tile_rows[k]``:
-    picture ``k``'s, as many as ``shares[k]`` has tiles)."""
-    if not len(shares):
-        return np.zeros((0, 1))
-    return np.concatenate(
-        [np.asarray(r, dtype=np.float64).reshape(len(s), -1) for r, s in zip(tile_rows, shares, strict=True)]
-    )
-
-
 def disputed_summary(n_disputed: int, n_counted: int, what: str = "pictures") -> str | None:
     """The one warning line for a run's disputed counts (the module's docstring, "Disputed
     counts"); None when there are none."""
@@ -560,7 +550,13 @@ class SparseGate:
         handed over, the head's share elsewhere); ``handed[k]``: which of its tiles were handed
         over. A picture within 2:1 gets what :meth:`apply` gives it (``limited``: as there)."""
         owner, head, familiar, axes = self._tiles(head_counts, shares, familiarity, projected, seen)
-        rows = _flat_tile_rows(tile_rows, shares)
+        rows = (
+            np.concatenate(
+                [np.asarray(r, dtype=np.float64).reshape(len(s), -1) for r, s in zip(tile_rows, shares, strict=True)]
+            )
+            if len(shares)
+            else np.zeros((0, 1))
+        )
         each, sparse = self.apply(head, rows, familiar, axes, limited=limited)  # each tile a picture of its own
         counts = np.bincount(owner, weights=each, minlength=len(shares))
         # A picture with a NaN head count (unread) stays NaN, as in apply.
