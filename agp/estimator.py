@@ -23,7 +23,7 @@ from agp.grid import default_lengthscales, grid_search
 from agp.kernels import KERNELS, Kernel, Params, make_kernel, squared_distances
 from agp.mean import MEAN_FUNCTIONS, TREE_ARRAYS, TreeEnsemble, fit_mean
 from agp.objective import CenterSystem, loss_and_gradient
-from agp.optimizers import LR_SCHEDULES, make_optimizer, schedule_factor
+from agp.optimizers import DEFAULT_MAX_EPOCHS, LR_SCHEDULES, make_optimizer, schedule_factor
 
 DEFAULT_NOISE_GRID = (1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 PREDICT_BLOCK_ROWS = 4096
@@ -230,7 +230,7 @@ class AGPRegressor(RegressorMixin, BaseEstimator):
         lr_schedule: str = "constant",
         batch_size: int = 64,
         momentum: float = 0.9,
-        max_epochs: int = 30,
+        max_epochs: int = DEFAULT_MAX_EPOCHS,
         reg: float = 1e-5,
         noise: float | None = None,
         noise_grid: tuple[float, ...] = DEFAULT_NOISE_GRID,

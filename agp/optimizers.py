@@ -13,6 +13,9 @@ import numpy as np
 Params = dict[str, np.ndarray]
 
 DEFAULT_LEARNING_RATES = {"sgd": 1e-5, "adam": 0.03}
+# AGPRegressor's max_epochs default; here, beside the rates, so a caller can show it without
+# importing the estimator (and scikit-learn with it).
+DEFAULT_MAX_EPOCHS = 30
 # Learning-rate schedules after the warm-up: "constant" keeps the rate, "cosine" decays it to 0
 # over the remaining planned steps (Loshchilov & Hutter 2017, without restarts).
 LR_SCHEDULES = ("constant", "cosine")

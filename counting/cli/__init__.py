@@ -10,6 +10,6 @@ from counting.core.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        ".app": "main",
+        ".app": "COMMANDS main",
     },
 )

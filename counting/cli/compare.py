@@ -47,8 +47,7 @@ from counting.cli.options import (
 )
 from counting.core import defaults
 from counting.core.files import printable
-from counting.evaluate.comparison import DEFAULT_METHODS, DEFAULT_TILED_METHODS
-from counting.evaluate.peers import FEATURE_PEERS, IMAGE_PEERS
+from counting.evaluate.peers.registry import DEFAULT_METHODS, DEFAULT_TILED_METHODS, FEATURE_PEERS, IMAGE_PEERS
 
 
 def _names(text: str) -> list[str]:

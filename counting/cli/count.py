@@ -14,7 +14,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from agp.persistence import NPY_READ_ERRORS, npy_problem
-from counting.apply.api import count_rows, disputed_warning, familiarity_warning
 from counting.apply.chunks import count_in_chunks
 from counting.apply.distributed.session import cluster_extraction
 from counting.cli.common import (
@@ -64,7 +63,9 @@ from counting.core.files import (
     printable,
 )
 from counting.data.paths import expand_image_paths
-from counting.model.counting_model import CountResult
+
+# counting.apply.api and the model (torch, scikit-learn) are imported where the command counts:
+# `counting count --help` and a refused option answer at once (scripts/bench_cli_startup.py).
 
 
 def read_feature_file(path: Path) -> tuple[list[str], np.ndarray]:
@@ -344,6 +345,8 @@ def count(
             sources[k]: f"{sources[k]}: NaN or infinite features (an image that failed to load)"
             for k in np.flatnonzero(~ok)
         }
+        from counting.model.counting_model import CountResult
+
         result = CountResult(sources, counts, low, high, ok, errors, familiarity=familiarity)
     else:
         if not paths:
@@ -375,6 +378,8 @@ def count(
                 result, zone_records = count_paths_in_zones(counting_model, files, zones, **options)
             else:
                 result = count_in_chunks(counting_model, files, **options)  # memory flat in the number of images
+    from counting.apply.api import count_rows, disputed_warning, familiarity_warning
+
     rows = count_rows(counting_model, result, zone_records)
     messages = problems + list(result.errors.values())
     if not rows and len(messages) == 1:

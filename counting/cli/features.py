@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -40,8 +40,12 @@ from counting.core import defaults
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import atomic_path, atomic_write, check_writable, printable, special_kind
 from counting.data.paths import expand_image_paths
-from counting.features import FeatureSet, extract_features
 from counting.features.descriptors import OWN_BACKBONE, Descriptor
+
+# The extraction (torch) is imported where it runs: `counting features --help` and a bad option
+# answer at once (scripts/bench_cli_startup.py).
+if TYPE_CHECKING:
+    from counting.features import FeatureSet
 
 __all__ = ["features", "write_features"]
 
@@ -128,6 +132,8 @@ def features(
 
 
 def _extract(cluster: str | None, *args: Any, **kwargs: Any) -> FeatureSet:
+    from counting.features import extract_features
+
     return extraction_on(cluster, extract_features)(*args, console=error_console, **kwargs)
 
 

@@ -7,7 +7,7 @@ Options that several commands share (``--progress``, ``--quiet``, ``--cache-dir`
 alias that still works and says once, on stderr, which option replaces it (:func:`deprecated_alias`).
 
 Choices come from the library's registries (``defaults.DATASETS``, ``agp.KERNELS``,
-``counting.features.backbones.BACKBONES``, ``training.CALIBRATION_MODES``, ``backbones.runtime.RUNTIMES``, ``layouts.LAYOUTS``), so a new
+``counting.features.backbones.BACKBONES``, ``defaults.CALIBRATION_MODES``, ``backbones.runtime.RUNTIMES``, ``layouts.LAYOUTS``), so a new
 entry there is a new choice here. Options whose help depends on the command (what ``--out``
 writes, what ``--smooth`` smooths) are made by a small function, still declared once.
 """
@@ -20,14 +20,13 @@ from typing import Annotated, Any, Optional
 import typer
 
 from agp import KERNELS
+from agp.optimizers import DEFAULT_MAX_EPOCHS
 from counting.core import defaults
 from counting.core.errors import CountingError
 from counting.features.backbones import BACKBONES
 from counting.features.backbones.runtime import RUNTIMES
 from counting.features.layouts import LAYOUTS
-from counting.heads.density.training import DENSITY_KINDS
 from counting.heads.multiclass import TARGET_TRANSFORMS
-from counting.train.pipeline import CALIBRATION_MODES
 
 # Help panels: every command groups its options the same way.
 DATA, DESCRIPTORS, REGRESSOR, RUN = "Data", "Descriptors", "Regressor and interval", "Run"
@@ -298,7 +297,7 @@ HeadKindOption = Annotated[
     str,
     typer.Option(
         "--head-kind",
-        **choice(DENSITY_KINDS),
+        **choice(defaults.DENSITY_KINDS),
         help="ridge or rff (closed form, stride 16) or conv (small torch networks at stride 8, one per "
         "quarter of the train images left out, their densities averaged); the regressor learns from "
         "out-of-fold sums.",
@@ -352,7 +351,7 @@ CalibrationOption = Annotated[
     str,
     typer.Option(
         "--calibration",
-        **choice(CALIBRATION_MODES, "MODE"),
+        **choice(defaults.CALIBRATION_MODES, "MODE"),
         help="Interval calibration: cv (out-of-fold predictions, model fitted on all images), a hold-out "
         "(tail: last frames, blocks: runs of frames, random), none; auto = cv.",
         rich_help_panel=REGRESSOR,
@@ -604,23 +603,13 @@ SmoothOption = Annotated[
 # -- train --------------------------------------------------------------------------------
 
 
-def _regressor_max_epochs() -> int:
-    """AGPRegressor's ``max_epochs`` default: what ``train`` uses without --epochs."""
-    import inspect
-
-    from agp import AGPRegressor
-
-    return int(inspect.signature(AGPRegressor.__init__).parameters["max_epochs"].default)
-
-
 EpochsOption = Annotated[
     Optional[int],
     typer.Option(
         "--epochs",
         min=1,
         metavar="N",
-        help=f"Maximum training epochs of the AGP regressor (default {_regressor_max_epochs()}, AGPRegressor's "
-        "max_epochs).",
+        help=f"Maximum training epochs of the AGP regressor (default {DEFAULT_MAX_EPOCHS}, AGPRegressor's max_epochs).",
         show_default=False,
         rich_help_panel=REGRESSOR,
     ),

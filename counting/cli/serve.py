@@ -78,11 +78,7 @@ def serve(
     """Serve live counts of cameras: dashboard, HTTP API, /metrics, history in SQLite."""
     import socket
 
-    import uvicorn
-
-    from counting.apply.serve.app import create_app
     from counting.apply.serve.config import load_config
-    from counting.apply.serve.service import Service
 
     settings = load_config(config)
     bind = host if host is not None else settings.host
@@ -108,6 +104,14 @@ def serve(
         listener.close()
         raise CountingError(f"{bind}:{chosen_port}: cannot listen there ({error.strerror or error})") from None
     try:
+        # The service (the models, torch) and the web server are imported once the config, the
+        # options and the port have passed: a mistake in any of them is said at once, not after
+        # 6 s of imports (scripts/bench_cli_startup.py times the same imports for --help).
+        import uvicorn
+
+        from counting.apply.serve.app import create_app
+        from counting.apply.serve.service import Service
+
         service = Service(settings)
     except BaseException:
         listener.close()

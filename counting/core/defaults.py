@@ -28,6 +28,13 @@ INTERVAL_LEVEL: float = 0.9
 # Interval calibration: out-of-fold predictions of every train image from this many folds
 # (runs of consecutive frames on sequences); the model itself is fitted on all train images.
 CALIBRATION_FOLDS: int = 5
+# The interval calibration modes `train --calibration` takes (counting.train.pipeline reads them);
+# auto = cv: every train image calibrates the interval (out of fold), the model is fitted on all.
+# Here, not in the pipeline, so the command line lists them without importing the training code.
+CALIBRATION_MODES: tuple[str, ...] = ("auto", "cv", "tail", "blocks", "random", "none")
+# Kinds of density head `train --density-head --head-kind` fits (counting.heads.density.training
+# reads them); here for the same reason: listing them must not import torch.
+DENSITY_KINDS: tuple[str, ...] = ("ridge", "rff", "conv")
 # Hold-out calibration modes (--calibration tail|blocks|random): share of the train split held
 # out, at least MIN_CALIBRATION frames.
 CALIBRATION_FRACTION: float = 0.15

@@ -26,8 +26,7 @@ from counting.heads.registry import head_kind_for
 from counting.model.counting_model import CountingModel
 from counting.train.familiarity import familiarity_from_rows
 
-# auto = cv: every train image calibrates the interval (out of fold), the model is fitted on all.
-CALIBRATION_MODES = ("auto", "cv", "tail", "blocks", "random", "none")
+CALIBRATION_MODES = defaults.CALIBRATION_MODES
 # Frames per contiguous block of the "blocks" calibration hold-out.
 CALIBRATION_BLOCK = 10
 # Frames per run dealt to the cross-validation folds on sequences (None: one run per fold).

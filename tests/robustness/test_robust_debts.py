@@ -172,6 +172,28 @@ def test_top_level_help_and_version_import_no_heavy_library(argument: str) -> No
     assert ("counting count" in process.stdout and "compare" in process.stdout) if argument == "--help" else True
 
 
+def test_each_commands_help_imports_no_heavy_library() -> None:
+    # Was: `counting count --help` (or a refused option, or serve's missing config) took 6-7 s:
+    # the command modules imported the model, the training pipeline and Dask before typer parsed
+    # anything (0.8-0.9 s now, scripts/bench_cli_startup.py). One interpreter for all: a module
+    # once imported stays, so each command is checked after the ones before it.
+    code = (
+        "import sys\n"
+        "from counting.cli.app import COMMANDS, main\n"
+        "for name in COMMANDS:\n"
+        "    sys.argv = ['counting', name, '--help']\n"
+        "    try:\n        main()\n    except SystemExit:\n        pass\n"
+        "    heavy = sorted(m for m in ('torch', 'sklearn', 'distributed', 'scipy') if m in sys.modules)\n"
+        "    print('after', name, 'heavy:', heavy, file=sys.stderr)\n"
+    )
+    process = subprocess.run(  # noqa: PLW1510 - checked below
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    )
+    assert process.returncode == 0, process.stderr
+    lines = [line for line in process.stderr.splitlines() if line.startswith("after ")]
+    assert len(lines) == 10 and all(line.endswith("heavy: []") for line in lines), process.stderr[-2000:]
+
+
 def test_every_command_still_runs_and_shows_its_help(cli) -> None:
     for name in ("train", "evaluate", "report", "count", "video", "features", "compare"):
         result = cli(name, "--help")

@@ -16,23 +16,18 @@ backbone once, through a worker plugin.
 
 from __future__ import annotations
 
-from counting.apply.distributed.cluster import ClusterError, open_cluster, parse_cluster
-from counting.apply.distributed.engine import cluster_extractor, extract_features_distributed
-from counting.apply.distributed.session import ClusterExtraction, cluster_extraction, extraction_on
-from counting.apply.distributed.spec import BackboneSpec
-from counting.apply.distributed.streams import StreamOutcome, count_streams, read_sources
+from counting.core.lazy import lazy_exports
 
-__all__ = [
-    "BackboneSpec",
-    "ClusterExtraction",
-    "ClusterError",
-    "StreamOutcome",
-    "cluster_extraction",
-    "cluster_extractor",
-    "count_streams",
-    "extract_features_distributed",
-    "extraction_on",
-    "open_cluster",
-    "parse_cluster",
-    "read_sources",
-]
+# Lazy: `from counting.apply.distributed.session import cluster_extraction` (every command that
+# takes --cluster) runs this file first, and an eager import of the engine pulls Dask and torch
+# into `counting count --help` (scripts/bench_cli_startup.py).
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".cluster": "ClusterError open_cluster parse_cluster",
+        ".engine": "cluster_extractor extract_features_distributed",
+        ".session": "ClusterExtraction cluster_extraction extraction_on",
+        ".spec": "BackboneSpec",
+        ".streams": "StreamOutcome count_streams read_sources",
+    },
+)

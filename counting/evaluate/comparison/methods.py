@@ -23,20 +23,9 @@ from counting.evaluate.peers import (
     peer_label,
 )
 from counting.evaluate.peers.errors import PeerUnavailable
+from counting.evaluate.peers.registry import DEFAULT_METHODS, DEFAULT_TILED_METHODS
 from counting.features.layouts import frame_counts, predict_rows, training_rows
 
-DEFAULT_METHODS: tuple[str, ...] = (
-    "ridge",
-    "gp",
-    "sparse-gp",
-    "center-gp",
-    "agp-univariate",
-    "agp-diagonal",
-    "hog",
-    "hog-calibrated",
-)
-# Methods that also run on grid tiles (the tiled rows of the table).
-DEFAULT_TILED_METHODS: tuple[str, ...] = ("ridge", "gp", "agp-univariate")
 # Exact GPs cost O(rows³): one row per tile is out of reach, so they run on the pyramid layout
 # (one row per frame) only.
 FRAME_ROW_ONLY: tuple[str, ...] = ("gp",)

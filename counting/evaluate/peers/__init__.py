@@ -6,23 +6,15 @@ people detector works on the images themselves (``counting.evaluate.peers.hog``)
 
 from __future__ import annotations
 
-from counting.evaluate.peers.hog import CalibratedHOGCounter, HOGPeopleCounter
-from counting.evaluate.peers.registry import (
-    FEATURE_PEERS,
-    IMAGE_PEERS,
-    PeerSpec,
-    PeerUnavailable,
-    make_peer,
-    peer_label,
-)
+from counting.core.lazy import lazy_exports
 
-__all__ = [
-    "FEATURE_PEERS",
-    "IMAGE_PEERS",
-    "CalibratedHOGCounter",
-    "HOGPeopleCounter",
-    "PeerSpec",
-    "PeerUnavailable",
-    "make_peer",
-    "peer_label",
-]
+# Lazy: the registry's names and labels (`counting compare --help`) need neither OpenCV's HOG nor
+# scikit-learn.
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".hog": "CalibratedHOGCounter HOGPeopleCounter",
+        ".registry": "DEFAULT_METHODS DEFAULT_TILED_METHODS FEATURE_PEERS IMAGE_PEERS PeerSpec make_peer peer_label",
+        ".errors": "PeerUnavailable",
+    },
+)

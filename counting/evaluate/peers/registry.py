@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from counting.evaluate.peers.errors import PeerUnavailable
-from counting.evaluate.peers.regression import build_exact_gp, build_ridge
-from counting.evaluate.peers.sparse_gp import SparseGPRegressor
 
 
 @dataclass(frozen=True)
@@ -19,6 +17,26 @@ class PeerSpec:
     label: str
     build: Callable[[int, int, int, int], Any]
     family: str  # "regression" | "gp" | "agp"
+
+
+# Each builder imports its library when it builds: the registry is read for names and labels by
+# `counting compare --help`, which should not wait for scikit-learn (scripts/bench_cli_startup.py).
+def _ridge(n_centers: int, seed: int, n_features: int, n_rows: int) -> Any:
+    from counting.evaluate.peers.regression import build_ridge
+
+    return build_ridge(n_features, seed)
+
+
+def _exact_gp(n_centers: int, seed: int, n_features: int, n_rows: int) -> Any:
+    from counting.evaluate.peers.regression import build_exact_gp
+
+    return build_exact_gp(n_features, seed)
+
+
+def _sparse_gp(n_centers: int, seed: int, n_features: int, n_rows: int) -> Any:
+    from counting.evaluate.peers.sparse_gp import SparseGPRegressor
+
+    return SparseGPRegressor(n_inducing=n_centers, seed=seed)
 
 
 def _agp(kernel: str) -> Callable[[int, int, int, int], Any]:
@@ -34,19 +52,9 @@ def _agp(kernel: str) -> Callable[[int, int, int, int], Any]:
 FEATURE_PEERS: dict[str, PeerSpec] = {
     spec.name: spec
     for spec in [
-        PeerSpec("ridge", "Ridge regression (RidgeCV)", lambda n, seed, d, rows: build_ridge(d, seed), "regression"),
-        PeerSpec(
-            "gp",
-            "GP regression, exact (scikit-learn, all samples)",
-            lambda n, seed, d, rows: build_exact_gp(d, seed),
-            "gp",
-        ),
-        PeerSpec(
-            "sparse-gp",
-            "Sparse GP (GPyTorch SGPR, inducing points = centres)",
-            lambda n, seed, d, rows: SparseGPRegressor(n_inducing=n, seed=seed),
-            "gp",
-        ),
+        PeerSpec("ridge", "Ridge regression (RidgeCV)", _ridge, "regression"),
+        PeerSpec("gp", "GP regression, exact (scikit-learn, all samples)", _exact_gp, "gp"),
+        PeerSpec("sparse-gp", "Sparse GP (GPyTorch SGPR, inducing points = centres)", _sparse_gp, "gp"),
         PeerSpec("center-gp", "Center-GP (paper variant i)", _agp("center"), "agp"),
         PeerSpec("agp-univariate", "Univariate AGP (paper variant ii)", _agp("univariate"), "agp"),
         PeerSpec("agp-diagonal", "Multivariate AGP, diagonal precision (paper variant iii)", _agp("diagonal"), "agp"),
@@ -58,6 +66,20 @@ IMAGE_PEERS: dict[str, str] = {
     "hog": "HOG people detector (Dalal & Triggs), detections in the ROI",
     "hog-calibrated": "HOG detector + linear calibration on the training split",
 }
+
+# What `counting compare` runs without --methods (counting.evaluate.comparison.methods).
+DEFAULT_METHODS: tuple[str, ...] = (
+    "ridge",
+    "gp",
+    "sparse-gp",
+    "center-gp",
+    "agp-univariate",
+    "agp-diagonal",
+    "hog",
+    "hog-calibrated",
+)
+# Methods that also run on grid tiles (the tiled rows of the table).
+DEFAULT_TILED_METHODS: tuple[str, ...] = ("ridge", "gp", "agp-univariate")
 
 
 def peer_label(name: str) -> str:
@@ -79,4 +101,13 @@ def make_peer(name: str, n_centers: int = 25, seed: int = 0, n_features: int = 1
     return FEATURE_PEERS[name].build(n_centers, seed, n_features, n_rows)
 
 
-__all__ = ["FEATURE_PEERS", "IMAGE_PEERS", "PeerSpec", "PeerUnavailable", "make_peer", "peer_label"]
+__all__ = [
+    "DEFAULT_METHODS",
+    "DEFAULT_TILED_METHODS",
+    "FEATURE_PEERS",
+    "IMAGE_PEERS",
+    "PeerSpec",
+    "PeerUnavailable",
+    "make_peer",
+    "peer_label",
+]

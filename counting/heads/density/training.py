@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from counting.core.defaults import DENSITY_KINDS
 from counting.core.errors import DatasetError, TrainingError
 from counting.heads.density.data import TargetSettings, density_targets
 from counting.heads.density.fitting import fit_density_head
@@ -39,8 +40,6 @@ HEAD_FOLDS = 5
 # Frames per run dealt to the head's folds on sequences: long runs, so that few of a frame's
 # near-copies sit in the other folds and the out-of-fold sums stay honest.
 SEQUENCE_RUN = 50
-# Kinds of density head `train --density-head --head-kind` fits.
-DENSITY_KINDS = ("ridge", "rff", "conv")
 
 
 def density_choice(config: Any) -> dict[str, Any]:
