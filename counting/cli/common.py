@@ -39,8 +39,11 @@ class _ResultsConsole(Console):
 
 
 # Paths stay whole (copy-pasteable); no :emoji: codes, so a file named "a:smile:.jpg" shows as named.
+# Diagnostics are soft-wrapped too: a line is one line in a log file, which rich would otherwise
+# break at 80 columns when stderr is not a terminal (an interrupted video's summary broke
+# mid-number); a terminal still folds a long line on screen.
 console = _ResultsConsole(highlight=False, soft_wrap=True, emoji=False)
-error_console = Console(stderr=True, highlight=False, emoji=False)
+error_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def print_error(message: str) -> None:

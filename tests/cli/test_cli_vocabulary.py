@@ -247,7 +247,12 @@ def test_dash_sends_count_results_to_stdout(runner, mall_root: Path, tmp_path: P
     assert as_csv.exit_code == 0, as_csv.output
     header, *rows = as_csv.stdout.splitlines()  # the CSV alone: no table, no "written" line
     assert header.startswith("image,count,low,high") and [row.split(",")[0] for row in rows] == frames
-    as_json = runner.invoke(app, ["count", *frames, "--json", "-", "--csv", str(tmp_path / "c.csv")])
+    # A folder name long enough that "counts written to ..." passes 80 columns: the diagnostic is
+    # one line on a stderr that is not a terminal (rich broke it at 80 columns, mid-path).
+    folder = tmp_path / ("a-long-folder-name-" * 4)
+    folder.mkdir()
+    as_json = runner.invoke(app, ["count", *frames, "--json", "-", "--csv", str(folder / "c.csv")])
+    assert f"counts written to {folder / 'c.csv'}\n" in as_json.stderr, as_json.stderr
     document = json.loads(as_json.stdout)
     assert [row["image"] for row in document["images"]] == frames
     assert [f"{row['count']:.3f}" for row in document["images"]] == [row.split(",")[1] for row in rows]
