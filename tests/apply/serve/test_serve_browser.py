@@ -57,9 +57,27 @@ def browser():  # type: ignore[no-untyped-def]
     driver.quit()
 
 
+def _disputing_camera(shared_data: Path, folder: Path) -> tuple[Path, Path]:
+    """(video, model): the coco-voc20 placemat (0 people) as a 2-frame video, and the shipped crowd
+    model with its gate's head limit lowered to 300, which disputes its count (the heads read ~528
+    people in its texture; tests/counting/test_disputed_counts.py)."""
+    from dataclasses import replace
+
+    from counting.apply.serve.videos import frames_to_video
+    from counting.model.counting_model import CountingModel
+
+    placemat = shared_data / "coco-voc20" / "VOCdevkit" / "VOC2007" / "JPEGImages" / "000000567982.jpg"
+    shipped = CountingModel.load(REPO / "models" / "crowd.npz")
+    strict = replace(shipped, sparse_gate=replace(shipped.sparse_gate, head_limit=300.0))
+    return frames_to_video([placemat, placemat], folder / "placemat.avi", 2.0), strict.save(folder / "strict.npz")
+
+
 def test_the_dashboard_shows_the_api_counts_and_its_chart_updates(
-    browser, tmp_path: Path, mall_video: Path, mjpeg_stream: MjpegStream
+    browser, tmp_path: Path, mall_video: Path, mjpeg_stream: MjpegStream, shared_data: Path
 ) -> None:  # type: ignore[no-untyped-def]
+    from counting.apply.video import UNRELIABLE_MARKS
+
+    placemat_video, strict_model = _disputing_camera(shared_data, tmp_path)
     config = write_config(
         tmp_path / "serve.toml",
         'database = "history.sqlite"',
@@ -76,6 +94,12 @@ name = "corridor"
 source = "{mjpeg_stream.url}"
 model = "{FAST_MODEL}"
 fps = 2
+
+[[camera]]
+name = "placemat"
+source = "{placemat_video}"
+model = "{strict_model}"
+fps = 1
 """,
     )
     server = RunningServer(config, token=TOKEN)
@@ -87,9 +111,9 @@ fps = 2
         wait_for(
             lambda: (
                 len(browser.find_elements(By.CSS_SELECTOR, "article.camera .count[data-count]:not([data-count=''])"))
-                == 2
+                == 3
             ),
-            what="both cameras' counts on the page",
+            what="the three cameras' counts on the page",
         )
         chart = browser.find_element(By.ID, "chart")
         first_end, first_points = float(chart.get_attribute("data-end") or 0), int(chart.get_attribute("data-points"))
@@ -101,7 +125,7 @@ fps = 2
             timeout=30,
             what="the chart to redraw with more points",
         )
-        assert len(browser.find_elements(By.CSS_SELECTOR, "#chart polyline")) == 2
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#chart polyline")) == 3
         wait_for(
             lambda: server.client.get("/api/cameras").json()[0]["frames"] >= 8, timeout=90, what="8 frames of entrance"
         )
@@ -134,6 +158,9 @@ fps = 2
                 card.find_element(By.CSS_SELECTOR, ".interval").text == f"[{latest['low']:.1f} – {latest['high']:.1f}]"
             )
             assert card.find_element(By.CSS_SELECTOR, ".state").text.lower() == "stopped"
+            # An unreliable count is marked beside it, as count's table and the drawn frame mark it.
+            marks = ", ".join(words for key, words in UNRELIABLE_MARKS if latest.get(key))
+            assert card.find_element(By.CSS_SELECTOR, ".marks").text == marks
             zone_rows = card.find_elements(By.CSS_SELECTOR, "table.zones tr[data-zone]")
             shown = {
                 row.get_attribute("data-zone"): row.find_element(By.CSS_SELECTOR, ".zone-count").text
@@ -141,10 +168,14 @@ fps = 2
             }
             assert shown == {zone: f"{entry['count']:.1f}" for zone, entry in latest["zones"].items()}
             image = card.find_element(By.CSS_SELECTOR, "img.frame")
+            width = 500 if name == "placemat" else 640  # the photo's width; Mall frames are 640 wide
             wait_for(
-                lambda image=image: browser.execute_script("return arguments[0].naturalWidth", image) == 640,
+                lambda image=image, width=width: (
+                    browser.execute_script("return arguments[0].naturalWidth", image) == width
+                ),
                 what="the frame",
             )
         assert set(api["entrance"]["latest"]["zones"]) == {"left", "right"}
+        assert api["placemat"]["latest"]["disputed"] and not api["entrance"]["latest"].get("disputed")
     finally:
         server.close()

@@ -8,6 +8,9 @@ const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf
 const CAMERA_POLL_MS = 2000;
 const CHART_POLL_MS = 5000;
 const SVG = "http://www.w3.org/2000/svg";
+// A count its record says is unreliable is marked as count's table and the drawn frame mark it
+// (counting.apply.video.UNRELIABLE_MARKS): the record's key, the words shown.
+const UNRELIABLE_MARKS = [["unfamiliar", "unlike training"], ["disputed", "disputed"]];
 const cards = new Map(); // camera name -> its card's elements
 const frameSeen = new Map(); // camera name -> frames count of the picture shown
 
@@ -42,7 +45,8 @@ function card(camera) {
   const countLine = el("div");
   const count = el("span", "count", "–");
   const range = el("span", "interval");
-  countLine.append(count, range);
+  const marks = el("span", "marks");
+  countLine.append(count, range, marks);
   const image = el("img", "frame");
   image.alt = "latest counted frame of " + camera.name;
   const zones = el("table", "zones");
@@ -50,7 +54,7 @@ function card(camera) {
   const error = el("div", "error");
   root.append(title, countLine, image, zones, meta, error);
   document.getElementById("cameras").appendChild(root);
-  const parts = { root, state, count, range, image, zones, meta, error };
+  const parts = { root, state, count, range, marks, image, zones, meta, error };
   cards.set(camera.name, parts);
   return parts;
 }
@@ -63,6 +67,7 @@ function renderCamera(camera) {
   parts.count.textContent = latest ? fmt(latest.count) : "–";
   parts.count.dataset.count = latest ? String(latest.count) : "";
   parts.range.textContent = latest ? interval(latest) : "";
+  parts.marks.textContent = latest ? UNRELIABLE_MARKS.filter(([key]) => latest[key]).map(([, words]) => words).join(", ") : "";
   const rows = latest ? Object.entries(latest.zones || {}) : [];
   parts.zones.replaceChildren();
   if (rows.length) {
