@@ -8,7 +8,11 @@ crash). The same thread deletes rows older than the retention. Readers open thei
 connections (WAL lets them read while the writer writes).
 
 The whole frame's count is the row with zone ``""``; ``familiarity`` is NULL where the model
-gives none.
+gives none. ``unfamiliar`` and ``disputed`` are the frame's marks (count's table marks them "unlike
+training" and "disputed"), on its zones' rows too: 0 or 1, read back as false or true; ``unfamiliar``
+is NULL where the model gives no familiarity, and both are NULL in rows written before the history
+kept them (an older database gains the two columns when it is opened). Averaged per time bucket,
+a mark is the share of the bucket's frames that carry it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from typing import Any
 from counting.core.errors import CountingError
 
 FRAME_ZONE = ""  # the zone name of the whole frame's row
-COLUMNS = ("time", "camera", "zone", "count", "low", "high", "familiarity")
+COLUMNS = ("time", "camera", "zone", "count", "low", "high", "familiarity", "unfamiliar", "disputed")
+# The marks: stored 0 or 1, read back as booleans (a row) or as the share of frames (a bucket).
+MARKS = ("unfamiliar", "disputed")
 # A history query returns at most this many buckets per series (the resolution is raised to fit).
 MAX_POINTS = 5000
 # And at most this many rows as JSON (the API says when it cut); the CSV export streams them all.
@@ -40,7 +46,9 @@ CREATE TABLE IF NOT EXISTS counts (
     count REAL NOT NULL,
     low REAL,                    -- the calibrated interval, NULL for an uncalibrated model
     high REAL,
-    familiarity REAL             -- NULL where the model gives none
+    familiarity REAL,            -- NULL where the model gives none
+    unfamiliar INTEGER,          -- 1: below the model's familiarity threshold; NULL: no familiarity
+    disputed INTEGER             -- 1: the crowd model's gate disputes the count
 );
 CREATE INDEX IF NOT EXISTS counts_by_camera_time ON counts (camera, zone, time);
 CREATE INDEX IF NOT EXISTS counts_by_time ON counts (time);
@@ -60,6 +68,8 @@ class Row:
     low: float | None = None
     high: float | None = None
     familiarity: float | None = None
+    unfamiliar: bool | None = None
+    disputed: bool = False
 
 
 class History:
@@ -88,6 +98,7 @@ class History:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = self._connect()
             connection.executescript(_SCHEMA)
+            _add_missing_columns(connection)
             connection.close()
         except sqlite3.Error as error:
             raise HistoryError(f"{self.path}: cannot open the history database ({error})") from None
@@ -105,7 +116,20 @@ class History:
     # ------------------------------------------------------------------ writing
     def add(self, rows: Sequence[Row]) -> None:
         with self._lock:
-            self._pending.extend((r.time, r.camera, r.zone, r.count, r.low, r.high, r.familiarity) for r in rows)
+            self._pending.extend(
+                (
+                    r.time,
+                    r.camera,
+                    r.zone,
+                    r.count,
+                    r.low,
+                    r.high,
+                    r.familiarity,
+                    None if r.unfamiliar is None else int(r.unfamiliar),
+                    int(r.disputed),
+                )
+                for r in rows
+            )
             self._added += len(rows)
 
     def flush(self, timeout: float = 10.0) -> None:
@@ -137,7 +161,9 @@ class History:
                 if batch:
                     try:
                         with connection:  # one transaction, committed on leaving
-                            connection.executemany("INSERT INTO counts VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
+                            connection.executemany(
+                                f"INSERT INTO counts ({', '.join(COLUMNS)}) VALUES ({_PLACES})", batch
+                            )
                         self.rows_written += len(batch)
                         self._error = None
                         with self._lock:
@@ -216,7 +242,8 @@ class History:
                 resolution = self._fitting_resolution(connection, where, params, resolution)
                 sql = (
                     "SELECT CAST(time / ? AS INTEGER) * ? AS time, camera, zone, AVG(count) AS count, "
-                    "AVG(low) AS low, AVG(high) AS high, AVG(familiarity) AS familiarity, COUNT(*) AS frames "
+                    "AVG(low) AS low, AVG(high) AS high, AVG(familiarity) AS familiarity, "
+                    "AVG(unfamiliar) AS unfamiliar, AVG(disputed) AS disputed, COUNT(*) AS frames "
                     f"FROM counts{where} GROUP BY camera, zone, CAST(time / ? AS INTEGER) ORDER BY time, camera, zone"
                 )
                 arguments = [resolution, resolution, *params, resolution]
@@ -224,8 +251,9 @@ class History:
                 sql += " LIMIT ?"
                 arguments.append(limit)
             cursor = connection.execute(sql, arguments)
+            read = dict if resolution is not None else _with_marks
             while batch := cursor.fetchmany(1000):
-                yield from (dict(row) for row in batch)
+                yield from (read(row) for row in batch)
         finally:
             connection.close()
 
@@ -260,6 +288,28 @@ class History:
                 buffer.seek(0)
                 buffer.truncate()
         yield buffer.getvalue()
+
+
+_PLACES = ", ".join("?" * len(COLUMNS))
+
+
+def _add_missing_columns(connection: sqlite3.Connection) -> None:
+    """A database written before the history kept the marks gains their columns (NULL in its rows):
+    a restart after an upgrade keeps every row and goes on writing."""
+    present = {row[1] for row in connection.execute("PRAGMA table_info(counts)")}
+    with connection:
+        for column in MARKS:
+            if column not in present:
+                connection.execute(f"ALTER TABLE counts ADD COLUMN {column} INTEGER")
+
+
+def _with_marks(row: sqlite3.Row) -> dict[str, Any]:
+    """A stored row, its marks as booleans (None where the row has none)."""
+    record = dict(row)
+    for column in MARKS:
+        if record[column] is not None:
+            record[column] = bool(record[column])
+    return record
 
 
 def _conditions(camera: str | None, zone: str | None, start: float | None, end: float | None) -> tuple[str, list[Any]]:

@@ -88,6 +88,8 @@ class Service:
         self.history.close()
 
     def _counted(self, camera: str, when: float, record: dict[str, Any], lag: float) -> None:
+        # The frame's marks go on its zones' rows too: a zone's count is its share of the frame's.
+        marks = {"unfamiliar": record.get("unfamiliar"), "disputed": bool(record.get("disputed", False))}
         rows = [
             Row(
                 when,
@@ -97,10 +99,20 @@ class Service:
                 record.get("low"),
                 record.get("high"),
                 record.get("familiarity"),
+                **marks,
             )
         ]
         rows += [
-            Row(when, camera, zone, entry["count"], entry.get("low"), entry.get("high"), entry.get("familiarity"))
+            Row(
+                when,
+                camera,
+                zone,
+                entry["count"],
+                entry.get("low"),
+                entry.get("high"),
+                entry.get("familiarity"),
+                **marks,
+            )
             for zone, entry in record.get("zones", {}).items()
         ]
         self.history.add(rows)

@@ -177,5 +177,10 @@ fps = 1
             )
         assert set(api["entrance"]["latest"]["zones"]) == {"left", "right"}
         assert api["placemat"]["latest"]["disputed"] and not api["entrance"]["latest"].get("disputed")
+        # The history keeps the marks: every placemat frame disputed, no Mall frame (nor its zones).
+        server.service.history.flush()
+        placemat_rows = server.service.history.query(camera="placemat")
+        assert placemat_rows and all(row["disputed"] for row in placemat_rows)
+        assert not any(row["disputed"] for row in server.service.history.query(camera="entrance"))
     finally:
         server.close()

@@ -40,7 +40,17 @@ def test_rows_are_committed_in_wal_mode_and_read_by_range(history: History) -> N
     assert rows[0]["low"] == 1.0 and rows[0]["high"] == 3.0 and rows[0]["familiarity"] is None
     door = history.query(camera="a", zone="door", start=1009.0)
     assert door == [
-        {"time": 1009.0, "camera": "a", "zone": "door", "count": 4.5, "low": None, "high": None, "familiarity": 0.5}
+        {
+            "time": 1009.0,
+            "camera": "a",
+            "zone": "door",
+            "count": 4.5,
+            "low": None,
+            "high": None,
+            "familiarity": 0.5,
+            "unfamiliar": None,
+            "disputed": False,
+        }
     ]
 
 
@@ -93,7 +103,17 @@ def test_csv_export_has_a_header_and_every_row(history: History) -> None:
     history.flush()
     text = "".join(history.export_csv(camera="a"))
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert list(rows[0]) == ["time", "camera", "zone", "count", "low", "high", "familiarity"]
+    assert list(rows[0]) == [
+        "time",
+        "camera",
+        "zone",
+        "count",
+        "low",
+        "high",
+        "familiarity",
+        "unfamiliar",
+        "disputed",
+    ]
     assert len(rows) == 6 and rows[0]["zone"] == "" and rows[1]["zone"] == "door"
     assert float(rows[4]["count"]) == 2.0 and rows[1]["low"] == ""
     downsampled = list(csv.DictReader(io.StringIO("".join(history.export_csv(camera="a", resolution=10.0)))))
@@ -118,3 +138,46 @@ def test_json_queries_stop_at_their_limit_and_the_csv_export_streams_every_row(h
     assert len(history.query(limit=1200)) == 1200
     lines = "".join(history.export_csv()).splitlines()
     assert len(lines) == 5001 and lines[-1].startswith("2499.0,a,door,1249.5")
+
+
+def test_a_frames_marks_are_kept_read_back_as_booleans_and_averaged_as_shares(history: History) -> None:
+    marked = [
+        Row(1000.0, "a", "", 500.0, 300.0, 900.0, 0.004, unfamiliar=True, disputed=True),
+        Row(1001.0, "a", "", 510.0, 310.0, 910.0, 0.02, unfamiliar=False, disputed=False),
+        Row(1002.0, "a", "", 12.0),  # a model without familiarity: unfamiliar unknown
+    ]
+    history.add(marked)
+    history.flush()
+    rows = history.query(camera="a")
+    assert [(row["unfamiliar"], row["disputed"]) for row in rows] == [(True, True), (False, False), (None, False)]
+    (bucket,) = history.query(camera="a", resolution=10.0)
+    assert bucket["disputed"] == pytest.approx(1 / 3) and bucket["unfamiliar"] == pytest.approx(1 / 2)
+    text = "".join(history.export_csv(camera="a"))
+    assert [(row["unfamiliar"], row["disputed"]) for row in csv.DictReader(io.StringIO(text))] == [
+        ("True", "True"),
+        ("False", "False"),
+        ("", "False"),
+    ]
+
+
+def test_a_database_written_before_the_marks_gains_their_columns_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    connection = sqlite3.connect(path)  # the schema of the history before it kept the marks
+    connection.execute(
+        "CREATE TABLE counts (time REAL NOT NULL, camera TEXT NOT NULL, zone TEXT NOT NULL, count REAL NOT NULL, "
+        "low REAL, high REAL, familiarity REAL)"
+    )
+    connection.execute("INSERT INTO counts VALUES (1000.0, 'a', '', 7.0, 5.0, 9.0, 0.3)")
+    connection.commit()
+    connection.close()
+    store = History(path, commit_interval=0.05)
+    try:
+        store.add([Row(1001.0, "a", "", 8.0, 6.0, 10.0, 0.003, unfamiliar=True, disputed=False)])
+        store.flush()
+        rows = store.query(camera="a")
+    finally:
+        store.close()
+    assert [(row["count"], row["unfamiliar"], row["disputed"]) for row in rows] == [
+        (7.0, None, None),
+        (8.0, True, False),
+    ]
