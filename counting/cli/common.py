@@ -274,7 +274,7 @@ def refuse_outputs_on_inputs(
 
     sources = list(inputs)
     if model is not False:
-        from counting.model.counting_model import default_model_path
+        from counting.model.default_path import default_model_path
 
         sources.append(default_model_path() if model is None else model)
     caches = [] if cache is None else [cache.directory]

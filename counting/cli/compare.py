@@ -47,7 +47,13 @@ from counting.cli.options import (
 )
 from counting.core import defaults
 from counting.core.files import printable
-from counting.evaluate.peers.registry import DEFAULT_METHODS, DEFAULT_TILED_METHODS, FEATURE_PEERS, IMAGE_PEERS
+from counting.evaluate.peers.registry import (
+    DEFAULT_METHODS,
+    DEFAULT_TILED_METHODS,
+    FEATURE_PEERS,
+    IMAGE_PEERS,
+    check_methods,
+)
 
 
 def _names(text: str) -> list[str]:
@@ -172,14 +178,6 @@ def compare(
     use_runtime(runtime, threads)
     say = informational(quiet)
     progress = progress and not quiet
-    from counting.evaluate.comparison import (
-        check_methods,
-        load_comparison_data,
-        published_rows,
-        run_comparison,
-        write_comparison,
-    )
-
     if methods.strip() and not _names(methods):  # e.g. "," would run no method and say nothing
         raise typer.BadParameter(f"{methods!r} names no method", param_hint="'--methods'")
     per_class = dataset == "voc"
@@ -191,7 +189,9 @@ def compare(
         grid = None  # whole-frame descriptors: tiles need per-tile counts
     else:
         methods = methods or ",".join(DEFAULT_METHODS)
-        check_methods(_names(methods), _names(tiled_methods))
+        check_methods(_names(methods), _names(tiled_methods))  # before the methods' libraries are imported
+    from counting.evaluate.comparison import load_comparison_data, published_rows, run_comparison, write_comparison
+
     cache = feature_cache(cache_dir, not no_cache)
     refuse_outputs_on_inputs(
         [out, *(out / f"compare-{dataset}.{suffix}" for suffix in ("csv", "json", "md"))],

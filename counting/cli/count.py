@@ -299,6 +299,13 @@ def count(
     refuse_outputs_on_inputs(outputs, inputs=[features, weights, zones_file], model=model, cache=cache)
     zones = zones_option(zones_file, zone)  # a bad zone fails before the model loads
     said_outputs = say_outputs_on_interrupt(outputs, cache)
+    files: list[Path] = []
+    problems: list[str] = []
+    if features is None:
+        if not paths:
+            raise ImageError("no images given: pass image files, folders or glob patterns")
+        # Expanded before the model loads (seconds): a mistyped path is said at once.
+        files, problems = expand_image_paths(paths)
     counting_model = load_model_option(model)
     if annotated is not None:
         from counting.apply.annotated_photos import check_annotated_model
@@ -321,7 +328,6 @@ def count(
                 f"{features}: zones are counted from the pictures' density maps; descriptors cannot be split by zone"
             )
     zone_records = None
-    problems: list[str] = []
     drawn_names: dict[str, Path] = {}  # --annotated: each photo's file, checked before any work
     if features is not None and paths:
         raise typer.BadParameter(f"--features {features} counts the descriptors of a file; leave out the images")
@@ -349,9 +355,6 @@ def count(
 
         result = CountResult(sources, counts, low, high, ok, errors, familiarity=familiarity)
     else:
-        if not paths:
-            raise ImageError("no images given: pass image files, folders or glob patterns")
-        files, problems = expand_image_paths(paths)
         refuse_cache_among_pictures(run.cache_dir, cache, named_folders(paths), folders_of(files))
         for output in outputs:
             check_not_an_input(output, files)

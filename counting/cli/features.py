@@ -77,8 +77,6 @@ def features(
 ) -> None:
     """Extract (and cache) image descriptors; write them to a .npy or .csv file."""
     use_runtime(run.runtime, run.threads)
-    from counting.features.backbones import Preprocessing, get_backbone
-
     if out is not None and out.suffix.lower() not in (".npy", ".csv"):
         raise CountingError(f"{out}: output must end in .npy or .csv")
     if out is not None:
@@ -93,6 +91,9 @@ def features(
         refuse_outputs_on_inputs([out, listing], inputs=[*paths, weights], cache=cache)
     if problems:
         raise CountingError(problems[0])
+    # torch: imported once the options and the pictures have passed, so a mistake in them is said at once.
+    from counting.features.backbones import Preprocessing, get_backbone
+
     try:
         result = _extract(
             cluster,

@@ -40,7 +40,7 @@ def parse_input_size(text: str | int | None) -> int | None:
     value = text.strip().lower()
     if value in ("native", "none", "full"):
         return None
-    from counting.features.backbones.preprocessing import MAX_INPUT_SIZE
+    from counting.features.backbones.limits import MAX_INPUT_SIZE
 
     if not value.isdigit() or not 8 <= int(value) <= MAX_INPUT_SIZE:
         raise typer.BadParameter(f"{text!r}: expected a short side in pixels (8 to {MAX_INPUT_SIZE}) or 'native'")

@@ -85,7 +85,7 @@ def serve(
     chosen_port = port if port is not None else settings.port
     if token is not None and len(token) < 8:
         raise CountingError(
-            "--token: use at least 8 characters (a random string: python -c 'import secrets; print(secrets.token_urlsafe())')"
+            "--token (or $COUNTING_SERVE_TOKEN): use at least 8 characters (a random string: python -c 'import secrets; print(secrets.token_urlsafe())')"
         )
     if not is_loopback(bind) and token is None:
         raise CountingError(
@@ -136,3 +136,6 @@ def serve(
         listener.close()
         frames = sum(worker.status.frames for worker in service.workers.values())
         say(f"stopped; {frames} frames counted, {service.history.rows_written} history rows written this run")
+    if service.history.unwritten:  # the database went wrong while serving (full disk, removed file)
+        problem = service.history.error or f"{settings.database}: cannot write the history"
+        raise CountingError(f"{problem}; {service.history.unwritten} counted rows are not in it")

@@ -9,6 +9,7 @@ from counting.core.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        ".counting_model": "CountingModel default_model_path load_model",
+        ".counting_model": "CountingModel load_model",
+        ".default_path": "default_model_path",
     },
 )

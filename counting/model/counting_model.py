@@ -25,6 +25,7 @@ from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.registry import applied_head_for, read_head_sections
 from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE, by_detector_alone, person_density, routes
 from counting.heads.uncertainty import ConformalInterval
+from counting.model.default_path import default_model_path
 
 MODEL_KIND = "counting-model"
 # Pictures whose density maps are held at once when a density-head model counts files, and the
@@ -1014,18 +1015,6 @@ def _read_sparse_gate(record: Any) -> Any:
         return SparseGate.from_document(record)
     except SparseGateError as error:
         raise ModelFileError(str(error)) from None
-
-
-def default_model_path() -> Path:
-    """The shipped default model (``defaults.MODEL_FILE``, the general crowd model) under
-    ``models/`` in a checkout, or in the installed data files."""
-    import sys
-
-    checkout = Path(__file__).resolve().parents[2] / "models" / defaults.MODEL_FILE
-    if checkout.is_file():
-        return checkout
-    installed = Path(sys.prefix) / "share" / "counting" / "models" / defaults.MODEL_FILE
-    return installed if installed.is_file() else checkout
 
 
 def load_model(path: str | Path | None = None) -> CountingModel:

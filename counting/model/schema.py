@@ -231,7 +231,7 @@ _COUNTING_FIELDS = (
 def _check_metadata(metadata: Mapping[str, Any], n_outputs: int) -> list[str]:
     """Raises _Problem; returns the top-level field names this version does not know."""
     from counting.features.backbones import BACKBONES, RUNTIMES
-    from counting.features.backbones.preprocessing import MAX_INPUT_SIZE
+    from counting.features.backbones.limits import MAX_INPUT_SIZE
     from counting.features.layouts import LAYOUTS
 
     # A bool or a version below 1 would pass the reader's "not newer" test and each per-version rule.

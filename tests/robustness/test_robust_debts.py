@@ -195,6 +195,18 @@ def test_each_commands_help_imports_no_heavy_library() -> None:
     assert dict(zip(COMMANDS, found)) == {name: [] for name in COMMANDS}
 
 
+def test_a_mistyped_picture_config_or_method_is_refused_before_the_heavy_imports(tmp_path: Path) -> None:
+    # Was: 6-10 s of imports and the model's load before "no such file or folder".
+    runs = [
+        ["count", str(tmp_path / "nope.jpg")],
+        ["serve", str(tmp_path / "absent.toml")],
+        ["compare", "-d", "mall", "-r", str(tmp_path), "--methods", "ridge,nonsense"],
+        ["features", str(tmp_path / "a.jpg"), "-o", str(tmp_path / "descriptors.txt")],
+    ]
+    found, _ = _heavy_after_each(runs, ("torch", "sklearn", "distributed", "scipy", "onnxruntime"))
+    assert found == [[], [], [], []]
+
+
 def test_every_command_still_runs_and_shows_its_help(cli) -> None:
     for name in ("train", "evaluate", "report", "count", "video", "features", "compare"):
         result = cli(name, "--help")

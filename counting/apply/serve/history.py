@@ -96,10 +96,14 @@ class History:
         self._error: str | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a file where a folder should be, /proc, a full disk
+            raise HistoryError(f"{self.path}: cannot make its folder ({error.strerror or error})") from None
+        try:
             connection = self._connect()
-            connection.executescript(_SCHEMA)
-            _add_missing_columns(connection)
-            connection.close()
+            try:
+                _prepare(connection, self.path)
+            finally:
+                connection.close()
         except sqlite3.Error as error:
             raise HistoryError(f"{self.path}: cannot open the history database ({error})") from None
         self._thread = threading.Thread(target=self._write_loop, name="history-writer", daemon=True)
@@ -140,10 +144,18 @@ class History:
             while self._committed < target and self._thread.is_alive() and time.monotonic() < deadline:
                 self._flushed.wait(timeout=0.05)
 
-    def close(self) -> None:
-        self.flush()
+    def close(self, timeout: float = 10.0) -> None:
+        """Commit what is pending (waiting at most ``timeout`` seconds) and stop the writer; rows
+        it could not write by then are lost, and counted in :attr:`unwritten`."""
+        self.flush(timeout)
         self._stop.set()
         self._thread.join(timeout=10.0)
+
+    @property
+    def unwritten(self) -> int:
+        """Rows handed to :meth:`add` that are not committed (after :meth:`close`: lost)."""
+        with self._lock:
+            return self._added - self._committed
 
     @property
     def error(self) -> str | None:
@@ -158,6 +170,7 @@ class History:
                 stopping = self._stop.wait(self.commit_interval)
                 with self._lock:
                     batch, self._pending = self._pending, []
+                failed = False
                 if batch:
                     try:
                         with connection:  # one transaction, committed on leaving
@@ -170,6 +183,7 @@ class History:
                             self._committed += len(batch)
                     except sqlite3.Error as error:
                         self._error = f"{self.path}: cannot write the history ({error})"
+                        failed = True
                         with self._lock:  # kept for the next attempt, in order
                             self._pending[:0] = batch
                 with self._lock:
@@ -183,7 +197,9 @@ class History:
                         self._error = f"{self.path}: cannot prune the history ({error})"
                 if stopping:
                     with self._lock:
-                        if not self._pending:
+                        # Stopped: done once all is written, or when the last try after the
+                        # stop failed too (the rows left are counted in `unwritten`).
+                        if not self._pending or failed:
                             break
         finally:
             connection.close()
@@ -293,14 +309,31 @@ class History:
 _PLACES = ", ".join("?" * len(COLUMNS))
 
 
-def _add_missing_columns(connection: sqlite3.Connection) -> None:
-    """A database written before the history kept the marks gains their columns (NULL in its rows):
-    a restart after an upgrade keeps every row and goes on writing."""
-    present = {row[1] for row in connection.execute("PRAGMA table_info(counts)")}
+def _prepare(connection: sqlite3.Connection, path: Path) -> None:
+    """Make the table (or check the one there), and make sure the database can be written: a
+    server that starts must be able to keep what it counts.
+
+    A table of another shape is refused before anything in it changes (the retention would delete
+    its rows). A database written before the history kept the marks gains their columns (NULL in
+    its rows): a restart after an upgrade keeps every row and goes on writing."""
+    present = tuple(row[1] for row in connection.execute("PRAGMA table_info(counts)"))
+    if present and present not in (COLUMNS, COLUMNS[: -len(MARKS)]):
+        raise HistoryError(
+            f"{path}: its counts table has the columns {', '.join(present)}, not the history's "
+            f"({', '.join(COLUMNS)}): another program's database? name a new file"
+        )
+    connection.executescript(_SCHEMA)
     with connection:
         for column in MARKS:
-            if column not in present:
+            if column not in present and present:
                 connection.execute(f"ALTER TABLE counts ADD COLUMN {column} INTEGER")
+    # Nothing above writes to a database whose table is already right; a read-only one would then
+    # be accepted and every count lost. One write, rolled back, says so at once.
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute("CREATE TABLE counting_write_probe (x)")
+    finally:
+        connection.rollback()
 
 
 def _with_marks(row: sqlite3.Row) -> dict[str, Any]:

@@ -10,12 +10,10 @@ from typing import Any
 import numpy as np
 
 from counting.core import defaults
-from counting.core.errors import CountingError
 from counting.core.metrics import crowd_metrics
 from counting.evaluate.comparison.data import ComparisonData
 from counting.evaluate.evaluation import smooth_sequence
 from counting.evaluate.peers import (
-    FEATURE_PEERS,
     IMAGE_PEERS,
     CalibratedHOGCounter,
     HOGPeopleCounter,
@@ -23,7 +21,7 @@ from counting.evaluate.peers import (
     peer_label,
 )
 from counting.evaluate.peers.errors import PeerUnavailable
-from counting.evaluate.peers.registry import DEFAULT_METHODS, DEFAULT_TILED_METHODS
+from counting.evaluate.peers.registry import DEFAULT_METHODS, DEFAULT_TILED_METHODS, check_methods
 from counting.features.layouts import frame_counts, predict_rows, training_rows
 
 # Exact GPs cost O(rows³): one row per tile is out of reach, so they run on the pyramid layout
@@ -186,17 +184,6 @@ def run_image_method(
     result.predictions = predictions
     result.metrics = score(data.test_counts, predictions, data.test_indices, window)
     return result
-
-
-def check_methods(methods: Sequence[str], tiled_methods: Sequence[str] = ()) -> None:
-    """Fail early, naming the first unknown method."""
-    unknown = [name for name in [*methods, *tiled_methods] if name not in FEATURE_PEERS and name not in IMAGE_PEERS]
-    if unknown:
-        known = ", ".join([*FEATURE_PEERS, *IMAGE_PEERS])
-        raise CountingError(f"--methods: unknown method {unknown[0]!r} (known: {known})")
-    image_tiled = [name for name in tiled_methods if name in IMAGE_PEERS]
-    if image_tiled:
-        raise CountingError(f"--tiled-methods: {image_tiled[0]!r} works on images, not on tile descriptors")
 
 
 def run_comparison(

@@ -14,7 +14,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         ".hog": "CalibratedHOGCounter HOGPeopleCounter",
-        ".registry": "DEFAULT_METHODS DEFAULT_TILED_METHODS FEATURE_PEERS IMAGE_PEERS PeerSpec make_peer peer_label",
+        ".registry": "DEFAULT_METHODS DEFAULT_TILED_METHODS FEATURE_PEERS IMAGE_PEERS PeerSpec check_methods make_peer peer_label",
         ".errors": "PeerUnavailable",
     },
 )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from counting.core.errors import CountingError
 from counting.evaluate.peers.errors import PeerUnavailable
 
 
@@ -91,6 +92,18 @@ def peer_label(name: str) -> str:
     raise KeyError(name)
 
 
+def check_methods(methods: Sequence[str], tiled_methods: Sequence[str] = ()) -> None:
+    """Fail early, naming the first unknown method (here, beside the names: `counting compare`
+    checks them before it imports the methods' libraries)."""
+    unknown = [name for name in [*methods, *tiled_methods] if name not in FEATURE_PEERS and name not in IMAGE_PEERS]
+    if unknown:
+        known = ", ".join([*FEATURE_PEERS, *IMAGE_PEERS])
+        raise CountingError(f"--methods: unknown method {unknown[0]!r} (known: {known})")
+    image_tiled = [name for name in tiled_methods if name in IMAGE_PEERS]
+    if image_tiled:
+        raise CountingError(f"--tiled-methods: {image_tiled[0]!r} works on images, not on tile descriptors")
+
+
 def make_peer(name: str, n_centers: int = 25, seed: int = 0, n_features: int = 1000, n_rows: int = 1000) -> Any:
     """An unfitted scikit-learn-style regressor for a feature peer.
 
@@ -108,6 +121,7 @@ __all__ = [
     "IMAGE_PEERS",
     "PeerSpec",
     "PeerUnavailable",
+    "check_methods",
     "make_peer",
     "peer_label",
 ]

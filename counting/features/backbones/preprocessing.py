@@ -19,6 +19,7 @@ from PIL import Image
 from counting.core.errors import ImageError
 from counting.data.copies import degraded_pixels
 from counting.data.imaging import Sideways, to_rgb
+from counting.features.backbones.limits import MAX_ASPECT_RATIO, MAX_INPUT_PIXELS, MAX_INPUT_SIZE, MAX_LONG_SIDE
 
 __all__ = [
     "MAX_ASPECT_RATIO",
@@ -34,15 +35,6 @@ __all__ = [
     "to_pil",
 ]
 
-# Bounds on the work one picture may ask for, so that no single input needs more than about
-# 2 GB: the network input is 12 bytes per pixel (float32 RGB) and the backbones' activations a
-# few hundred more per input pixel. 2048^2 input pixels keep one image's forward pass well
-# under that; the long side and the aspect ratio stop a 1x5000 strip from becoming a
-# 224x1,120,000 tensor (the short side is what gets scaled to input_size).
-MAX_INPUT_SIZE = 2048
-MAX_INPUT_PIXELS = 2048 * 2048
-MAX_LONG_SIDE = 8192
-MAX_ASPECT_RATIO = 20.0
 # A picture whose short side is below this is counted, with a warning: blown up to the input
 # size it holds too few pixels for a count to mean much (a 1x1 image is one colour).
 MIN_SOURCE_SIDE = 32

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from counting.apply.serve.history import History, Row
+from counting.apply.serve.history import History, HistoryError, Row
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -181,3 +187,67 @@ def test_a_database_written_before_the_marks_gains_their_columns_and_keeps_its_r
         (7.0, None, None),
         (8.0, True, False),
     ]
+
+
+def test_a_table_of_another_shape_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite"
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE counts (time REAL, camera TEXT, zone TEXT, count REAL, note TEXT NOT NULL)")
+    connection.execute("INSERT INTO counts VALUES (1.0, 'a', '', 3.0, 'kept')")  # 1970: the retention's prey
+    connection.commit()
+    connection.close()
+    with pytest.raises(
+        HistoryError, match=r"other\.sqlite: its counts table has the columns time, camera, zone, count, note"
+    ):
+        History(path, retention_seconds=60.0)
+    connection = sqlite3.connect(path)
+    columns = [row[1] for row in connection.execute("PRAGMA table_info(counts)")]
+    assert columns == ["time", "camera", "zone", "count", "note"]
+    assert connection.execute("SELECT note FROM counts").fetchall() == [("kept",)]
+    connection.close()
+
+
+def test_a_folder_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("a file, not a folder\n")
+    with pytest.raises(HistoryError, match=r"notes\.txt/h\.sqlite: cannot make its folder"):
+        History(tmp_path / "notes.txt" / "h.sqlite")
+
+
+def test_a_read_only_database_is_refused_at_start_not_found_empty_at_the_end(tmp_path: Path) -> None:
+    """Its table already right, nothing at start wrote to it: it was accepted, and every count lost."""
+    store = History(tmp_path / "h.sqlite", commit_interval=0.05)
+    store.add(frames("a", 1000.0, 2))
+    store.close()
+    for name in ("h.sqlite", "h.sqlite-wal", "h.sqlite-shm"):
+        if (tmp_path / name).exists():
+            (tmp_path / name).chmod(0o444)
+    code = (
+        "import sys\n"
+        "from counting.apply.serve.history import History, HistoryError\n"
+        "try:\n    History(sys.argv[1])\nexcept HistoryError as error:\n    print(error)\n"
+    )
+    command = [sys.executable, "-c", code, str(tmp_path / "h.sqlite")]
+    if os.geteuid() == 0:  # root writes read-only files: drop the capabilities that let it
+        if shutil.which("setpriv") is None:
+            pytest.skip("root ignores file permissions and setpriv is missing")
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--", *command]
+    process = subprocess.run(
+        command, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
+    assert process.returncode == 0, process.stderr
+    assert "h.sqlite: cannot open the history database (attempt to write a readonly database)" in process.stdout
+
+
+def test_rows_that_could_not_be_written_are_counted(tmp_path: Path) -> None:
+    store = History(tmp_path / "h.sqlite", commit_interval=0.05)
+    store.add(frames("a", 1000.0, 1))
+    store.flush()
+    assert store.unwritten == 0
+    connection = sqlite3.connect(store.path)
+    connection.execute("DROP TABLE counts")  # the database goes wrong under the server
+    connection.commit()
+    connection.close()
+    store.add(frames("a", 2000.0, 3))
+    store.close(timeout=1.0)
+    assert store.unwritten == 6 and "cannot write the history" in (store.error or "")
+    assert not store._thread.is_alive()  # the writer gave up after its last try, not kept retrying

@@ -42,7 +42,7 @@ def test_startup_errors_are_one_line(tmp_path: Path) -> None:
     assert f"{bad}: server.port: must be a whole number" in run_fails(str(bad))
     good = write_config(tmp_path / "good.toml", 'database = "h.sqlite"')
     assert "--host 0.0.0.0: listening beyond this machine needs --token" in run_fails(str(good), "--host", "0.0.0.0")
-    assert "--token: use at least 8 characters" in run_fails(str(good), "--token", "short")
+    assert "--token (or $COUNTING_SERVE_TOKEN): use at least 8 characters" in run_fails(str(good), "--token", "short")
     assert "config file not found" in run_fails(str(tmp_path / "absent.toml"))
     zoned = write_config(
         tmp_path / "zoned.toml",
