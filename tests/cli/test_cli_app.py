@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from PIL import Image
 
 from counting import __version__
 from counting.cli.app import app
@@ -48,6 +49,8 @@ def test_main_entry_point_prints_one_line_for_user_errors(tmp_path, capsys, monk
     from counting.cli.app import main
 
     missing = tmp_path / "missing.npz"
+    # A picture to count (its pictures are found before the model loads; an empty folder is said first).
+    Image.new("RGB", (64, 48)).save(tmp_path / "a.png")
     monkeypatch.setattr("sys.argv", ["counting", "count", "--model", str(missing), str(tmp_path)])
     with pytest.raises(SystemExit) as caught:
         main()
