@@ -325,7 +325,7 @@ def _prepare(connection: sqlite3.Connection, path: Path) -> None:
     connection.executescript(_SCHEMA)
     with connection:
         for column in MARKS:
-            if column not in present and present:
+            if present and column not in present:  # a new table has them already
                 connection.execute(f"ALTER TABLE counts ADD COLUMN {column} INTEGER")
     # Nothing above writes to a database whose table is already right; a read-only one would then
     # be accepted and every count lost. One write, rolled back, says so at once.

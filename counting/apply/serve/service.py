@@ -90,19 +90,8 @@ class Service:
     def _counted(self, camera: str, when: float, record: dict[str, Any], lag: float) -> None:
         # The frame's marks go on its zones' rows too: a zone's count is its share of the frame's.
         marks = {"unfamiliar": record.get("unfamiliar"), "disputed": bool(record.get("disputed", False))}
+        entries = [(FRAME_ZONE, record), *record.get("zones", {}).items()]  # the whole frame first
         rows = [
-            Row(
-                when,
-                camera,
-                FRAME_ZONE,
-                record["count"],
-                record.get("low"),
-                record.get("high"),
-                record.get("familiarity"),
-                **marks,
-            )
-        ]
-        rows += [
             Row(
                 when,
                 camera,
@@ -113,7 +102,7 @@ class Service:
                 entry.get("familiarity"),
                 **marks,
             )
-            for zone, entry in record.get("zones", {}).items()
+            for zone, entry in entries
         ]
         self.history.add(rows)
         metrics = self.metrics
