@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from counting.core import defaults
@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     # Types only: option_groups reads the option declarations, which import torch and
     # scikit-learn registries; `counting --help` imports this module.
     from counting.cli.option_groups import EvaluationSplit, PictureRun
+
+
+# Widest a table gets in a file: a cell longer than this (a path of thousands of characters) still folds.
+_FILE_WIDTH = 4096
 
 
 class _ResultsConsole(Console):
@@ -36,6 +40,17 @@ class _ResultsConsole(Console):
 
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        # Where stdout is a file or a pipe, rich lays tables out at 80 columns (or a terminal's
+        # width on stderr), which squeezed a count to "117.…" and folded every path of a log or
+        # a redirected table. There a table is as wide as its cells (tables never expand): whole
+        # numbers, one row a line. $COLUMNS still sets the width, as rich's users expect.
+        dimensions = super().size
+        if self.is_terminal or self._width is not None or "COLUMNS" in self._environ:
+            return dimensions
+        return ConsoleDimensions(max(dimensions.width, _FILE_WIDTH), dimensions.height)
 
 
 # Paths stay whole (copy-pasteable); no :emoji: codes, so a file named "a:smile:.jpg" shows as named.

@@ -3,9 +3,13 @@ Prometheus metrics and a dashboard, in one process."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -14,6 +18,9 @@ from counting.cli.common import informational, use_runtime
 from counting.cli.options import QuietOption, RuntimeOption, ThreadsOption
 from counting.core import defaults
 from counting.core.errors import CountingError
+
+if TYPE_CHECKING:
+    from counting.apply.serve.config import ServeConfig
 
 SERVER = "Server"
 
@@ -26,6 +33,45 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # a host name: it may resolve to anything
+
+
+@contextlib.contextmanager
+def signals_wait_for(what: str, say: Callable[[str], None]) -> Iterator[None]:
+    """Ctrl-C and SIGTERM inside the block say that ``what`` is finishing instead of stopping it.
+
+    A second Ctrl-C during serve's stop (people press it twice) broke off the history's last
+    commit and the cameras' threads (exit 130, rows lost). The stop is short and has timeouts of
+    its own, so waiting for it is safe; outside the main thread (no signal handlers) it only runs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.getsignal(number) for number in wanted}
+
+    def wait(number: int, frame: object) -> None:
+        say(f"{what} are still being finished; this ends in a few seconds")
+
+    for number in wanted:
+        signal.signal(number, wait)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def started_line(cameras: int, url: str, settings: ServeConfig) -> str:
+    """What serve says once it listens (rich markup, the names escaped)."""
+    where = f"at {escape(url)} (history: {escape(str(settings.database))}); Ctrl-C stops"
+    if cameras:
+        return f"serving {cameras} camera{'s' if cameras != 1 else ''} {where}"
+    # A config without [[camera]] is an upload service, not a mistake: say what it does.
+    model = settings.model if settings.model is not None else "the default model"
+    return (
+        f"serving no camera ({escape(str(settings.path))} has no [[camera]] table): pictures posted to "
+        f"/api/count are counted by {escape(str(model))}, {where}"
+    )
 
 
 def serve(
@@ -123,16 +169,14 @@ def serve(
     )
     shown = f"[{bind}]" if ":" in bind else bind
     service.start()
-    say(
-        f"serving {len(service.workers)} camera(s) at http://{escape(shown)}:{actual_port}/ "
-        f"(history: {escape(str(settings.database))}); Ctrl-C stops"
-    )
+    say(started_line(len(service.workers), f"http://{shown}:{actual_port}/", settings))
     try:
         server.run(sockets=[listener])
     except KeyboardInterrupt:
         pass  # uvicorn shut down on Ctrl-C or SIGTERM and passes the signal on: stopping is the normal end
     finally:
-        service.stop()
+        with signals_wait_for("stopping: the cameras and the history's last rows", say):
+            service.stop()  # bounded: each camera's thread and the history's writer have a timeout
         listener.close()
         frames = sum(worker.status.frames for worker in service.workers.values())
         say(f"stopped; {frames} frames counted, {service.history.rows_written} history rows written this run")

@@ -152,6 +152,7 @@ def train(
     from counting.core.files import check_writable, special_kind
     from counting.evaluate.evaluation import evaluate_model
     from counting.evaluate.plots import plot_loss
+    from counting.heads.kinds import check_head_choice
     from counting.train.pipeline import TrainingConfig, train_model
 
     check_writable(out)  # before training: the model must have somewhere to go
@@ -187,6 +188,7 @@ def train(
         if not head_layers
         else tuple(name.strip() for name in head_layers.split(",") if name.strip()),
     )
+    check_head_choice(config)  # a mistake in the options is said before the dataset loads
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]
     say(

@@ -82,12 +82,18 @@ class HeadKind(Protocol):
         """The AGP's rows for ``inputs.samples`` (read with ``inputs.cache``, ``inputs.extract``)."""
 
 
+def check_head_choice(config: Any) -> None:
+    """Raise TrainingError for density-head options given without ``--density-head``: needs the
+    settings alone, so ``train`` says it before the dataset loads."""
+    if not config.density_head and (config.density_kind != "ridge" or config.density_layers):
+        raise TrainingError("--head-kind and --head-layers choose the density head: add --density-head")
+
+
 class DescriptorRows:
     name = "descriptors"
 
     def check(self, config: Any, descriptor: Any, root: Any) -> None:
-        if config.density_kind != "ridge" or config.density_layers:
-            raise TrainingError("--head-kind and --head-layers choose the density head: add --density-head")
+        check_head_choice(config)
         if config.flip_average:
             if config.resolved_layout() != "frame":
                 raise TrainingError(f"{root}: --flip-average works on whole frames (no --grid)")

@@ -78,6 +78,29 @@ def test_count_glob_pattern(trained, runner, image_folder: Path) -> None:
     assert all(f"seq_{k:06d}.jpg" in result.output for k in FRAMES)
 
 
+def test_a_table_written_to_a_file_keeps_whole_paths_and_numbers(
+    trained, runner, mall_root: Path, tmp_path: Path
+) -> None:
+    # stdout a file (CliRunner's buffer) and no $COLUMNS: rich laid the table out at 80 columns,
+    # folding each long path over several lines and squeezing counts to "117.…". A row is one line now.
+    model_path, _ = trained
+    deep = tmp_path / ("long-folder-name-" * 8) / "frames"
+    deep.mkdir(parents=True)
+    for k in FRAMES:
+        shutil.copy(mall_root / "frames" / f"seq_{k:06d}.jpg", deep)
+    out = tmp_path / "counts.json"
+    result = runner.invoke(app, ["count", str(deep), "--model", str(model_path), "--json", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())["images"]
+    lines = result.stdout.splitlines()
+    for row in rows:
+        line = next(line for line in lines if row["image"] in line)  # the whole path on one line
+        assert f"{row['count']:.1f}" in line and f"{row['high']:.1f}" in line
+    assert "…" not in result.stdout
+    narrow = runner.invoke(app, ["count", str(deep), "--model", str(model_path), "-q"], env={"COLUMNS": "70"})
+    assert narrow.exit_code == 0 and not any(row["image"] in narrow.stdout for row in rows)  # $COLUMNS still rules
+
+
 def test_default_model_counts_a_mall_test_frame(runner, mall_root: Path, true_counts, tmp_path: Path) -> None:
     assert default_model_path().is_file(), "models/default.npz must ship with the package"
     out = tmp_path / "c.json"

@@ -69,6 +69,28 @@ def test_missing_root_folder_one_line(runner, tmp_path: Path, one_error_line) ->
     assert "folder not found" in one_error_line(result)
 
 
+def test_head_kind_without_density_head_is_said_before_the_dataset_loads(
+    runner, tmp_path: Path, one_error_line
+) -> None:
+    # A root that holds no dataset: had the dataset been opened first, its error would be the line.
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "-d",
+            "mall",
+            "--root",
+            str(tmp_path / "nowhere"),
+            "--head-kind",
+            "conv",
+            "-o",
+            str(tmp_path / "m.npz"),
+        ],
+    )
+    assert "add --density-head" in one_error_line(result)
+    assert not (tmp_path / "m.npz").exists()
+
+
 def test_grid_needs_head_dots(runner, voc_root: Path, tmp_path: Path, one_error_line) -> None:
     result = runner.invoke(
         app,

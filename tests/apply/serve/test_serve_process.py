@@ -160,3 +160,20 @@ def test_kill_9_loses_at_most_the_last_second(tmp_path: Path, mall_video: Path) 
     assert len(stored) >= len(seen) >= 10
     assert stored[-1] >= latest - 1.0
     assert killed_at - stored[-1] <= 1.0 + 1.0 / 5
+
+
+def test_a_second_ctrl_c_waits_for_the_stop_instead_of_breaking_it() -> None:
+    from counting.cli.serve import signals_wait_for
+
+    said: list[str] = []
+    before = signal.getsignal(signal.SIGINT)
+    finished = False
+    with signals_wait_for("stopping: the history's last rows", said.append):
+        os.kill(os.getpid(), signal.SIGINT)  # delivered to this (main) thread at once
+        os.kill(os.getpid(), signal.SIGTERM)
+        finished = True  # neither signal broke the block off
+    assert finished and len(said) == 2 and said[0].startswith("stopping: the history's last rows are still")
+    assert signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(KeyboardInterrupt):  # after the stop, Ctrl-C is Ctrl-C again
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
