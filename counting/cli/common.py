@@ -48,7 +48,7 @@ class _ResultsConsole(Console):
         # a redirected table. There a table is as wide as its cells (tables never expand): whole
         # numbers, one row a line. $COLUMNS still sets the width, as rich's users expect.
         dimensions = super().size
-        if self.is_terminal or self._width is not None or "COLUMNS" in self._environ:
+        if self.is_terminal or self._width is not None or self._environ.get("COLUMNS", "").isdigit():
             return dimensions
         return ConsoleDimensions(max(dimensions.width, _FILE_WIDTH), dimensions.height)
 
