@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from counting.core import CountingError
 from counting.data import load_image, read_crowd
 from counting.features import DetectorBackbone
 
@@ -58,13 +59,20 @@ def counts(picture: np.ndarray, backbone, margin: float) -> tuple[np.ndarray, np
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="folder holding the shared sets")
     parser.add_argument("--set", action="append", dest="sets", help="crowd sets (default: coco-voc20, shanghaitech-B)")
     parser.add_argument("--margin", type=float, default=0.15, help="a tile's reach beyond its core, in picture sides")
     parser.add_argument("--limit", type=int, default=None, help="at most this many photos per set and part")
     args = parser.parse_args()
-    crowd = read_crowd(args.data, sets=tuple(args.sets or ("coco-voc20", "shanghaitech-B")))
+    if not 0 <= args.margin < 0.5:
+        parser.error(f"--margin {args.margin}: expected at least 0 and under 0.5 (of the picture's side)")
+    try:
+        crowd = read_crowd(args.data, sets=tuple(args.sets or ("coco-voc20", "shanghaitech-B")))
+    except CountingError as error:  # a missing folder or an unknown set: one line, as the CLI says it
+        parser.error(str(error))
     backbone = DetectorBackbone(threads=2)
     rows: dict[tuple[str, str], list[tuple[float, np.ndarray, np.ndarray]]] = {}
     started = time.perf_counter()

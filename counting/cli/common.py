@@ -48,10 +48,15 @@ class _ResultsConsole(Console):
         # a redirected table. There a table is as wide as its cells (tables never expand): whole
         # numbers, one row a line. $COLUMNS still sets the width, as rich's users expect.
         dimensions = super().size
-        if self.is_terminal or self._width is not None or self._environ.get("COLUMNS", "").isdigit():
+        if self.is_terminal or self._width is not None or self._environ.get("COLUMNS", "").isdecimal():
             return dimensions
         return ConsoleDimensions(max(dimensions.width, _FILE_WIDTH), dimensions.height)
 
+
+# A $COLUMNS that is not a positive whole number: rich would print nothing at all at 0 (every
+# table and error line lost, the exit status unchanged) and fail to start at a digit like "²".
+if not (os.environ.get("COLUMNS", "1").isdecimal() and int(os.environ.get("COLUMNS", "1")) > 0):
+    os.environ.pop("COLUMNS", None)
 
 # Paths stay whole (copy-pasteable); no :emoji: codes, so a file named "a:smile:.jpg" shows as named.
 # Diagnostics are soft-wrapped too: a line is one line in a log file, which rich would otherwise
@@ -325,7 +330,14 @@ def refuse_cache_among_pictures(
 
 def named_folders(arguments: Sequence[str]) -> list[Path]:
     """The folders named on a command line that lists pictures (``count DIR``, ``features DIR``)."""
-    return [Path(argument).expanduser() for argument in arguments if Path(argument).expanduser().is_dir()]
+
+    def is_folder(path: Path) -> bool:
+        try:
+            return path.is_dir()
+        except OSError:  # a name over the system's limits: the picture listing already said so
+            return False
+
+    return [Path(argument).expanduser() for argument in arguments if is_folder(Path(argument).expanduser())]
 
 
 def folders_of(files: Sequence[Path | str]) -> list[Path]:

@@ -36,12 +36,14 @@ def is_loopback(host: str) -> bool:
 
 
 @contextlib.contextmanager
-def signals_wait_for(what: str, say: Callable[[str], None]) -> Iterator[None]:
+def signals_wait_for(what: str, say: Callable[[str], None], restore: bool = True) -> Iterator[None]:
     """Ctrl-C and SIGTERM inside the block say that ``what`` is finishing instead of stopping it.
 
     A second Ctrl-C during serve's stop (people press it twice) broke off the history's last
     commit and the cameras' threads (exit 130, rows lost). The stop is short and has timeouts of
     its own, so waiting for it is safe; outside the main thread (no signal handlers) it only runs.
+    ``restore=False`` keeps the handlers after the block: serve's stop is its end, and a SIGTERM
+    in the second the interpreter takes to exit made a clean stop exit 143 for a supervisor.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -49,16 +51,21 @@ def signals_wait_for(what: str, say: Callable[[str], None]) -> Iterator[None]:
     wanted = (signal.SIGINT, signal.SIGTERM)
     previous = {number: signal.getsignal(number) for number in wanted}
 
+    finished = threading.Event()
+
     def wait(number: int, frame: object) -> None:
-        say(f"{what} are still being finished; this ends in a few seconds")
+        if not finished.is_set():  # after the block (restore=False) the process is exiting: nothing to say
+            say(f"{what} are still being finished; this ends in a few seconds")
 
     for number in wanted:
         signal.signal(number, wait)
     try:
         yield
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        finished.set()
+        if restore:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
 
 
 def started_line(cameras: int, url: str, settings: ServeConfig) -> str:
@@ -67,10 +74,12 @@ def started_line(cameras: int, url: str, settings: ServeConfig) -> str:
     if cameras:
         return f"serving {cameras} camera{'s' if cameras != 1 else ''} {where}"
     # A config without [[camera]] is an upload service, not a mistake: say what it does.
-    model = settings.model if settings.model is not None else "the default model"
+    from counting.model.default_path import default_model_path
+
+    model = settings.model if settings.model is not None else default_model_path()
     return (
-        f"serving no camera ({escape(str(settings.path))} has no [[camera]] table): pictures posted to "
-        f"/api/count are counted by {escape(str(model))}, {where}"
+        f"serving no camera ({escape(str(settings.path))} has no {escape('[[camera]]')} table): pictures "
+        f"posted to /api/count are counted by {escape(str(model))}, {where}"
     )
 
 
@@ -175,7 +184,7 @@ def serve(
     except KeyboardInterrupt:
         pass  # uvicorn shut down on Ctrl-C or SIGTERM and passes the signal on: stopping is the normal end
     finally:
-        with signals_wait_for("stopping: the cameras and the history's last rows", say):
+        with signals_wait_for("stopping: the cameras and the history's last rows", say, restore=False):
             service.stop()  # bounded: each camera's thread and the history's writer have a timeout
         listener.close()
         frames = sum(worker.status.frames for worker in service.workers.values())

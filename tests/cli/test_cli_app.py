@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from PIL import Image
 
@@ -57,3 +62,19 @@ def test_main_entry_point_prints_one_line_for_user_errors(tmp_path, capsys, monk
     assert caught.value.code == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{missing}: model file not found" in " ".join(err.split())
+
+
+@pytest.mark.parametrize("columns", ["0", "²"])
+def test_a_columns_value_rich_cannot_use_is_ignored(tmp_path, columns: str) -> None:
+    # rich read COLUMNS=0 as a width of 0 and printed nothing, not even the error line (exit 1
+    # in silence), and failed to start at all on a digit like "²" (a traceback for every command).
+    env = dict(os.environ, COLUMNS=columns, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run(
+        [sys.executable, "-m", "counting.cli.app", "count", str(tmp_path / "absent.jpg")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: ") and "absent.jpg: no such file or folder" in done.stderr

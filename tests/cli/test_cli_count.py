@@ -117,6 +117,15 @@ def test_empty_folder_one_line(runner, tmp_path: Path, one_error_line) -> None:
     assert "folder holds no images" in one_error_line(runner.invoke(app, ["count", str(empty)]))
 
 
+def test_a_path_longer_than_the_system_allows_is_one_line(trained, runner, image_folder: Path, one_error_line) -> None:
+    # Path.is_dir raised ENAMETOOLONG (a traceback) where other missing paths are one line each.
+    model_path, _ = trained
+    too_long = "/".join(["x" * 250] * 20) + "/a.jpg"
+    assert "File name too long" in one_error_line(runner.invoke(app, ["count", too_long, "--model", str(model_path)]))
+    beside = runner.invoke(app, ["count", too_long, str(image_folder / "seq_000101.jpg"), "--model", str(model_path)])
+    assert beside.exit_code == 0 and "seq_000101.jpg" in beside.stdout and "File name too long" in beside.stderr
+
+
 def test_only_unreadable_images_one_line(trained, runner, image_folder: Path, one_error_line) -> None:
     model_path, _ = trained
     result = runner.invoke(app, ["count", str(image_folder / "notes.jpg"), "--model", str(model_path)])

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from counting.apply.serve.config import ConfigError, ReconnectPolicy, load_config
 
@@ -127,18 +129,28 @@ zones = ["left:0,0,0.5,0,0.5,1,0,1", { name = "right", points = [[320, 0], [640,
         camera_zones(None, ["left:0,0,1,0,1,1", "left:0,0,1,0,0,1"], f"{path}: camera[0].zones")
 
 
+def shown(markup: str) -> str:
+    """What the user reads of a line of rich markup."""
+    console = Console(file=io.StringIO(), width=1000)
+    console.print(markup)
+    return console.file.getvalue().strip()
+
+
 def test_the_start_line_says_cameras_or_that_it_serves_uploads_only(tmp_path: Path) -> None:
     from counting.cli.serve import started_line
 
     (tmp_path / "mine.npz").write_bytes(b"")  # the config checks that the file is there, not what it holds
     uploads_only = tmp_path / "uploads.toml"
     uploads_only.write_text('[server]\nmodel = "mine.npz"\n')
-    line = started_line(0, "http://127.0.0.1:8000/", load_config(uploads_only))
+    line = shown(started_line(0, "http://127.0.0.1:8000/", load_config(uploads_only)))
     assert line.startswith("serving no camera") and "has no [[camera]] table" in line
     assert f"counted by {tmp_path / 'mine.npz'}" in line and "/api/count" in line
     bare = tmp_path / "bare.toml"
     bare.write_text("")
-    assert "counted by the default model" in started_line(0, "http://127.0.0.1:8000/", load_config(bare))
+    from counting.model.default_path import default_model_path
+
+    plain = shown(started_line(0, "http://127.0.0.1:8000/", load_config(bare)))
+    assert f"counted by {default_model_path()}" in plain and "has no [[camera]] table" in plain
     one = started_line(1, "http://127.0.0.1:8000/", load_config(bare))
     assert one.startswith("serving 1 camera at http://127.0.0.1:8000/") and "Ctrl-C stops" in one
     assert started_line(2, "http://[::1]:8000/", load_config(bare)).startswith(

@@ -177,3 +177,14 @@ def test_a_second_ctrl_c_waits_for_the_stop_instead_of_breaking_it() -> None:
     with pytest.raises(KeyboardInterrupt):  # after the stop, Ctrl-C is Ctrl-C again
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1)
+    # serve's stop is its end: the handlers stay, silent, so a signal while the process exits
+    # leaves its clean exit status (a SIGTERM there made it 143).
+    try:
+        with signals_wait_for("stopping", said.append, restore=False):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert len(said) == 2  # nothing more said after the block
+    finally:
+        signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
