@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from counting.cli.common import informational, use_runtime
+from counting.cli.common import console, informational, use_runtime
 from counting.cli.options import QuietOption, RuntimeOption, ThreadsOption
 from counting.core import defaults
 from counting.core.errors import CountingError
@@ -109,7 +109,7 @@ def serve(
             min=0,
             max=65535,
             metavar="N",
-            help="Port (default: the config's, else 8000; 0: any free port, printed at start).",
+            help="Port (default: the config's, else 8000; 0: any free port, printed at start, on stdout under --quiet).",
             show_default=False,
             rich_help_panel=SERVER,
         ),
@@ -155,6 +155,10 @@ def serve(
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((bind.strip("[]"), chosen_port))
+        # Listening from here on: a client that reads the start line (or the address printed
+        # under --quiet) and connects before the web server runs waits in the queue instead of
+        # being refused (uvicorn accepts from this socket when it starts).
+        listener.listen(2048)
     except OSError as error:
         listener.close()
         raise CountingError(f"{bind}:{chosen_port}: cannot listen there ({error.strerror or error})") from None
@@ -178,7 +182,10 @@ def serve(
     )
     shown = f"[{bind}]" if ":" in bind else bind
     service.start()
-    say(started_line(len(service.workers), f"http://{shown}:{actual_port}/", settings))
+    url = f"http://{shown}:{actual_port}/"
+    say(started_line(len(service.workers), url, settings))
+    if quiet and chosen_port == 0:
+        console.print(escape(url))  # the port --port 0 picked: the one thing a quiet start must say
     try:
         server.run(sockets=[listener])
     except KeyboardInterrupt:

@@ -188,3 +188,24 @@ def test_a_second_ctrl_c_waits_for_the_stop_instead_of_breaking_it() -> None:
     finally:
         signal.signal(signal.SIGINT, before)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.mark.slow
+def test_a_quiet_start_on_any_free_port_prints_its_address(tmp_path: Path) -> None:
+    # Under -q nothing was printed, so the port --port 0 picked could not be known.
+    config = write_config(tmp_path / "uploads.toml", 'database = "h.sqlite"')
+    process = subprocess.Popen(
+        serve_command(str(config), "--port", "0", "-q"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+    )
+    try:
+        url = process.stdout.readline().strip()  # type: ignore[union-attr]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        assert httpx.get(url + "api/health", timeout=10).status_code == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0 and stderr == "" and stdout == ""  # -q: nothing else, on either stream
