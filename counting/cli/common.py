@@ -55,8 +55,9 @@ class _ResultsConsole(Console):
 
 # A $COLUMNS that is not a positive whole number: rich would print nothing at all at 0 (every
 # table and error line lost, the exit status unchanged) and fail to start at a digit like "²".
-if not (os.environ.get("COLUMNS", "1").isdecimal() and int(os.environ.get("COLUMNS", "1")) > 0):
-    os.environ.pop("COLUMNS", None)
+_columns = os.environ.get("COLUMNS")
+if _columns is not None and not (_columns.isdecimal() and int(_columns) > 0):
+    del os.environ["COLUMNS"]
 
 # Paths stay whole (copy-pasteable); no :emoji: codes, so a file named "a:smile:.jpg" shows as named.
 # Diagnostics are soft-wrapped too: a line is one line in a log file, which rich would otherwise

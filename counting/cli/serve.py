@@ -18,6 +18,7 @@ from counting.cli.common import console, informational, use_runtime
 from counting.cli.options import QuietOption, RuntimeOption, ThreadsOption
 from counting.core import defaults
 from counting.core.errors import CountingError
+from counting.model.default_path import default_model_path
 
 if TYPE_CHECKING:
     from counting.apply.serve.config import ServeConfig
@@ -51,21 +52,17 @@ def signals_wait_for(what: str, say: Callable[[str], None], restore: bool = True
     wanted = (signal.SIGINT, signal.SIGTERM)
     previous = {number: signal.getsignal(number) for number in wanted}
 
-    finished = threading.Event()
-
     def wait(number: int, frame: object) -> None:
-        if not finished.is_set():  # after the block (restore=False) the process is exiting: nothing to say
-            say(f"{what} are still being finished; this ends in a few seconds")
+        say(f"{what} are still being finished; this ends in a few seconds")
 
     for number in wanted:
         signal.signal(number, wait)
     try:
         yield
     finally:
-        finished.set()
-        if restore:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
+        for number, handler in previous.items():
+            # Without restore the process is exiting: such a signal has nothing left to stop.
+            signal.signal(number, handler if restore else signal.SIG_IGN)
 
 
 def started_line(cameras: int, url: str, settings: ServeConfig) -> str:
@@ -74,8 +71,6 @@ def started_line(cameras: int, url: str, settings: ServeConfig) -> str:
     if cameras:
         return f"serving {cameras} camera{'s' if cameras != 1 else ''} {where}"
     # A config without [[camera]] is an upload service, not a mistake: say what it does.
-    from counting.model.default_path import default_model_path
-
     model = settings.model if settings.model is not None else default_model_path()
     return (
         f"serving no camera ({escape(str(settings.path))} has no {escape('[[camera]]')} table): pictures "

@@ -45,20 +45,18 @@ def expand_image_paths(patterns: Sequence[str]) -> tuple[list[Path], list[str]]:
 
 def _images_of(pattern: str, path: Path, problems: list[str]) -> list[Path]:
     """The image files one command-line ``pattern`` names; what it finds wrong goes to ``problems``."""
-    files: list[Path] = []
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
         if not found:
             problems.append(f"{path}: folder holds no images ({', '.join(IMAGE_SUFFIXES[:4])}, …)")
-        files += found
-    elif path.exists():  # files, and devices/FIFOs that the image reader refuses by name
-        files.append(path)
-    elif glob.has_magic(pattern):
+        return found
+    if path.exists():  # files, and devices/FIFOs that the image reader refuses by name
+        return [path]
+    if glob.has_magic(pattern):
         matches = glob.glob(os.path.expanduser(pattern), recursive=True)
         found = sorted(Path(match) for match in matches if Path(match).is_file())
         if not found:
             problems.append(f"{pattern}: no files match")
-        files += found
-    else:
-        problems.append(f"{path}: no such file or folder")
-    return files
+        return found
+    problems.append(f"{path}: no such file or folder")
+    return []
