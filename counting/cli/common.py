@@ -48,9 +48,18 @@ class _ResultsConsole(Console):
         # a redirected table. There a table is as wide as its cells (tables never expand): whole
         # numbers, one row a line. $COLUMNS still sets the width, as rich's users expect.
         dimensions = super().size
-        if self.is_terminal or self._width is not None or self._environ.get("COLUMNS", "").isdecimal():
+        if self._writes_to_terminal() or self._width is not None or self._environ.get("COLUMNS", "").isdecimal():
             return dimensions
         return ConsoleDimensions(max(dimensions.width, _FILE_WIDTH), dimensions.height)
+
+    def _writes_to_terminal(self) -> bool:
+        # The file itself, not rich's is_terminal: FORCE_COLOR=1 (or TTY_COMPATIBLE=1) makes rich
+        # treat a file as a terminal for its colours, and its width then fell back to 80 columns.
+        isatty = getattr(self.file, "isatty", None)
+        try:
+            return bool(isatty is not None and isatty())
+        except ValueError:  # a closed file
+            return False
 
 
 # A $COLUMNS that is not a positive whole number: rich would print nothing at all at 0 (every

@@ -60,6 +60,7 @@ from counting.cli.options import (
     out_option,
 )
 from counting.core import defaults
+from counting.core.errors import TrainingError
 from counting.core.files import printable
 
 
@@ -80,7 +81,37 @@ def print_figures(rows: list[tuple[str, dict]]) -> None:
     console.print(table)
 
 
+def _head_layers(text: str | None) -> tuple[str, ...] | None:
+    """The maps ``--head-layers`` names (None: not given, the head kind's default). A list that
+    names none (``,``) is refused: read as not given, it trained the default layers in silence."""
+    if text is None:
+        return None
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise TrainingError(f"--head-layers {text!r} names no layer: give LAYER,... (e.g. block7,block10)")
+    return names
+
+
+def _check_density_options_given(context: typer.Context, density_head: bool) -> None:
+    """Refuse ``--head-kind`` or ``--head-layers`` typed without ``--density-head``, whatever their
+    value: ``--head-kind ridge`` (the default kind) asks for a density head as much as ``conv`` does,
+    and the model trained would have none. Only the command line can tell typed from left out
+    (click's parameter source); the settings' own check (``heads.kinds.check_head_choice``)
+    covers the Python API."""
+    if density_head:
+        return
+    # By name: typer 0.29 runs its own copy of click, whose ParameterSource is not click's.
+    typed = [
+        flag
+        for flag, name in (("--head-kind", "head_kind"), ("--head-layers", "head_layers"))
+        if getattr(context.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")
+    ]
+    if typed:
+        raise TrainingError(f"{' and '.join(typed)} choose the density head: add --density-head")
+
+
 def train(
+    context: typer.Context,
     dataset: DatasetOption,
     root: RootOption,
     out: Annotated[Path, out_option("Model file to write (.npz).")],
@@ -184,10 +215,9 @@ def train(
         flip_average=flip_average,
         density_head=density_head,
         density_kind=head_kind,
-        density_layers=None
-        if not head_layers
-        else tuple(name.strip() for name in head_layers.split(",") if name.strip()),
+        density_layers=_head_layers(head_layers),
     )
+    _check_density_options_given(context, density_head)
     check_head_choice(config)  # a mistake in the options is said before the dataset loads
     data = open_dataset(dataset, root, split, counts_csv, include_difficult)
     parts = data.describe()["splits"]

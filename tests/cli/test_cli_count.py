@@ -99,6 +99,13 @@ def test_a_table_written_to_a_file_keeps_whole_paths_and_numbers(
     assert "…" not in result.stdout
     narrow = runner.invoke(app, ["count", str(deep), "--model", str(model_path), "-q"], env={"COLUMNS": "70"})
     assert narrow.exit_code == 0 and not any(row["image"] in narrow.stdout for row in rows)  # $COLUMNS still rules
+    # FORCE_COLOR asks for colours in the file, not for a terminal's 80 columns: rich's is_terminal
+    # reads it, and the table was laid out at 80 again.
+    coloured = runner.invoke(app, ["count", str(deep), "--model", str(model_path), "-q"], env={"FORCE_COLOR": "1"})
+    assert coloured.exit_code == 0, coloured.output
+    for row in rows:
+        line = next(line for line in coloured.stdout.splitlines() if row["image"] in line)
+        assert f"{row['count']:.1f}" in line and f"{row['high']:.1f}" in line
 
 
 def test_default_model_counts_a_mall_test_frame(runner, mall_root: Path, true_counts, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from counting.cli.app import app
 from counting.model.counting_model import CountingModel
@@ -89,6 +90,39 @@ def test_head_kind_without_density_head_is_said_before_the_dataset_loads(
     )
     assert "add --density-head" in one_error_line(result)
     assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        # The default kind typed out still asks for a density head that would not be trained.
+        (["--head-kind", "ridge"], "--head-kind choose the density head: add --density-head"),
+        (["--head-layers", "block7"], "--head-layers choose the density head: add --density-head"),
+        (
+            ["--head-kind", "ridge", "--head-layers", "block7"],
+            "--head-kind and --head-layers choose the density head",
+        ),
+        # A list naming no layer was read as not given: the default layers, in silence.
+        (["--density-head", "--head-layers", ","], "--head-layers ',' names no layer"),
+        (["--density-head", "--head-layers", " , "], "--head-layers ' , ' names no layer"),
+    ],
+)
+def test_density_head_options_that_would_be_ignored_are_refused(
+    runner, tmp_path: Path, one_error_line, options: list[str], said: str
+) -> None:
+    result = runner.invoke(
+        app, ["train", "-d", "mall", "--root", str(tmp_path / "nowhere"), *options, "-o", str(tmp_path / "m.npz")]
+    )
+    assert said in one_error_line(result)
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_density_head_options_left_out_train_as_before(runner, tmp_path: Path, one_error_line) -> None:
+    # Not typed: no refusal, so the line is the dataset's (the root holds none).
+    result = runner.invoke(
+        app, ["train", "-d", "mall", "--root", str(tmp_path / "nowhere"), "-o", str(tmp_path / "m.npz")]
+    )
+    assert "folder not found" in one_error_line(result)
 
 
 def test_grid_needs_head_dots(runner, voc_root: Path, tmp_path: Path, one_error_line) -> None:
