@@ -17,6 +17,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ".serve.videos": "frames_to_video",
         # zones
         ".zone_specs": "Zone load_zones parse_zone",
+        ".zones": "ZONE_SCATTER count_paths_in_zones interval_level zone_intervals",
         # scale-out
         ".distributed": "cluster_extractor extract_features_distributed open_cluster",
     },

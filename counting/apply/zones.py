@@ -9,10 +9,14 @@ intersection areas from shapely, :func:`zone_weights`), times the cell's share o
 How a zone's count relates to the frame's. The frame count is the AGP-corrected head sum (the
 regressor sees the head's sums, and a ``head_sum`` model adds a correction), not the map's mass.
 A zone gets the frame count times its share of the map's mass (negative density clipped to 0,
-as the heat map shows it), and the frame's interval scaled by the same share. The zone counts
-of a partition of the frame therefore add up to the frame count (their shares add up to 1), and
-a zone covering the frame counts what the frame does. A frame whose map holds no mass at all
-shares its count by ROI area.
+as the heat map shows it). The zone counts of a partition of the frame therefore add up to the
+frame count (their shares add up to 1), and a zone covering the frame counts what the frame
+does. A frame whose map holds no mass at all shares its count by ROI area.
+
+A zone's interval (:func:`zone_intervals`) is the frame's interval scaled by the same share,
+widened by the error of where the map puts the people: scaled alone, a 90 % interval held the
+people of a quarter of the frame 44-76 % of the time, of a sixteenth 26-63 % (the crowd model's
+validation parts and `models/mall-accurate.npz`'s, ``scripts/zone_intervals_study.py``).
 
 Models that cannot localise (plain descriptor models, tiles of a descriptor grid, per-class
 heads) refuse zones with one line (:func:`check_localises`). A detector-based model would count
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -65,6 +70,7 @@ __all__ = [
     "load_zones",
     "parse_zone",
     "zone_fields",
+    "zone_intervals",
     "zone_shares",
     "zone_weights",
     "zones_from_entries",
@@ -183,26 +189,75 @@ def check_localises(model: Any) -> None:
     )
 
 
+# How far a zone's people stray from its share of the frame's interval, at the 90 % level: each
+# bound moves out by ZONE_SCATTER * sqrt((c + 1) (1 - s) (1 + c r^2)), c the zone's count, s its
+# share of the frame, r the frame interval's half-width over the frame's count. A count
+# overdispersed as the frame's own relative error says (a negative binomial's variance
+# c + c^2 r^2), of the people the map could have put elsewhere (1 - s: a zone covering the frame
+# keeps the frame's interval). One scale for every model: fitted to cover 90 % of the zones (the
+# cells of 1x2 to 4x4 grids) of the crowd model's validation pictures the density heads count
+# (Mall 601-800, ShanghaiTech A and B: 0.515; fitted on half the pictures, 0.50-0.53 and 89-91 %
+# on the other half), it covers 86-96 % per set and grid there and 91-99 % of
+# models/mall-accurate.npz's Mall zones (scripts/zone_intervals_study.py, README "Zones").
+ZONE_SCATTER = 0.515
+_SCATTER_LEVEL = 0.9
+
+
+def zone_intervals(
+    counts: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    shares: np.ndarray,
+    level: float = _SCATTER_LEVEL,
+    scatter_scale: float = ZONE_SCATTER,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` ``(n, zones)``: the intervals of zones holding ``shares`` ``(n, zones)`` of
+    frames counted ``counts`` ``(n,)`` with intervals ``[low, high]`` at ``level`` (module
+    docstring): the frame's interval times the share, each bound moved out by the zone's own
+    scatter (``scatter_scale``, :data:`ZONE_SCATTER`, rescaled from 90 % to ``level`` as a normal
+    quantile), the low one kept at 0 or above."""
+    counts, low, high = (np.asarray(values, dtype=float)[:, None] for values in (counts, low, high))
+    shares = np.clip(np.asarray(shares, dtype=float), 0.0, 1.0)
+    zone_counts = counts * shares
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(counts > 0, (high - low) / (2 * counts), 0.0)
+    relative = np.where(np.isnan(relative), 0.0, relative)
+    scale = scatter_scale * NormalDist().inv_cdf((1 + level) / 2) / NormalDist().inv_cdf((1 + _SCATTER_LEVEL) / 2)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scatter = scale * np.sqrt((zone_counts + 1) * (1 - shares) * (1 + zone_counts * relative**2))
+    scatter = np.where(shares >= 1.0, 0.0, scatter)  # the whole frame: no one could lie outside it
+    return np.maximum(low * shares - scatter, 0.0), high * shares + scatter
+
+
 def frame_zone_records(
     zones: Sequence[Zone],
     shares: np.ndarray,
     counts: np.ndarray,
     low: np.ndarray | None,
     high: np.ndarray | None,
+    level: float = _SCATTER_LEVEL,
 ) -> list[dict[str, dict[str, float]]]:
-    """Per frame, ``{zone name: {"count", "low", "high"}}``: the frame's count and interval
-    times the zone's share (``low``/``high`` only for calibrated models)."""
+    """Per frame, ``{zone name: {"count", "low", "high"}}``: the frame's count times the zone's
+    share, and the zone's interval at ``level`` (:func:`zone_intervals`; ``low``/``high`` only
+    for calibrated models)."""
+    shares = np.asarray(shares, dtype=float).reshape(len(counts), len(zones))
+    bounds = None if low is None or high is None else zone_intervals(counts, low, high, shares, level)
     records = []
     for k in range(len(counts)):
         record: dict[str, dict[str, float]] = {}
         for z, zone in enumerate(zones):
-            share = float(shares[k, z])
-            entry = {"count": float(counts[k]) * share}
-            if low is not None and high is not None:
-                entry["low"], entry["high"] = float(low[k]) * share, float(high[k]) * share
+            entry = {"count": float(counts[k]) * float(shares[k, z])}
+            if bounds is not None:
+                entry["low"], entry["high"] = float(bounds[0][k, z]), float(bounds[1][k, z])
             record[zone.name] = entry
         records.append(record)
     return records
+
+
+def interval_level(model: Any) -> float:
+    """The nominal coverage of ``model``'s intervals (:data:`_SCATTER_LEVEL` where it says none)."""
+    level = getattr(getattr(model, "interval", None), "level", None)
+    return float(level) if level is not None and 0 < float(level) < 1 else _SCATTER_LEVEL
 
 
 def zone_fields(zone_record: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -336,7 +391,8 @@ def density_records(
     low, high = routed_intervals(model, counts, routes, readings)
     shares = zone_shares(density, weights, roi_weights(model.roi_mask, density.shape[1:]))
     records = []
-    for k, zone_record in enumerate(frame_zone_records(zones, shares, counts, low, high)):
+    records_of_zones = frame_zone_records(zones, shares, counts, low, high, interval_level(model))
+    for k, zone_record in enumerate(records_of_zones):
         record: dict[str, Any] = {"count": float(counts[k])}
         if low is not None and high is not None:
             record["low"], record["high"] = float(low[k]), float(high[k])
@@ -410,5 +466,7 @@ def count_paths_in_zones(
         if result.ok[k]:
             low = None if result.low is None else result.low[k : k + 1]
             high = None if result.high is None else result.high[k : k + 1]
-            records[source] = frame_zone_records(zones, shares[source][None], result.counts[k : k + 1], low, high)[0]
+            records[source] = frame_zone_records(
+                zones, shares[source][None], result.counts[k : k + 1], low, high, interval_level(model)
+            )[0]
     return result, records

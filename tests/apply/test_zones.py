@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from counting.apply.zones import (
+    ZONE_SCATTER,
     Zone,
     ZoneError,
     check_localises,
@@ -20,6 +21,7 @@ from counting.apply.zones import (
     load_zones,
     parse_zone,
     zone_fields,
+    zone_intervals,
     zone_shares,
     zone_weights,
 )
@@ -240,10 +242,39 @@ def test_half_frame_zone_on_a_synthetic_density() -> None:
     records = density_records(model, halves(), FRAME, density, counts)
     low, high = model.intervals(counts)
     assert records[0]["zones"]["left"]["count"] == pytest.approx(12.0, abs=1e-12)
-    assert records[0]["zones"]["right"] == pytest.approx({"count": 12.0, "low": low[0] / 2, "high": high[0] / 2})
+    # Half the frame's interval, each bound moved out by the zone's scatter: 12 people in a half,
+    # the frame's interval as wide about its 24 as r says, the other half's people could be here.
+    r = (high[0] - low[0]) / (2 * 24.0)
+    scatter = ZONE_SCATTER * np.sqrt(13 * 0.5 * (1 + 12 * r**2))
+    expected = {"count": 12.0, "low": low[0] / 2 - scatter, "high": high[0] / 2 + scatter}
+    assert records[0]["zones"]["right"] == pytest.approx(expected)
     assert records[1]["zones"]["left"]["count"] == pytest.approx(10.0, abs=1e-12)
-    assert records[1]["zones"]["right"]["count"] == 0.0
+    # Everyone on the left: the left half is the frame, its interval the frame's; the empty right
+    # half is 0, and the most it could hold is what its scatter allows for a count of 0.
+    assert records[1]["zones"]["left"]["low"] == pytest.approx(low[1]) and records[1]["zones"]["left"][
+        "high"
+    ] == pytest.approx(high[1])
+    assert records[1]["zones"]["right"] == pytest.approx({"count": 0.0, "low": 0.0, "high": ZONE_SCATTER})
     assert records[1]["count"] == 10.0 and records[1]["low"] == low[1]
+
+
+def test_a_zone_interval_is_the_frames_share_widened_by_the_zones_scatter() -> None:
+    counts, low, high = np.array([40.0, 40.0, 0.0]), np.array([30.0, 36.0, 0.0]), np.array([50.0, 44.0, 3.0])
+    shares = np.array([[0.25, 1.0], [0.25, 1.0], [0.25, 1.0]])
+    lower, upper = zone_intervals(counts, low, high, shares)
+    # A quarter of 40 people: 10, [7.5, 12.5] scaled alone, widened by 0.515 sqrt(11 * 0.75 *
+    # (1 + 10 * 0.25^2)) = 1.886 where the frame is known to +-25 %, by 1.551 where to +-10 %.
+    np.testing.assert_allclose(lower[:, 0], [7.5 - 1.8856, 9.0 - 1.5514, 0.0], atol=1e-3)
+    np.testing.assert_allclose(
+        upper[:, 0], [12.5 + 1.8856, 11.0 + 1.5514, 0.75 + ZONE_SCATTER * np.sqrt(0.75)], atol=1e-3
+    )
+    np.testing.assert_allclose(np.column_stack([lower[:, 1], upper[:, 1]]), np.column_stack([low, high]))
+    # Another level: the scatter as a normal quantile, 1.2816 / 1.6449 of the 90 % one at 80 %.
+    lower80, upper80 = zone_intervals(counts, low, high, shares, level=0.8)
+    np.testing.assert_allclose(upper80[0, 0] - 12.5, 1.8856 * 1.28155 / 1.64485, atol=1e-3)
+    # An interval without end (too few calibration pictures) stays without end, from 0.
+    wide_low, wide_high = zone_intervals(counts[:1], np.array([-np.inf]), np.array([np.inf]), shares[:1])
+    assert wide_low[0, 0] == 0.0 and wide_high[0, 0] == np.inf
 
 
 def test_a_partition_adds_up_to_the_frame_count_and_the_whole_frame_is_the_frame() -> None:
@@ -261,9 +292,13 @@ def test_a_partition_adds_up_to_the_frame_count_and_the_whole_frame_is_the_frame
     for record, count in zip(records, counts):
         parts = [record["zones"][zone.name] for zone in partition]
         assert abs(sum(part["count"] for part in parts) - count) < 1e-9
-        assert abs(sum(part["low"] for part in parts) - record["low"]) < 1e-9
-        assert abs(sum(part["high"] for part in parts) - record["high"]) < 1e-9
-        assert record["zones"]["all"]["count"] == pytest.approx(count, abs=1e-9)
+        # The parts' intervals reach further than the frame's: where the map puts the people is
+        # uncertain too. A zone covering the frame keeps its count and its interval.
+        assert sum(part["low"] for part in parts) <= record["low"] + 1e-9
+        assert sum(part["high"] for part in parts) > record["high"]
+        assert all(part["low"] <= part["count"] <= part["high"] for part in parts)
+        whole_zone = record["zones"]["all"]
+        assert whole_zone == pytest.approx({key: record[key] for key in ("count", "low", "high")}, abs=1e-6)
 
 
 def test_a_map_without_mass_shares_by_area() -> None:
