@@ -258,6 +258,17 @@ def test_half_frame_zone_on_a_synthetic_density() -> None:
     assert records[1]["count"] == 10.0 and records[1]["low"] == low[1]
 
 
+def test_a_zone_outside_the_roi_counts_no_one_and_its_interval_is_empty() -> None:
+    roi = np.ones(FRAME, dtype=bool)
+    roi[:, :320] = False  # the model counts the right half only
+    model = GeometryModel(roi_mask=roi)
+    density = np.full((1, 30, 40), 0.02)
+    records = density_records(model, halves(), FRAME, density, np.array([12.0]))
+    assert records[0]["zones"]["left"] == {"count": 0.0, "low": 0.0, "high": 0.0}  # nobody is counted there
+    right, frame = records[0]["zones"]["right"], records[0]
+    assert right["count"] == pytest.approx(12.0) and right["high"] == pytest.approx(frame["high"])
+
+
 def test_a_zone_interval_is_the_frames_share_widened_by_the_zones_scatter() -> None:
     counts, low, high = np.array([40.0, 40.0, 0.0]), np.array([30.0, 36.0, 0.0]), np.array([50.0, 44.0, 3.0])
     shares = np.array([[0.25, 1.0], [0.25, 1.0], [0.25, 1.0]])

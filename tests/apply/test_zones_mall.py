@@ -76,7 +76,7 @@ def test_a_zone_covering_the_frame_is_the_frame_and_one_outside_the_roi_is_empty
         assert record["count"] == pytest.approx(count, abs=1e-9)
         assert record["zones"]["all"]["count"] == pytest.approx(record["count"], abs=1e-6)
         assert record["zones"]["all"]["high"] == pytest.approx(record["high"], abs=1e-6)
-        assert record["zones"]["above"]["count"] == 0.0
+        assert record["zones"]["above"] == {"count": 0.0, "low": 0.0, "high": 0.0}  # outside the ROI
 
 
 def test_files_and_arrays_count_the_same_zones(records, frame_paths) -> None:
