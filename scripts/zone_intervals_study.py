@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from counting.apply import ZONE_SCATTER, Zone, count_paths_in_zones, interval_level, zone_intervals
-from counting.core import CountingError, atomic_write
+from counting.core import CountingError, atomic_write, check_writable
 from counting.data import image_size, read_crowd
 from counting.features import FeatureCache
 from counting.model import CountingModel
@@ -113,6 +113,8 @@ def main() -> None:
     try:
         for grid in args.grids:
             grid_zones(grid)
+        if args.rows:
+            check_writable(args.rows)  # before the counting: a typo here would cost the whole run
         model = CountingModel.load(args.model)
         validation = read_crowd(args.data, sets=tuple(args.sets)).subset("test")
     except (ValueError, CountingError) as error:
@@ -124,7 +126,7 @@ def main() -> None:
     print(f"model {args.model}; load {os.getloadavg()[0]:.1f}", flush=True)
     header = f"{'set':<16}{'route':<18}{'grid':>5}{'zones':>7}{'true mean':>10}{'MAE':>8}{'inside 90%':>11}{'width':>8}"
     print(header)
-    grids = ["1x1", *args.grids]
+    grids = list(dict.fromkeys(["1x1", *(grid.lower() for grid in args.grids)]))  # each grid once
     # Every grid's cells at once: one pass of the model, each picture's map shared by all zones.
     zones_of = {grid: grid_zones(grid) for grid in grids}
     result, records = count_paths_in_zones(
@@ -168,10 +170,13 @@ def main() -> None:
     if fitting and any(grid != "1x1" for grid in grids):
         fit_scatter([entry for entry in fitting if entry[2] != "1x1"], interval_level(model))
     if args.rows:
-        with atomic_write(args.rows) as handle:
-            writer = csv.writer(handle)
-            writer.writerow(["image", "set", "counted_by", "grid", "zone", "true", "count", "low", "high"])
-            writer.writerows(table_rows)
+        try:
+            with atomic_write(args.rows) as handle:
+                writer = csv.writer(handle)
+                writer.writerow(["image", "set", "counted_by", "grid", "zone", "true", "count", "low", "high"])
+                writer.writerows(table_rows)
+        except (OSError, CountingError) as error:
+            sys.exit(f"error: {error}")
     print(f"{time.perf_counter() - started:.0f} s; load {os.getloadavg()[0]:.1f}")
 
 

@@ -201,6 +201,7 @@ def check_localises(model: Any) -> None:
 # models/mall-accurate.npz's Mall zones (scripts/zone_intervals_study.py, README "Zones").
 ZONE_SCATTER = 0.515
 _SCATTER_LEVEL = 0.9
+_WHOLE_SHARE = 1e-9  # a share this close to 1 is the whole frame
 
 
 def zone_intervals(
@@ -215,7 +216,7 @@ def zone_intervals(
     frames counted ``counts`` ``(n,)`` with intervals ``[low, high]`` at ``level`` (module
     docstring): the frame's interval times the share, each bound moved out by the zone's own
     scatter (``scatter_scale``, :data:`ZONE_SCATTER`, rescaled from 90 % to ``level`` as a normal
-    quantile), the low one kept at 0 or above."""
+    quantile), the low one kept at 0 or above and the high one at the frame's or below."""
     counts, low, high = (np.asarray(values, dtype=float)[:, None] for values in (counts, low, high))
     shares = np.clip(np.asarray(shares, dtype=float), 0.0, 1.0)
     zone_counts = counts * shares
@@ -225,8 +226,13 @@ def zone_intervals(
     scale = scatter_scale * NormalDist().inv_cdf((1 + level) / 2) / NormalDist().inv_cdf((1 + _SCATTER_LEVEL) / 2)
     with np.errstate(invalid="ignore", over="ignore"):
         scatter = scale * np.sqrt((zone_counts + 1) * (1 - shares) * (1 + zone_counts * relative**2))
-    scatter = np.where(shares >= 1.0, 0.0, scatter)  # the whole frame: no one could lie outside it
-    return np.maximum(low * shares - scatter, 0.0), high * shares + scatter
+    # A zone holds no more people than the frame: its high bound stops at the frame's (a frame
+    # counted 0 [0, 0] gave every zone a high of 0.4). The whole frame (a share of 1 to rounding:
+    # polygon areas give 0.9999999999999999) keeps the frame's interval exactly.
+    lower = np.maximum(low * shares - scatter, 0.0)
+    upper = np.minimum(high * shares + scatter, np.maximum(high, 0.0))
+    whole = shares >= 1.0 - _WHOLE_SHARE
+    return np.where(whole, low, lower), np.where(whole, high, upper)
 
 
 def frame_zone_records(

@@ -107,7 +107,8 @@ def _check_density_options_given(context: typer.Context, density_head: bool) -> 
         if getattr(context.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")
     ]
     if typed:
-        raise TrainingError(f"{' and '.join(typed)} choose the density head: add --density-head")
+        verb = "choose" if len(typed) > 1 else "chooses"
+        raise TrainingError(f"{' and '.join(typed)} {verb} the density head: add --density-head")
 
 
 def train(

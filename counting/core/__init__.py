@@ -12,7 +12,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ".defaults": "defaults",
         ".errors": "CountingError",
         ".metrics": "crowd_metrics voc_metrics",
-        ".files": "atomic_write check_outputs",
+        ".files": "atomic_write check_outputs check_writable",
         ".version": "__version__",
     },
 )

@@ -283,6 +283,13 @@ def test_a_zone_interval_is_the_frames_share_widened_by_the_zones_scatter() -> N
     # Another level: the scatter as a normal quantile, 1.2816 / 1.6449 of the 90 % one at 80 %.
     lower80, upper80 = zone_intervals(counts, low, high, shares, level=0.8)
     np.testing.assert_allclose(upper80[0, 0] - 12.5, 1.8856 * 1.28155 / 1.64485, atol=1e-3)
+    # No zone holds more than the frame: a frame counted 0 [0, 0] has zones of 0 [0, 0], and the
+    # high bound stops at the frame's. A share of 1 to rounding is the whole frame, exactly.
+    lower0, upper0 = zone_intervals(np.array([0.0, 2.0]), np.zeros(2), np.array([0.0, 2.5]), np.array([[0.5], [0.9]]))
+    np.testing.assert_array_equal(upper0[:, 0] <= [0.0, 2.5], True)
+    assert upper0[0, 0] == 0.0 and lower0[0, 0] == 0.0
+    nearly_whole = zone_intervals(counts[:1], low[:1], high[:1], np.array([[1 - 1e-16]]))
+    assert (nearly_whole[0][0, 0], nearly_whole[1][0, 0]) == (low[0], high[0])
     # An interval without end (too few calibration pictures) stays without end, from 0.
     wide_low, wide_high = zone_intervals(counts[:1], np.array([-np.inf]), np.array([np.inf]), shares[:1])
     assert wide_low[0, 0] == 0.0 and wide_high[0, 0] == np.inf

@@ -96,8 +96,8 @@ def test_head_kind_without_density_head_is_said_before_the_dataset_loads(
     ("options", "said"),
     [
         # The default kind typed out still asks for a density head that would not be trained.
-        (["--head-kind", "ridge"], "--head-kind choose the density head: add --density-head"),
-        (["--head-layers", "block7"], "--head-layers choose the density head: add --density-head"),
+        (["--head-kind", "ridge"], "--head-kind chooses the density head: add --density-head"),
+        (["--head-layers", "block7"], "--head-layers chooses the density head: add --density-head"),
         (
             ["--head-kind", "ridge", "--head-layers", "block7"],
             "--head-kind and --head-layers choose the density head",
