@@ -119,6 +119,14 @@ def parse_zone(text: str) -> Zone:
         numbers = [value / 100 for value in numbers]
     points = tuple(zip(numbers[0::2], numbers[1::2]))
     relative = all(percent) or all(0.0 <= value <= 1.0 for value in numbers)
+    if not relative and all(abs(value) < 2.0 for value in numbers) and any(not value.is_integer() for value in numbers):
+        # Fractions with a value past 0-1 (-0.1, 1.2): read as pixels they made a zone within two
+        # pixels of the corner, counted 0 in silence.
+        outside = next(value for value in numbers if not 0.0 <= value <= 1.0)
+        raise ZoneError(
+            f"{where}: {outside:g} lies outside 0-1, so these would be pixels and the zone would lie within "
+            "2 pixels of the corner; give fractions between 0 and 1, percentages or pixels"
+        )
     try:
         return Zone(name=name, points=points, relative=relative)
     except ZoneError as error:

@@ -88,6 +88,9 @@ def test_parse_zone_pixels_relative_and_percent() -> None:
         ("line:0,0,5,5,10,10", "no area"),
         ("door:0%,0,50%,0,50%,100%", "in % or none"),
         ("door:0%,0%,150%,0%,150%,100%", "between 0 and 1"),
+        # Fractions with one past 0-1 were read as pixels: a zone inside the corner pixel, counted 0.
+        ("neg:-0.1,0,1,0,1,1", "-0.1 lies outside 0-1, so these would be pixels"),
+        ("over:0,0,1.2,0,1.2,1", "1.2 lies outside 0-1"),
     ],
 )
 def test_parse_zone_errors_are_one_line_naming_the_option(text: str, says: str) -> None:
