@@ -242,18 +242,16 @@ def frame_zone_records(
     low: np.ndarray | None,
     high: np.ndarray | None,
     level: float = _SCATTER_LEVEL,
-    weights: np.ndarray | None = None,
+    counted: np.ndarray | None = None,
 ) -> list[dict[str, dict[str, float]]]:
     """Per frame, ``{zone name: {"count", "low", "high"}}``: the frame's count times the zone's
     share, and the zone's interval at ``level`` (:func:`zone_intervals`; ``low``/``high`` only
-    for calibrated models). ``weights``: the zones' :func:`zone_weights`; a zone with none (all
-    of it outside the model's ROI, where nobody is counted) gets no scatter: its interval is
-    [0, 0], as its count is 0."""
+    for calibrated models). ``counted``: :func:`counted_zones`; a zone the model counts nobody in
+    (all of it outside its ROI) gets no scatter: its interval is [0, 0], as its count is 0."""
     shares = np.asarray(shares, dtype=float).reshape(len(counts), len(zones))
     bounds = None if low is None or high is None else zone_intervals(counts, low, high, shares, level)
-    if bounds is not None and weights is not None and len(zones):
-        outside = np.asarray(weights, dtype=float).reshape(len(zones), -1).sum(axis=1) <= 0
-        bounds[0][:, outside], bounds[1][:, outside] = 0.0, 0.0
+    if bounds is not None and counted is not None:
+        bounds[0][:, ~counted], bounds[1][:, ~counted] = 0.0, 0.0
     records = []
     for k in range(len(counts)):
         record: dict[str, dict[str, float]] = {}
@@ -264,6 +262,13 @@ def frame_zone_records(
             record[zone.name] = entry
         records.append(record)
     return records
+
+
+def counted_zones(weights: np.ndarray) -> np.ndarray:
+    """``(zones,)`` bool: which zones of :func:`zone_weights` ``(zones, h, w)`` hold some of the
+    model's ROI (a zone without any counts nobody)."""
+    weights = np.asarray(weights, dtype=float)
+    return weights.sum(axis=tuple(range(1, weights.ndim))) > 0  # no zones: (0,)
 
 
 def interval_level(model: Any) -> float:
@@ -403,7 +408,9 @@ def density_records(
     low, high = routed_intervals(model, counts, routes, readings)
     shares = zone_shares(density, weights, roi_weights(model.roi_mask, density.shape[1:]))
     records = []
-    records_of_zones = frame_zone_records(zones, shares, counts, low, high, interval_level(model), weights)
+    records_of_zones = frame_zone_records(
+        zones, shares, counts, low, high, interval_level(model), counted_zones(weights)
+    )
     for k, zone_record in enumerate(records_of_zones):
         record: dict[str, Any] = {"count": float(counts[k])}
         if low is not None and high is not None:
@@ -465,14 +472,14 @@ def count_paths_in_zones(
     paths = [str(path) for path in paths]
     sizes = frame_sizes(zones, paths)
     shares: dict[str, np.ndarray] = {}
-    weights_of: dict[str, np.ndarray] = {}
+    counted: dict[str, np.ndarray] = {}  # (zones,) bool a picture: its weights are not kept (memory flat)
 
     def keep_shares(source: str, density: np.ndarray) -> None:
         if source not in sizes:  # decoded although its header could not be read: refuse to guess
             raise ZoneError(f"{source}: cannot read the picture's size for its zones")
         weights = zone_weights(zones, sizes[source], model)
         shares[source] = zone_shares(density[None], weights, roi_weights(model.roi_mask, density.shape))[0]
-        weights_of[source] = weights
+        counted[source] = counted_zones(weights)
 
     result = count_in_chunks(model, paths, on_density=keep_shares, **options)
     records: dict[str, dict[str, dict[str, float]]] = {}
@@ -487,6 +494,6 @@ def count_paths_in_zones(
                 low,
                 high,
                 interval_level(model),
-                weights_of[source],
+                counted[source],
             )[0]
     return result, records
