@@ -41,6 +41,16 @@ class _ResultsConsole(Console):
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        # A table wider than the terminal keeps its numbers whole (rich would cut them to "117.…"):
+        # its paths fold narrower, or its rows print as records (cli/table_fit.py). Every table
+        # on stdout passes here, so a new command's table cannot forget it.
+        from rich.table import Table
+
+        from counting.cli.table_fit import fit_table
+
+        super().print(*(fit_table(self, item) if isinstance(item, Table) else item for item in objects), **kwargs)
+
     @property
     def size(self) -> ConsoleDimensions:
         # Where stdout is a file or a pipe, rich lays tables out at 80 columns (or a terminal's

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import cv2
@@ -111,6 +112,18 @@ def test_count_command_writes_zone_columns(tmp_path: Path, frame_paths, records)
     document = json.loads(out_json.read_text())
     first = document["images"][0]
     assert first["zone_left"] + first["zone_right"] == pytest.approx(first["count"], abs=1e-6)
+    # On an 80-column terminal the zones' cells do not fit beside the paths: each row prints as a
+    # record and every number stays whole (rich alone squeezed them to "17.…").
+    narrow = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    assert "…" not in narrow.stdout and max(map(len, narrow.stdout.splitlines())) <= 80 + max(
+        len(str(path)) for path in frame_paths
+    )
+    for image in document["images"]:
+        assert f"── {image['image']}" in narrow.stdout
+        for name in ("left", "right"):
+            cell = f"{image[f'zone_{name}']:.1f} [{image[f'zone_{name}_low']:.1f}-{image[f'zone_{name}_high']:.1f}]"
+            assert re.search(rf"zone_{name} +{re.escape(cell)}", narrow.stdout), narrow.stdout
 
 
 def test_commands_refuse_zones_a_model_cannot_count(tmp_path: Path, frame_paths) -> None:

@@ -99,6 +99,8 @@ def test_a_table_written_to_a_file_keeps_whole_paths_and_numbers(
     assert "…" not in result.stdout
     narrow = runner.invoke(app, ["count", str(deep), "--model", str(model_path), "-q"], env={"COLUMNS": "70"})
     assert narrow.exit_code == 0 and not any(row["image"] in narrow.stdout for row in rows)  # $COLUMNS still rules
+    # ... and the paths fold to make room: the numbers stay whole (rich alone cut them to "29.…").
+    assert "…" not in narrow.stdout and all(f"{row['high']:.1f}" in narrow.stdout for row in rows)
     # FORCE_COLOR asks for colours in the file, not for a terminal's 80 columns: rich's is_terminal
     # reads it, and the table was laid out at 80 again.
     coloured = runner.invoke(app, ["count", str(deep), "--model", str(model_path), "-q"], env={"FORCE_COLOR": "1"})
