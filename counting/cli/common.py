@@ -65,11 +65,9 @@ class _ResultsConsole(Console):
     def _writes_to_terminal(self) -> bool:
         # The file itself, not rich's is_terminal: FORCE_COLOR=1 (or TTY_COMPATIBLE=1) makes rich
         # treat a file as a terminal for its colours, and its width then fell back to 80 columns.
-        isatty = getattr(self.file, "isatty", None)
-        try:
-            return bool(isatty is not None and isatty())
-        except ValueError:  # a closed file
-            return False
+        from counting.core.terminal import on_terminal
+
+        return on_terminal(self)
 
 
 # A $COLUMNS that is not a positive whole number: rich would print nothing at all at 0 (every

@@ -78,7 +78,7 @@ def results_table(data, results, published, sequence: bool) -> Table:
         ["MAE", "MSE", "RMSE"] + (["MAE smoothed", "RMSE smoothed"] if sequence else []) + ["fit s", "predict s"]
     ):
         table.add_column(name, justify="right")
-    table.add_column("source")
+    table.add_column("source", overflow="fold")  # the whole citation: a narrow terminal folds it
     best = min((r.metrics["mae"] for r in results if r.status == "ok"), default=None)
     for result in results:
         if result.status != "ok":
@@ -99,7 +99,7 @@ def results_table(data, results, published, sequence: bool) -> Table:
     for row in published:
         cells = [_fmt(row.get("mae")), _fmt(row.get("mse")), _fmt(row.get("rmse"))]
         cells += ["—"] * (4 if sequence else 2)
-        table.add_row(f"[dim]{row['method']}[/]", "[dim]published[/]", *cells, f"[dim]{row['source'][:48]}[/]")
+        table.add_row(f"[dim]{row['method']}[/]", "[dim]published[/]", *cells, f"[dim]{escape(row['source'])}[/]")
     return table
 
 

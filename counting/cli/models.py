@@ -10,6 +10,7 @@ import typer
 from counting.cli.common import console, error_console
 from counting.cli.options import ProgressOption, QuietOption
 from counting.core.errors import CountingError
+from counting.core.terminal import on_terminal
 
 ACTIONS = ("fetch",)
 
@@ -32,7 +33,7 @@ def models(
 
     started = time.perf_counter()
     was_there = detector_onnx_path().is_file()
-    show = progress and not quiet and error_console.is_terminal
+    show = progress and not quiet and on_terminal(error_console)
     if show:
         with error_console.status("detector: checking the cache") as status:
             path = ensure_onnx(report=lambda line: status.update(f"detector: {line}"))

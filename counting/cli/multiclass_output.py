@@ -88,7 +88,7 @@ def compare_table(data: Any, results: list, published: list[dict]) -> Table:
     for key in VOC_FIGURE_KEYS:
         table.add_column(VOC_FIGURES[key], justify="right")
     table.add_column("fit s", justify="right")
-    table.add_column("source")
+    table.add_column("source", overflow="fold")  # the whole citation: a narrow terminal folds it
     best = min((r.metrics["mrmse"] for r in results if r.status == "ok"), default=None)
     for result in results:
         if result.status != "ok":
@@ -100,7 +100,7 @@ def compare_table(data: Any, results: list, published: list[dict]) -> Table:
         table.add_row(result.label, *cells, fmt(result.fit_seconds, 2), "measured")
     for row in published:
         cells = [fmt(row.get(key), 2) for key in VOC_FIGURE_KEYS]
-        table.add_row(f"[dim]{row['method']}[/]", *cells, "—", f"[dim]{row['source'][:40]}[/]")
+        table.add_row(f"[dim]{row['method']}[/]", *cells, "—", f"[dim]{escape(row['source'])}[/]")
     return table
 
 

@@ -443,7 +443,8 @@ ThreadsOption = Annotated[
     ),
 ]
 # On by default: the bars themselves show only when stderr is a terminal (counting.features.extract
-# and the other progress bars check console.is_terminal), so a pipe or a log file never gets one.
+# and the other progress bars ask counting.core.terminal.on_terminal), so a pipe or a log file never
+# gets one, FORCE_COLOR or not.
 PROGRESS_DEFAULT = True
 ProgressOption = Annotated[
     bool,

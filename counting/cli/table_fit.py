@@ -9,14 +9,16 @@ display does (``\\x auto``). A table that fits, and every table written to a fil
 
 from __future__ import annotations
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 # Narrowest a folding column (a path) may get before the rows become records: a path folded into
 # lines of fewer characters is harder to read than a record.
 MIN_FOLD_WIDTH = 12
+_LABEL_SHARE = 24  # a record's labels' column until it is laid out (then a third of the line)
 
 
 def fit_table(console: Console, table: Table) -> RenderableType:
@@ -41,25 +43,48 @@ def fit_table(console: Console, table: Table) -> RenderableType:
 
 def as_records(table: Table) -> RenderableType:
     """Each row as a record: its first cell as a heading, then one ``column  value`` line for
-    each other column (values keep their markup: a disputed count stays red)."""
+    each other column (values keep their markup: a disputed count stays red). A value too long
+    for the line wraps under itself, at its spaces, never mid-number where a space is near; a
+    label longer than a third of the line folds. The caption follows the records, as it follows
+    the table."""
     columns = table.columns
+    if not columns or not table.row_count:
+        return table  # no rows: the table's headers say what it would hold
     headers = [_plain(column.header) for column in columns]
     cells = [list(column.cells) for column in columns]
-    rows = max((len(column_cells) for column_cells in cells), default=0)
-    label_width = max((len(header) for header in headers[1:]), default=0)
     parts: list[RenderableType] = []
     if table.title:
-        parts.append(table.title if isinstance(table.title, Text) else Text.from_markup(str(table.title)))
-    for row in range(rows):
-        first = cells[0][row] if row < len(cells[0]) else ""
-        heading = first if isinstance(first, Text) else Text.from_markup(str(first))
-        parts.append(Text("── ", style="dim") + heading)
+        parts.append(_text(table.title))
+    for row in range(max(len(column_cells) for column_cells in cells)):
+        parts.append(Text.assemble(("── ", "dim"), _text(cells[0][row] if row < len(cells[0]) else "")))
+        record = Table.grid(padding=(0, 2, 0, 0))
+        record.add_column(style="bold", max_width=_LABEL_SHARE, overflow="fold")
+        record.add_column(overflow="fold")
         for header, column_cells in zip(headers[1:], cells[1:]):
             value = column_cells[row] if row < len(column_cells) else ""
-            line = Text(f"   {header.ljust(label_width)}  ", style="bold")
-            line += value if isinstance(value, Text) else Text.from_markup(str(value))
-            parts.append(line)
-    return Group(*parts)
+            record.add_row(header, _text(value))
+        parts.append(Padding(record, (0, 0, 0, 3)))
+    if table.caption:
+        parts.append(_text(table.caption))
+    return _Records(parts)
+
+
+class _Records:
+    """The records of :func:`as_records`, laid out for the width they print at: the labels' column
+    gets at most a third of it."""
+
+    def __init__(self, parts: list[RenderableType]) -> None:
+        self.parts = parts
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for part in self.parts:
+            if isinstance(part, Padding) and isinstance(part.renderable, Table):
+                part.renderable.columns[0].max_width = max(8, options.max_width // 3)
+        yield Group(*self.parts)
+
+
+def _text(renderable: object) -> Text:
+    return renderable if isinstance(renderable, Text) else Text.from_markup(str(renderable))
 
 
 def _natural_width(console: Console, table: Table) -> int:

@@ -49,6 +49,7 @@ from counting.cli.options import (
 from counting.core import defaults
 from counting.core.columns import zone_column
 from counting.core.signals import EXIT_TERMINATED, was_terminated
+from counting.core.terminal import on_terminal
 from counting.heads.familiarity import unfamiliar_summary
 from counting.heads.sparse_gate import disputed_summary
 
@@ -185,7 +186,7 @@ def video(
     # The per-frame lines are the results unless a file takes the counts; then, on a terminal,
     # a progress bar (stderr) replaces them. A bar never shares a terminal with the lines.
     lines_are_results = records is None
-    bar = progress and not quiet and error_console.is_terminal and not (lines_are_results and console.is_terminal)
+    bar = progress and not quiet and on_terminal(error_console) and not (lines_are_results and on_terminal(console))
     print_lines = lines_are_results or not (quiet or bar)
     frames_bar = _FramesBar(video_source, stride, max_frames) if bar else None
     # The lines go through `stdout`, which keeps going when stdout fails (a full disk behind

@@ -33,6 +33,7 @@ from rich.progress import (
 from rich.text import Text
 
 from counting.core.errors import ImageError
+from counting.core.terminal import on_terminal
 from counting.data.imaging import image_size, load_pixels
 from counting.features.backbones import Backbone, Preprocessing
 from counting.features.backbones.base import check_grid, stack_prepared
@@ -177,7 +178,7 @@ def extract_features(
 
     todo = [index for index in range(n_images) if not ok[index]]
     console = console if console is not None else Console(stderr=True)
-    show_progress = progress and console.is_terminal and n_images > 0
+    show_progress = progress and on_terminal(console) and n_images > 0
     n_computed = 0
     if todo and backbone.runtime == "torch":
         configure_torch_threads(backbone.threads)
@@ -256,7 +257,7 @@ def extract_descriptor_sets(
         cache.flush()
     todo = [index for index in range(n_images) if not all(s.ok[index] for s in sets)]
     console = console if console is not None else Console(stderr=True)
-    show_progress = progress and console.is_terminal and n_images > 0
+    show_progress = progress and on_terminal(console) and n_images > 0
     if todo and backbone.runtime == "torch":
         configure_torch_threads(backbone.threads)
     with _progress_bar(console, show_progress) as bar:
@@ -453,7 +454,7 @@ def chunk_slices(n: int, size: int, progress: bool, console: Console | None = No
     would restart at zero. Used by the chunked counting runs (counting.apply.chunks and the
     density-head models' counting)."""
     console = console if console is not None else Console(stderr=True)
-    with _progress_bar(console, progress and console.is_terminal) as bar:
+    with _progress_bar(console, progress and on_terminal(console)) as bar:
         task = bar.add_task("counting", total=n) if bar else None
         for start in range(0, n, size):
             stop = min(n, start + size)

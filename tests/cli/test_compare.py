@@ -65,6 +65,13 @@ def test_compare_prints_one_table_and_writes_three_files(compared) -> None:
     assert "split train=1-40,test=41-52" in result.output
     assert "40 train / 12 test" in result.output
     assert "COUNT Forest" in result.output and "Ridge regression (RidgeCV)" in result.output
+    # Each published row's citation whole (the table cut it at 48 characters: "...(Feature mini").
+    from counting.evaluate.comparison.output import published_rows
+
+    sources = {row["source"] for row in published_rows("mall")}
+    assert sources and max(map(len, sources)) > 48
+    words = set(result.stdout.split())  # at 250 columns the source column folds, at its spaces
+    assert all(set(source.split()) <= words for source in sources)
     assert sorted(path.name for path in out.iterdir()) == ["compare-mall.csv", "compare-mall.json", "compare-mall.md"]
 
 

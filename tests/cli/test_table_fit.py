@@ -59,19 +59,44 @@ def test_a_terminal_too_narrow_for_the_numbers_prints_records() -> None:
     for width in (30, 50, 70):  # rich alone printed "117.…", "10…" and "zo…"
         text = printed(width)
         assert "…" not in text and "┃" not in text, text
-        lines = text.splitlines()
+        lines = [line.rstrip() for line in text.splitlines()]
         assert lines[0] == "Counts by crowd (90% interval)"
         assert lines[1] == "── frames/camera-north/seq_000123.jpg"  # whole: copy-pasteable
+        assert all(len(line) <= width for line in lines[2:])
+        words = {word for line in lines for word in line.split()}
+        assert {word for number in NUMBERS for word in number.split()} <= words  # each number whole
+        if width < 50:  # 30: the zone's interval wraps under its count, at the space
+            continue
         assert re.fullmatch(r" +count +117\.3 disputed", lines[2])
         assert re.fullmatch(r" +zone_door +12\.3 \[10\.1-14\.6\]", lines[5])
         assert lines[7] == "── b.jpg" and re.fullmatch(r" +familiarity +0\.912", lines[-1])
         assert len(lines) == 1 + 2 * 6
 
 
-def test_records_keep_the_cells_markup() -> None:
+def test_a_long_value_wraps_under_itself_and_the_caption_stays() -> None:
+    # Soft-wrapped record lines broke at the terminal's edge, mid-number ("0.99" over "2"), and the
+    # caption (an evaluation's split) was left out.
+    table = Table(title="VOC counts", caption="split train=10-11,test=1-5")
+    table.add_column("image", overflow="fold")
+    table.add_column("a label of sixty-four characters " + "z" * 31, justify="right")
+    table.add_column("classes")
+    classes = ", ".join(f"class{k} {k}.5 [1.0-2.0]" for k in range(12))
+    table.add_row("a.jpg", "29.3", classes)
+    for width in (40, 76):
+        lines = [line.rstrip() for line in printed(width, table).splitlines()]
+        assert all(len(line) <= width for line in lines), lines
+        assert lines[-1] == "split train=10-11,test=1-5"
+        values = [line[width // 3 + 5 :].strip() for line in lines[2:-1]]  # the value column
+        assert values[0] == "29.3" and " ".join(value for value in values[1:] if value) == classes
+
+
+def test_records_keep_the_cells_markup_and_style_only_their_parts() -> None:
     out = io.StringIO()
     Console(file=out, width=40, force_terminal=True, color_system="standard").print(as_records(counts_table()))
-    assert "\x1b[1;31m117.3 disputed" in out.getvalue()  # the disputed count stays bold red
+    text = out.getvalue()
+    assert "\x1b[1;31m117.3 disputed" in text  # the disputed count stays bold red
+    assert "\x1b[2m── \x1b[0mframes/camera-north" in text  # the rule is dim, the path is not
+    assert "\x1b[1mlow" in text and "\x1b[1m105.2" not in text  # the label is bold, its value is not
 
 
 def test_a_table_without_a_folding_column_prints_records_when_too_wide() -> None:
@@ -82,6 +107,11 @@ def test_a_table_without_a_folding_column_prints_records_when_too_wide() -> None
     assert printed(200, table).count("┃") > 0
     text = printed(20, table)
     assert "…" not in text and all(value in text for value in ("95.41", "176.19", "90.7 %"))
+
+
+def test_a_table_without_rows_keeps_its_headers() -> None:
+    table = Table("image", "count", "low", "high")
+    assert fit_table(Console(file=io.StringIO(), width=10), table) is table
 
 
 def test_paths_fold_no_narrower_than_the_minimum() -> None:

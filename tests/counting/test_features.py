@@ -272,9 +272,16 @@ def test_default_cache_folder(monkeypatch, tmp_path: Path) -> None:
     assert default_cache_dir() == tmp_path / ".cache" / "counting" / "features"
 
 
+class _Terminal(io.StringIO):
+    """A terminal's file: the progress bars ask the file (counting.core.terminal), not rich."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_progress_bar_shows_images_per_second_only_when_asked(backbone: Backbone, mall_frames: list[Path]) -> None:
-    shown = io.StringIO()
-    terminal = Console(file=shown, force_terminal=True, width=120)
+    shown = _Terminal()
+    terminal = Console(file=shown, width=120)
     extract_features(mall_frames[:2], backbone, Preprocessing(SIZE), progress=True, console=terminal)
     assert "img/s" in shown.getvalue() and "2/2" in shown.getvalue()
     hidden = io.StringIO()
@@ -287,7 +294,12 @@ def test_progress_bar_shows_images_per_second_only_when_asked(backbone: Backbone
     )
     piped = io.StringIO()
     extract_features(mall_frames[:2], backbone, Preprocessing(SIZE), progress=True, console=Console(file=piped))
-    assert hidden.getvalue() == "" and piped.getvalue() == ""
+    # FORCE_COLOR asks for colours in a pipe or a log: rich then calls it a terminal, and the bar
+    # redrew itself into the log.
+    coloured = io.StringIO()
+    console = Console(file=coloured, force_terminal=True)
+    extract_features(mall_frames[:2], backbone, Preprocessing(SIZE), progress=True, console=console)
+    assert hidden.getvalue() == "" and piped.getvalue() == "" and coloured.getvalue() == ""
 
 
 # -- the `counting features` command ----------------------------------------------------------

@@ -52,6 +52,7 @@ from counting.apply.distributed.worker import (
     survey_chunk,
 )
 from counting.core.errors import ImageError
+from counting.core.terminal import on_terminal
 from counting.features.backbones import Preprocessing
 from counting.features.backbones.base import check_grid
 from counting.features.cache import settings_key
@@ -151,7 +152,7 @@ def extract_features_distributed(
     )
     items = [Item(k, path, os.path.abspath(path)) for k, path in enumerate(path_list)]
     console = console if console is not None else Console(stderr=True)
-    show = progress and console.is_terminal and n_images > 0
+    show = progress and on_terminal(console) and n_images > 0
     with _Bar(console, show, backbone.name, n_images, on_chunk) as bar:
         n_cached = 0
         if cache is not None and n_images:

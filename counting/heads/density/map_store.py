@@ -26,6 +26,7 @@ import numpy as np
 from rich.console import Console
 
 from counting.core.errors import CountingError
+from counting.core.terminal import on_terminal
 from counting.features.extract import _progress_bar
 
 __all__ = ["MAP_CHUNK", "MapStore", "StoredMap", "maps_in_chunks"]
@@ -153,7 +154,7 @@ def maps_in_chunks(
     chunks = [list(paths[first : first + MAP_CHUNK]) for first in range(0, len(paths), MAP_CHUNK)]
     try:
         console = Console(stderr=True)
-        with _progress_bar(console, progress and console.is_terminal and len(chunks) > 1) as bar:
+        with _progress_bar(console, progress and on_terminal(console) and len(chunks) > 1) as bar:
             task = bar.add_task(label, total=len(paths)) if bar else None
             for chunk in chunks:
                 for item in make(chunk, progress and len(chunks) == 1):

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from rich.console import Console
 
+from counting.core.terminal import on_terminal
 from counting.data.imaging import image_size
 from counting.features.backbones import Backbone, Preprocessing
 from counting.features.backbones.base import FINAL, OutputTaps, adaptive_average_pool
@@ -129,7 +130,7 @@ def extract_maps(
     todo = [index for index, complete in enumerate(done) if not complete]
     errors: dict[str, str] = {}
     console = console if console is not None else Console(stderr=True)
-    with _progress_bar(console, progress and console.is_terminal and bool(path_list)) as bar:
+    with _progress_bar(console, progress and on_terminal(console) and bool(path_list)) as bar:
         task = (
             bar.add_task(f"{backbone.name} maps", total=len(path_list), completed=len(path_list) - len(todo))
             if bar
