@@ -683,8 +683,7 @@ def fit_sparse_gate(
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import log_loss
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, cross_val_predict
-    from sklearn.pipeline import make_pipeline
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
     from sklearn.preprocessing import StandardScaler
 
     from counting.features.detector.descriptor import THRESHOLDS
@@ -730,22 +729,21 @@ def fit_sparse_gate(
         fold_groups = np.asarray(groups).reshape(-1)[keep]
     # Each (axes, C)'s out-of-fold probabilities (the standardisation refitted inside every fold,
     # so nothing of a held picture leaks into its own route); the lowest weighted log-loss wins.
+    # The folds are split and standardised once for every choice: per column, so a choice's
+    # first columns are standardised as they would be alone (what cross_val_predict with a
+    # StandardScaler pipeline computed, choice by choice, at three times the cost).
     choices = [(k, c) for k in AXES_GRID if k <= projected.shape[1] for c in C_GRID]
-    losses, probabilities = [], []
-    for k, c in choices:
-        pipeline = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=5000))
-        X = features[keep, : base + k]
-        probability = cross_val_predict(
-            pipeline,
-            X,
-            y,
-            groups=fold_groups,
-            cv=folds,
-            method="predict_proba",
-            params={"logisticregression__sample_weight": weight},
-        )[:, 1]
-        losses.append(log_loss(y, probability, sample_weight=weight, labels=[False, True]))
-        probabilities.append(probability)
+    widest = base + max(k for k, _ in choices)
+    probabilities = [np.zeros(int(keep.sum())) for _ in choices]
+    inputs = features[keep][:, :widest]
+    for train, held in folds.split(inputs, y, fold_groups):
+        standardised = StandardScaler().fit(inputs[train])
+        fitted_on, scored = standardised.transform(inputs[train]), standardised.transform(inputs[held])
+        for probability, (k, c) in zip(probabilities, choices, strict=True):
+            regression = LogisticRegression(C=c, max_iter=5000)
+            regression.fit(fitted_on[:, : base + k], y[train], sample_weight=weight[train])
+            probability[held] = regression.predict_proba(scored[:, : base + k])[:, 1]
+    losses = [log_loss(y, probability, sample_weight=weight, labels=[False, True]) for probability in probabilities]
     best = int(np.argmin(losses))
     axes, chosen = choices[best]
     X = features[keep, : base + axes]
