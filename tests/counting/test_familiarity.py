@@ -133,11 +133,11 @@ def _frames(mall_root: Path, first: int, last: int) -> list[str]:
 @pytest.mark.parametrize("name", ["default", "mall-accurate"])
 def test_mall_models_mark_few_of_their_held_out_frames(name: str, mall_root: Path) -> None:
     """Trained on frames 1-600: frames 601-800 (same camera, later) are at most 5 % marked.
-    Every other frame (100): a frame and the next are near twins, and the conv head's maps of
-    all 200 took 40 s of CI."""
+    Every fourth frame (50): neighbouring frames are near twins, and the conv head's maps of all
+    200 took 40 s of CI (of 100, 31 s on an AVX2-only EPYC)."""
     model = load_model(ROOT / "models" / f"{name}.npz")
     assert model.dataset["train_indices"] == [1, 600]
-    result = model.count_paths(_frames(mall_root, 601, 800)[::2], batch_size=8)
+    result = model.count_paths(_frames(mall_root, 601, 800)[::4], batch_size=8)
     assert result.ok.all()
     marked = model.familiarity.unfamiliar(result.familiarity)
     assert marked.mean() <= 0.05, marked.mean()
@@ -148,15 +148,18 @@ def test_mall_models_mark_few_of_their_held_out_frames(name: str, mall_root: Pat
 @pytest.mark.parametrize("name", ["mall-sums", "default"])
 def test_mall_models_mark_nine_in_ten_coco_photos(name: str, coco_voc20_root: Path) -> None:
     """Of the 559 everyday photos, at least 90 % are marked or not counted at all: mall-sums
-    (its ROI is Mall's 640x480 frame) refuses the 438 photos of other sizes with an error and marks
-    the 121 it counts; the default model (no ROI) counts all."""
+    (its ROI is Mall's 640x480 frame; the issue's test) refuses the 438 photos of other sizes with
+    an error and marks the 121 it counts; the default model (no ROI) counts all of every third
+    photo (187: the 559 took 21 s of CI)."""
     photos = sorted(str(path) for path in (coco_voc20_root / "JPEGImages").glob("*.jpg"))
     assert len(photos) == 559
+    if name != "mall-sums":
+        photos = photos[::3]
     model = load_model(ROOT / "models" / f"{name}.npz")
     result = model.count_paths(photos, batch_size=8)
     marked = model.familiarity.unfamiliar(result.familiarity)
     assert np.isnan(result.familiarity[~result.ok]).all() and not marked[~result.ok].any()
-    assert result.ok.sum() >= (100 if name == "mall-sums" else 559)
+    assert result.ok.sum() >= (100 if name == "mall-sums" else 187)
     assert (marked.sum() + (~result.ok).sum()) / len(photos) >= 0.9
     assert marked[result.ok].mean() >= 0.9, marked[result.ok].mean()
     rows = count_rows(model, result)
