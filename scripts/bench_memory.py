@@ -36,6 +36,11 @@ other jobs (load average 4-14, so the times vary; the memory does not):
     report        96                 -    1113 MB
     compare       96                 -     857 MB
 
+Zones (`count ... -- -m models/mall-accurate.npz --zone left:0,0,0.5,0,0.5,1,0,1 --zone
+right:0.5,0,1,0,1,1,0.5,1 --zone door:10%,10%,40%,10%,40%,60%`, 2026-12-03, AMD EPYC with AVX2
+only, load 1.4-2.7): 16 frames 1038 MB (11.2 s), 2000 frames 1089 MB (250.0 s), 26 MB per 1000
+frames: a zone keeps one bool per zone of each picture, not its weights.
+
 `train` (conv heads, native 640x480 input, maps on disk; 2026-11-25, load 1-3): 100 frames
 2238 MB, 400 frames 2262 MB (79 MB per 1000 frames). A 40-frame ridge training peaks at 1.5 GB:
 the training process's own base, not the maps. Exits 1 against the default 2048 MB limit, which
