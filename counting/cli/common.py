@@ -84,6 +84,12 @@ console = _ResultsConsole(highlight=False, soft_wrap=True, emoji=False)
 error_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
+def short_note(note: str, width: int) -> str:
+    """A failed row's reason in its table cell: cut to ``width`` characters with "…" (the
+    compare tables' caption gives it whole), as markup-safe text."""
+    return escape(note if len(note) <= width else note[: width - 1] + "…")
+
+
 def print_error(message: str) -> None:
     """The one red line a user sees for a bad input (never wrapped, never a traceback)."""
     from counting.core.files import printable

@@ -15,6 +15,7 @@ from counting.cli.common import (
     informational,
     refuse_outputs_on_inputs,
     say_outputs_on_interrupt,
+    short_note,
     use_runtime,
 )
 from counting.cli.options import (
@@ -80,12 +81,14 @@ def results_table(data, results, published, sequence: bool) -> Table:
         table.add_column(name, justify="right")
     table.add_column("source", overflow="fold")  # the whole citation: a narrow terminal folds it
     best = min((r.metrics["mae"] for r in results if r.status == "ok"), default=None)
+    reasons = []
     for result in results:
         if result.status != "ok":
             blanks = ["—"] * (4 if sequence else 2)
-            table.add_row(
-                result.label, result.features, f"[yellow]{result.status}[/]", result.note[:60], *blanks, "—", "measured"
-            )
+            note = short_note(result.note, 60)
+            table.add_row(result.label, result.features, f"[yellow]{result.status}[/]", note, *blanks, "—", "measured")
+            if note != escape(result.note):
+                reasons.append(f"{escape(result.label)} ({escape(result.features)}): {escape(result.note)}")
             continue
         metrics = result.metrics
         mae = _fmt(metrics["mae"])
@@ -100,6 +103,9 @@ def results_table(data, results, published, sequence: bool) -> Table:
         cells = [_fmt(row.get("mae")), _fmt(row.get("mse")), _fmt(row.get("rmse"))]
         cells += ["—"] * (4 if sequence else 2)
         table.add_row(f"[dim]{row['method']}[/]", "[dim]published[/]", *cells, f"[dim]{escape(row['source'])}[/]")
+    # A reason cut to fit its cell is given whole below the table (and in the CSV and JSON).
+    table.caption = "\n".join(reasons) or None
+    table.caption_justify = "left"
     return table
 
 

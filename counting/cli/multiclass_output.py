@@ -7,7 +7,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from counting.cli.common import familiarity_cell
+from counting.cli.common import familiarity_cell, short_note
 from counting.core.columns import class_column
 from counting.core.files import printable
 
@@ -90,9 +90,13 @@ def compare_table(data: Any, results: list, published: list[dict]) -> Table:
     table.add_column("fit s", justify="right")
     table.add_column("source", overflow="fold")  # the whole citation: a narrow terminal folds it
     best = min((r.metrics["mrmse"] for r in results if r.status == "ok"), default=None)
+    reasons = []
     for result in results:
         if result.status != "ok":
-            table.add_row(result.label, f"[yellow]{result.status}[/]", result.note[:50], "", "", "", "measured")
+            note = short_note(result.note, 50)
+            table.add_row(result.label, f"[yellow]{result.status}[/]", note, "", "", "", "measured")
+            if note != escape(result.note):
+                reasons.append(f"{escape(result.label)}: {escape(result.note)}")
             continue
         cells = [fmt(result.metrics.get(key)) for key in VOC_FIGURE_KEYS]
         if result.metrics["mrmse"] == best:
@@ -101,6 +105,9 @@ def compare_table(data: Any, results: list, published: list[dict]) -> Table:
     for row in published:
         cells = [fmt(row.get(key), 2) for key in VOC_FIGURE_KEYS]
         table.add_row(f"[dim]{row['method']}[/]", *cells, "—", f"[dim]{escape(row['source'])}[/]")
+    # A reason cut to fit its cell is given whole below the table (and in the CSV and JSON).
+    table.caption = "\n".join([*reasons, str(table.caption)])
+    table.caption_justify = "left"
     return table
 
 

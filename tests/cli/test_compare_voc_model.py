@@ -112,6 +112,10 @@ def test_model_rows_in_the_json_markdown_and_on_screen(setup: dict) -> None:
     assert "| model held-out.npz |" in markdown and "failed: trained on" in markdown
     assert "counting the 10 test images with" in result.output
     assert "model leaky.npz: failed (trained on" in result.output
+    # Its reason is cut to fit the table's cell ("…") and given whole below the table.
+    note = next(row for row in _rows(out) if row["label"] == "model leaky.npz")["note"]
+    assert len(note) > 50 and f"│ {note[:49]}…" in result.stdout
+    assert f"\nmodel leaky.npz: {note}\n" in result.stdout
 
 
 def _one_line_error(result, *parts: str) -> None:
