@@ -14,6 +14,7 @@ from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from counting.core import defaults
+from counting.core.terminal import on_terminal
 
 if TYPE_CHECKING:
     # Types only: option_groups reads the option declarations, which import torch and
@@ -57,17 +58,12 @@ class _ResultsConsole(Console):
         # width on stderr), which squeezed a count to "117.…" and folded every path of a log or
         # a redirected table. There a table is as wide as its cells (tables never expand): whole
         # numbers, one row a line. $COLUMNS still sets the width, as rich's users expect.
+        # The file is asked, not rich's is_terminal: FORCE_COLOR=1 (or TTY_COMPATIBLE=1) makes rich
+        # call a file a terminal for its colours, and its width then fell back to 80 columns.
         dimensions = super().size
-        if self._writes_to_terminal() or self._width is not None or self._environ.get("COLUMNS", "").isdecimal():
+        if on_terminal(self) or self._width is not None or self._environ.get("COLUMNS", "").isdecimal():
             return dimensions
         return ConsoleDimensions(max(dimensions.width, _FILE_WIDTH), dimensions.height)
-
-    def _writes_to_terminal(self) -> bool:
-        # The file itself, not rich's is_terminal: FORCE_COLOR=1 (or TTY_COMPATIBLE=1) makes rich
-        # treat a file as a terminal for its colours, and its width then fell back to 80 columns.
-        from counting.core.terminal import on_terminal
-
-        return on_terminal(self)
 
 
 # A $COLUMNS that is not a positive whole number: rich would print nothing at all at 0 (every
@@ -84,10 +80,12 @@ console = _ResultsConsole(highlight=False, soft_wrap=True, emoji=False)
 error_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
-def short_note(note: str, width: int) -> str:
-    """A failed row's reason in its table cell: cut to ``width`` characters with "…" (the
-    compare tables' caption gives it whole), as markup-safe text."""
-    return escape(note if len(note) <= width else note[: width - 1] + "…")
+def short_note(note: str, width: int) -> tuple[str, bool]:
+    """``(cell, cut)``: a failed row's reason in its table cell, as markup-safe text, cut to
+    ``width`` characters with "…" where it is longer (``cut``: the compare tables' caption then
+    gives it whole)."""
+    cut = len(note) > width
+    return escape(note[: width - 1] + "…" if cut else note), cut
 
 
 def print_error(message: str) -> None:

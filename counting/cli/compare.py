@@ -85,9 +85,9 @@ def results_table(data, results, published, sequence: bool) -> Table:
     for result in results:
         if result.status != "ok":
             blanks = ["—"] * (4 if sequence else 2)
-            note = short_note(result.note, 60)
+            note, cut = short_note(result.note, 60)
             table.add_row(result.label, result.features, f"[yellow]{result.status}[/]", note, *blanks, "—", "measured")
-            if note != escape(result.note):
+            if cut:
                 reasons.append(f"{escape(result.label)} ({escape(result.features)}): {escape(result.note)}")
             continue
         metrics = result.metrics

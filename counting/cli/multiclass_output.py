@@ -93,9 +93,9 @@ def compare_table(data: Any, results: list, published: list[dict]) -> Table:
     reasons = []
     for result in results:
         if result.status != "ok":
-            note = short_note(result.note, 50)
+            note, cut = short_note(result.note, 50)
             table.add_row(result.label, f"[yellow]{result.status}[/]", note, "", "", "", "measured")
-            if note != escape(result.note):
+            if cut:
                 reasons.append(f"{escape(result.label)}: {escape(result.note)}")
             continue
         cells = [fmt(result.metrics.get(key)) for key in VOC_FIGURE_KEYS]

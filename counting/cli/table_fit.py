@@ -9,27 +9,29 @@ display does (``\\x auto``). A table that fits, and every table written to a fil
 
 from __future__ import annotations
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from dataclasses import dataclass
+
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.padding import Padding
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 # Narrowest a folding column (a path) may get before the rows become records: a path folded into
 # lines of fewer characters is harder to read than a record.
 MIN_FOLD_WIDTH = 12
-_LABEL_SHARE = 24  # a record's labels' column until it is laid out (then a third of the line)
 
 
 def fit_table(console: Console, table: Table) -> RenderableType:
     """``table`` as it prints whole on ``console``: itself, with its paths folded narrower, or
     its rows as records."""
     width = console.size.width
-    if _natural_width(console, table) <= width:
+    natural = _natural_width(console, table)
+    if natural <= width:
         return table
     folding = [column for column in table.columns if column.overflow == "fold" and column.width is None]
     if folding:
-        fixed = _natural_width(console, table) - sum(_column_width(console, column) for column in folding)
+        fixed = natural - sum(_column_width(console, column) for column in folding)
         spare = (width - fixed) // len(folding)
         if spare >= MIN_FOLD_WIDTH:
             for column in folding:  # the table is the caller's to print: narrowed in place
@@ -50,56 +52,53 @@ def as_records(table: Table) -> RenderableType:
     columns = table.columns
     if not columns or not table.row_count:
         return table  # no rows: the table's headers say what it would hold
-    headers = [_plain(column.header) for column in columns]
     cells = [list(column.cells) for column in columns]
-    parts: list[RenderableType] = []
-    if table.title:
-        parts.append(_text(table.title))
-    for row in range(max(len(column_cells) for column_cells in cells)):
-        parts.append(Text.assemble(("── ", "dim"), _text(cells[0][row] if row < len(cells[0]) else "")))
-        record = Table.grid(padding=(0, 2, 0, 0))
-        record.add_column(style="bold", max_width=_LABEL_SHARE, overflow="fold")
-        record.add_column(overflow="fold")
-        for header, column_cells in zip(headers[1:], cells[1:]):
-            value = column_cells[row] if row < len(column_cells) else ""
-            record.add_row(header, _text(value))
-        parts.append(Padding(record, (0, 0, 0, 3)))
-    if table.caption:
-        parts.append(_text(table.caption))
-    return _Records(parts)
+    rows = [
+        [_text(column_cells[row]) if row < len(column_cells) else Text() for column_cells in cells]
+        for row in range(table.row_count)
+    ]
+    return _Records(
+        title=_text(table.title) if table.title else None,
+        labels=[_text(column.header).plain for column in columns[1:]],
+        rows=rows,
+        caption=_text(table.caption) if table.caption else None,
+    )
 
 
+@dataclass
 class _Records:
-    """The records of :func:`as_records`, laid out for the width they print at: the labels' column
-    gets at most a third of it."""
+    """The records of :func:`as_records`, laid out when printed: the labels' column gets at
+    most a third of the line it prints on."""
 
-    def __init__(self, parts: list[RenderableType]) -> None:
-        self.parts = parts
+    title: Text | None
+    labels: list[str]
+    rows: list[list[Text]]  # each row's cells, its heading first
+    caption: Text | None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for part in self.parts:
-            if isinstance(part, Padding) and isinstance(part.renderable, Table):
-                part.renderable.columns[0].max_width = max(8, options.max_width // 3)
-        yield Group(*self.parts)
+        if self.title is not None:
+            yield self.title
+        for heading, *values in self.rows:
+            yield Text.assemble(("── ", "dim"), heading)
+            record = Table.grid(padding=(0, 2, 0, 0))
+            record.add_column(style="bold", max_width=max(8, options.max_width // 3), overflow="fold")
+            record.add_column(overflow="fold")
+            for label, value in zip(self.labels, values, strict=True):
+                record.add_row(label, value)
+            yield Padding(record, (0, 0, 0, 3))
+        if self.caption is not None:
+            yield self.caption
 
 
 def _text(renderable: object) -> Text:
     return renderable if isinstance(renderable, Text) else Text.from_markup(str(renderable))
 
 
-def _natural_width(console: Console, table: Table) -> int:
-    # As wide as the table would be with room for everything (its maximum measurement).
+def _natural_width(console: Console, renderable: RenderableType) -> int:
+    # As wide as it would be with room for everything (its maximum measurement).
     options = console.options.update(width=1_000_000, max_width=1_000_000)
-    return Measurement.get(console, options, table).maximum
+    return Measurement.get(console, options, renderable).maximum
 
 
-def _column_width(console: Console, column: object) -> int:
-    options = console.options.update(width=1_000_000, max_width=1_000_000)
-    renderables = [getattr(column, "header", "")] + list(getattr(column, "cells", []))
-    return max((Measurement.get(console, options, cell).maximum for cell in renderables), default=0)
-
-
-def _plain(renderable: object) -> str:
-    if isinstance(renderable, Text):
-        return renderable.plain
-    return Text.from_markup(str(renderable)).plain
+def _column_width(console: Console, column: Column) -> int:
+    return max(_natural_width(console, cell) for cell in (column.header, *column.cells))
