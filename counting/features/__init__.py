@@ -28,7 +28,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
         # the detector's own pieces (its studies re-run the network at other inputs)
         ".detector.decode": "COCO_TO_VOC decode_detections",
         ".detector.runner": "CenterNet DETECTOR_INPUT_NAME=INPUT_NAME ensure_detector_onnx=ensure_onnx resize_tf_bilinear",
-        ".detector.evidence": "person_evidence",
+        ".detector.evidence": "PERSON_QUANTITIES person_evidence",
+        ".detector.descriptor": "DETECTOR_THRESHOLDS=THRESHOLDS",
         # descriptor kinds, layouts and tiles
         ".descriptors": "Descriptor DescriptorSpec parse_descriptor",
         ".layouts": "training_rows predict_rows frame_counts",
