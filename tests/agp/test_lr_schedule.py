@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.utils._param_validation import InvalidParameterError
 
 import agp.estimator
 from agp import AGPRegressor, metrics
+from agp._sklearn_compat import InvalidParameterError
 from agp.optimizers import schedule_factor
 
 
