@@ -6,12 +6,12 @@ host = "127.0.0.1"          # another address needs --token
 port = 8000
 database = "history.sqlite" # relative paths are relative to this file's folder
 retention_hours = 168       # history older than this is deleted
-model = "../models/default.npz"   # for POST /api/count (default: the shipped model)
+model = "../models/mall-accurate.npz"   # POST /api/count (default: models/crowd.npz, as `counting count`)
 
 [[camera]]
 name = "entrance"
 source = "videos/mall-a.avi"      # a video file (looped), a webcam index (0) or a URL
-model = "../models/default.npz"   # default: the shipped model
+model = "../models/mall-accurate.npz"   # default: models/crowd.npz, as `counting count`
 fps = 2.0                         # frames counted per second
 zones = "zones.toml"              # a zones file, or inline: ["left:0,0,0.5,0,0.5,1,0,1"] or
                                   # [{ name = "left", points = [[0, 0], [320, 0], [320, 480], [0, 480]] }]
@@ -70,7 +70,7 @@ class ReconnectPolicy:
 class CameraConfig:
     name: str
     source: str  # a file path (resolved), a webcam index or a URL, as VideoSource.parse reads it
-    model: Path | None  # None: the shipped model
+    model: Path | None  # None: the default model (models/crowd.npz, default_model_path)
     fps: float = DEFAULT_FPS
     zones_file: Path | None = None
     zones_inline: tuple[str | dict, ...] = ()  # NAME:x1,y1,... strings or {name, points, relative} tables
@@ -84,7 +84,7 @@ class ServeConfig:
     port: int = DEFAULT_PORT
     database: Path = Path("history.sqlite")
     retention_hours: float = DEFAULT_RETENTION_HOURS
-    model: Path | None = None
+    model: Path | None = None  # of uploads without ?camera=; None: the default model, as for cameras
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     max_upload_pixels: int = DEFAULT_MAX_UPLOAD_PIXELS
     cameras: tuple[CameraConfig, ...] = ()
