@@ -3,7 +3,9 @@
 Detector models draw their detections; density-head models their density map as a heat map,
 each zone with its count and the frame's count with its interval (``annotated_frame``, as
 ``video --annotated`` draws a frame). For a detector model the boxes are the detector's (its VOC-class detections scoring at least the direct count's
-threshold); the counts in the corner are the model's (the AGP's corrected counts, rounded).
+threshold, each labelled where its label covers no other); the legend in the corner gives the
+model's counts as count's table does (the AGP's corrected counts and their intervals,
+counting.apply.detection_drawing).
 One JPEG per photo, named after it (``-2``, ``-3``... when two inputs share a name), written
 atomically; the photos themselves are never written, nor any file already in the folder (the
 command refuses such names before any work: ``counting.core.files.check_new_files``). A photo
@@ -20,7 +22,6 @@ from typing import Any
 import cv2
 import numpy as np
 
-from counting.core.columns import class_column
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import atomic_write_bytes
 
@@ -118,8 +119,8 @@ def _write_detector_photos(
     skip: Callable[[str], None] | None,
 ) -> None:
     """BATCH photos at a time through the detector, its boxes drawn on each."""
+    from counting.apply.detection_drawing import draw_detections
     from counting.features.detector import DEFAULT_THRESHOLD
-    from counting.features.detector.draw import draw_detections
 
     backbone = model.get_backbone()
     for start in range(0, len(rows), BATCH):
@@ -133,8 +134,8 @@ def _write_detector_photos(
         # The backbone's own input (stretched or letterboxed) and its way back to picture pixels.
         found = backbone.detect_pictures([picture for _, _, picture in chunk])
         for k, (row, target, picture) in enumerate(chunk):
-            counts = {name: row[class_column("count", name)] for name in model.class_names}
-            _write_jpeg(target, draw_detections(picture[:, :, ::-1], found, k, counts, DEFAULT_THRESHOLD), written)
+            drawn = draw_detections(picture[:, :, ::-1], found, k, model.class_names, row, DEFAULT_THRESHOLD)
+            _write_jpeg(target, drawn, written)
 
 
 def _write_density_photos(

@@ -49,6 +49,8 @@ function card(camera) {
   countLine.append(count, range, marks);
   const image = el("img", "frame");
   image.alt = "latest counted frame of " + camera.name;
+  image.title = "click: full width";
+  image.addEventListener("click", () => root.classList.toggle("wide"));
   const zones = el("table", "zones");
   const meta = el("div", "meta");
   const error = el("div", "error");
