@@ -14,31 +14,16 @@ from typing import Annotated, Any, Optional
 import click
 import typer
 import typer.main
-import typer.rich_utils
 from typer.core import TyperCommand, TyperGroup
 
+from counting.cli import help_layout
 from counting.cli.common import forget_interrupt_notes, interrupt_note, print_error, print_warning
 from counting.core.errors import CountingError, one_line_warnings
 from counting.core.signals import EXIT_TERMINATED, sigterm_as_interrupt, was_terminated
 from counting.core.version import __version__
 
-# --help is laid out for at least HELP_WIDTH columns. On a narrower terminal rich would squeeze
-# the option column and cut names ("--no-prog…"), which cannot then be typed; at 100 columns every
-# name and help text fits (tests/cli/test_cli_vocabulary.py), and a narrow terminal wraps the
-# lines instead. typer builds its help console in rich_utils._get_rich_console, with no width
-# setting but $TERMINAL_WIDTH, so the console it returns is widened here.
-HELP_WIDTH = 100
-_typer_help_console = typer.rich_utils._get_rich_console
-
-
-def _help_console(stderr: bool = False) -> Any:
-    console = _typer_help_console(stderr)
-    if console.width < HELP_WIDTH:
-        console.width = HELP_WIDTH
-    return console
-
-
-typer.rich_utils._get_rich_console = _help_console
+# --help fits the terminal it is read on, every option name whole (counting/cli/help_layout.py).
+help_layout.install()
 
 # Each command is the function of the same name in counting/cli/<name>.py. A module is imported
 # only when its command runs or shows its --help: together they pull in torch, scikit-learn,

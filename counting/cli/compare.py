@@ -20,6 +20,7 @@ from counting.cli.common import (
 )
 from counting.cli.options import (
     DATA,
+    DETECTOR_BACKBONES,
     GRID_DEFAULT,
     INPUT_SIZE_DEFAULT,
     PROGRESS_DEFAULT,
@@ -44,6 +45,7 @@ from counting.cli.options import (
     SplitOption,
     TargetTransformOption,
     ThreadsOption,
+    detector_spelling,
     out_option,
 )
 from counting.core import defaults
@@ -109,6 +111,15 @@ def results_table(data, results, published, sequence: bool) -> Table:
     return table
 
 
+def _detector_spelling(backbone: str, descriptors: list[str] | None) -> tuple[str, list[str] | None]:
+    """``--backbone centernet``: the detector's rows, as ``--descriptor detector`` gives them."""
+    if backbone not in DETECTOR_BACKBONES:
+        return backbone, descriptors
+    backbone, meant = detector_spelling(backbone, "scores")
+    given = list(descriptors or [])
+    return backbone, given if meant in given else [*given, meant]
+
+
 def compare(
     dataset: DatasetOption,
     root: RootOption,
@@ -121,6 +132,7 @@ def compare(
     methods: Annotated[
         str,
         typer.Option(
+            metavar="LIST",
             help=f"Comma-separated methods on whole frames ({', '.join([*FEATURE_PEERS, *IMAGE_PEERS])}); "
             "per-class counts (voc): train-mean, always-0, the feature methods and NAME-per-class. "
             "Default: every one that applies.",
@@ -130,6 +142,7 @@ def compare(
     tiled_methods: Annotated[
         str,
         typer.Option(
+            metavar="LIST",
             help="Comma-separated feature methods also run on the tiles of --grid (exact GP: concatenated cells only).",
             rich_help_panel=REGRESSOR,
         ),
@@ -181,6 +194,7 @@ def compare(
     Per-class counts (voc): baselines and every regressor on whole-frame descriptors, scored with
     mRMSE / m-relRMSE (and their non-zero variants), beside the published VOC-2007 rows.
     """
+    backbone, descriptor = _detector_spelling(backbone, descriptor)
     use_runtime(runtime, threads)
     say = informational(quiet)
     progress = progress and not quiet

@@ -47,6 +47,7 @@ def familiarize(
             "--flag-rate",
             min=0.0,
             max=0.5,
+            metavar="X",
             help="Threshold: about this fraction of pictures like the training ones are marked unfamiliar.",
         ),
     ] = FLAG_RATE,

@@ -28,13 +28,17 @@ from counting.cli.options import (
     DESCRIPTORS,
     GRID_DEFAULT,
     INPUT_SIZE_DEFAULT,
+    SKIPPED_BY_DEFAULT,
     BackboneOption,
     ClusterOption,
     DescriptorOption,
     GridOption,
     InputSizeOption,
     WeightsOption,
+    detector_spelling,
     out_option,
+    retired_flag,
+    strict_option,
 )
 from counting.core import defaults
 from counting.core.errors import CountingError, ImageError
@@ -69,13 +73,22 @@ def features(
         ),
     ] = False,
     descriptor: DescriptorOption = "scores",
-    skip_bad: Annotated[
-        bool, typer.Option("--skip-bad", help="Report unreadable images and go on (default: stop at the first).")
+    strict: Annotated[
+        bool,
+        strict_option(
+            "Stop at the first image that cannot be read (exit 1; the images extracted before it stay in the "
+            "feature cache). Without it such an image is skipped with a line on stderr (a NaN row in a .npy)."
+        ),
     ] = False,
+    skip_bad: Annotated[bool, retired_flag("--skip-bad", SKIPPED_BY_DEFAULT)] = False,
     run: PictureRun = PictureRun(),
     cluster: ClusterOption = None,
 ) -> None:
-    """Extract (and cache) image descriptors; write them to a .npy or .csv file."""
+    """Extract (and cache) image descriptors; write them to a .npy or .csv file.
+
+    Unreadable images are skipped with a line on stderr (--strict stops at the first).
+    """
+    backbone, descriptor = detector_spelling(backbone, descriptor)
     use_runtime(run.runtime, run.threads)
     if out is not None and out.suffix.lower() not in (".npy", ".csv"):
         raise CountingError(f"{out}: output must end in .npy or .csv")
@@ -105,7 +118,7 @@ def features(
             cache=cache,
             batch_size=run.batch_size,
             progress=run.shows_progress,
-            on_error="skip" if skip_bad else "raise",
+            on_error="raise" if strict else "skip",
             pooled=pooled,
             descriptor=None
             if descriptor == "scores"
@@ -114,9 +127,11 @@ def features(
     except ImageError as error:
         # One bad photo in a thousand must not look like a lost run: say how to go on, and
         # that nothing extracted before it has to be computed again.
-        raise ImageError(f"{error}; --skip-bad reports such images and goes on{_kept(cache)}") from None
+        raise ImageError(f"{error}; --strict stops at it (without it, it is skipped){_kept(cache)}") from None
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"no descriptors file written{_kept(cache)}") from None
+    if len(paths) == 1 and result.errors:  # one picture, one problem: the error line says which
+        raise ImageError(next(iter(result.errors.values())))
     for message in result.errors.values():
         print_skipped(message)
     if out is not None:

@@ -28,6 +28,26 @@ from counting.features.backbones.runtime import RUNTIMES
 from counting.features.layouts import LAYOUTS
 from counting.heads.multiclass import TARGET_TRANSFORMS
 
+# Placeholders: what an option's value is, in the same words in every command's --help, beside the
+# option (tests/robustness/test_option_vocabulary.py holds every command to these, and no typer
+# type name such as <path> or <float range> reaches a user).
+PLACEHOLDERS: dict[str, str] = {
+    "FILE": "a file",
+    "DIR": "a folder",
+    "N": "a whole number",
+    "X": "a number (a fraction, a threshold)",
+    "NAME": "one of the names the help lists",
+    "LIST": "names separated by commas",
+    "SPLIT": "a split: standard, train=A-B,test=C-D or random:FRACTION[:SEED]",
+    "SPEC": "a descriptor spec (the help of --descriptor)",
+    "N|native": "a size in pixels, or native (the picture's own)",
+    "ROWSxCOLS|none": "a grid, or none (whole frames)",
+    "NAME:x1,y1,...": "a zone: a name and its polygon",
+    "local:N|ADDRESS": "a Dask cluster: N local workers or a scheduler's address",
+    "ADDRESS": "a network address",
+    "TOKEN": "a secret shared with the clients",
+}
+
 # Help panels: every command groups its options the same way.
 DATA, DESCRIPTORS, REGRESSOR, RUN = "Data", "Descriptors", "Regressor and interval", "Run"
 OUTPUT, LOCALISED, HEADS = "Output", "Localised counting", "Density head"
@@ -60,9 +80,9 @@ def parse_grid_option(text: str | tuple[int, int] | None) -> tuple[int, int] | N
         raise typer.BadParameter(str(error)) from None
 
 
-def choice(names: tuple[str, ...] | list[str], metavar: str | None = None) -> dict:
-    """Option settings that accept one of ``names`` (a registry's keys), shown in --help:
-    as ``[a|b|c]``, or as ``metavar`` (a long list then goes in the help text, see :func:`one_of`)."""
+def choice(names: tuple[str, ...] | list[str]) -> dict:
+    """Option settings that accept one of ``names`` (a registry's keys), shown in --help as NAME:
+    the help text lists the names (:func:`one_of`), where a long list is not folded mid-word."""
     names = tuple(names)
 
     def parse(text: str | None) -> str | None:
@@ -70,7 +90,7 @@ def choice(names: tuple[str, ...] | list[str], metavar: str | None = None) -> di
             return text
         raise typer.BadParameter(f"{text!r} is not one of {', '.join(names)}")
 
-    return {"parser": parse, "metavar": metavar or "[" + "|".join(names) + "]"}
+    return {"parser": parse, "metavar": "NAME"}
 
 
 def one_of(names: tuple[str, ...] | list[str]) -> str:
@@ -90,7 +110,7 @@ DatasetOption = Annotated[
     typer.Option(
         "--dataset",
         "-d",
-        **choice(defaults.DATASETS, "NAME"),
+        **choice(defaults.DATASETS),
         help=f"Dataset reader: {one_of(defaults.DATASETS)}.",
         show_default=False,
         rich_help_panel=DATA,
@@ -101,7 +121,7 @@ OptionalDatasetOption = Annotated[
     typer.Option(
         "--dataset",
         "-d",
-        **choice(defaults.DATASETS, "NAME"),
+        **choice(defaults.DATASETS),
         help=f"Evaluate on this dataset's test split ({one_of(defaults.DATASETS)}; default: the figures "
         "stored in the model).",
         show_default=False,
@@ -154,12 +174,48 @@ ModelOption = Annotated[
         show_default=False,
     ),
 ]
+# The COCO detector has one name on the command line, --descriptor detector (detector-letterbox):
+# it is its own network, not a backbone under the class scores. --backbone also took its network's
+# names, a second spelling of the same thing; scripts may use it, so it is still accepted with a
+# note and read as the descriptor (detector_spelling). The inverse of
+# counting.features.descriptors.OWN_BACKBONE, not imported here: that module pulls in OpenCV,
+# which --help does not need (tests/robustness/test_option_vocabulary.py checks they agree).
+DETECTOR_BACKBONES = {"centernet": "detector", "centernet-letterbox": "detector-letterbox"}
+IMAGENET_BACKBONES = tuple(name for name in BACKBONES if name not in DETECTOR_BACKBONES)
+
+
+def parse_backbone_option(text: str | None) -> str | None:
+    """``--backbone``: an ImageNet backbone; the detector's network names are its old spelling."""
+    if text in DETECTOR_BACKBONES:
+        from counting.cli.common import print_warning
+
+        print_warning(f"--backbone {text} is spelled --descriptor {DETECTOR_BACKBONES[text]}; read as that")
+        return text
+    return choice(IMAGENET_BACKBONES)["parser"](text)
+
+
+def detector_spelling(backbone: str, descriptor: str) -> tuple[str, str]:
+    """``(backbone, descriptor)`` with ``--backbone centernet`` read as ``--descriptor detector``
+    (the default backbone then; the detector brings its own network)."""
+    if backbone not in DETECTOR_BACKBONES:
+        return backbone, descriptor
+    meant = DETECTOR_BACKBONES[backbone]
+    if descriptor not in ("scores", meant):
+        raise typer.BadParameter(
+            f"--backbone {backbone} is --descriptor {meant}; it does not go with --descriptor {descriptor}",
+            param_hint="'--backbone'",
+        )
+    return defaults.BACKBONE, meant
+
+
 BackboneOption = Annotated[
     str,
     typer.Option(
         "--backbone",
-        **choice(list(BACKBONES), "NAME"),
-        help=f"ImageNet backbone giving the descriptors: {one_of(list(BACKBONES))}.",
+        parser=parse_backbone_option,
+        metavar="NAME",
+        help=f"ImageNet backbone giving the descriptors: {one_of(IMAGENET_BACKBONES)} (the COCO detector: "
+        "--descriptor detector).",
         rich_help_panel=DESCRIPTORS,
     ),
 ]
@@ -178,7 +234,7 @@ InputSizeOption = Annotated[
     typer.Option(
         "--input-size",
         parser=parse_input_size,
-        metavar="PIXELS|native",
+        metavar="N|native",
         help="Short side in pixels the image is resized to (whole image kept), or 'native'.",
         rich_help_panel=DESCRIPTORS,
     ),
@@ -310,7 +366,7 @@ HeadLayersOption = Annotated[
     Optional[str],
     typer.Option(
         "--head-layers",
-        metavar="LAYER,...",
+        metavar="LIST",
         help="The backbone maps the head reads (default: block7,block10 for ridge and rff, "
         "block4,block7,block10 for conv).",
         show_default=False,
@@ -321,7 +377,7 @@ LayoutOption = Annotated[
     Optional[str],
     typer.Option(
         "--layout",
-        **choice(LAYOUTS, "LAYOUT"),
+        **choice(LAYOUTS),
         help="Regressor rows with a --grid: tiles (per-cell counts), tiles+frame (plus whole frames as the "
         "average cell), pyramid (frame and cells concatenated, one row per frame). Default: frame, or "
         "tiles with a grid.",
@@ -333,9 +389,7 @@ LayoutOption = Annotated[
 # -- regressor ----------------------------------------------------------------------------
 KernelOption = Annotated[
     str,
-    typer.Option(
-        "--kernel", **choice(KERNELS, "KIND"), help=f"AGP kernel kind: {one_of(KERNELS)}.", rich_help_panel=REGRESSOR
-    ),
+    typer.Option("--kernel", **choice(KERNELS), help=f"AGP kernel kind: {one_of(KERNELS)}.", rich_help_panel=REGRESSOR),
 ]
 CentersOption = Annotated[
     int,
@@ -351,7 +405,7 @@ CalibrationOption = Annotated[
     str,
     typer.Option(
         "--calibration",
-        **choice(defaults.CALIBRATION_MODES, "MODE"),
+        **choice(defaults.CALIBRATION_MODES),
         help="Interval calibration: cv (out-of-fold predictions, model fitted on all images), a hold-out "
         "(tail: last frames, blocks: runs of frames, random), none; auto = cv.",
         rich_help_panel=REGRESSOR,
@@ -365,7 +419,8 @@ TargetTransformOption = Annotated[
     typer.Option(
         "--target-transform",
         **choice(TARGET_TRANSFORMS),
-        help="Fit the regressor to transformed counts (sqrt, log = log1p; one row per image), predict counts.",
+        help=f"Fit the regressor to transformed counts ({one_of(TARGET_TRANSFORMS)}; log = log1p; one row per "
+        "image), predict counts.",
         rich_help_panel=REGRESSOR,
     ),
 ]
@@ -384,7 +439,7 @@ ClassThresholdOption = Annotated[
     typer.Option(
         "--show-above",
         min=0.0,
-        metavar="COUNT",
+        metavar="X",
         help="Per-class models: list a class in the table when its count reaches this (files get every class; "
         "default 0.5). A single-count model refuses it.",
         show_default=False,
@@ -484,6 +539,10 @@ CLUSTER_FORMS = "local:N (N worker processes here) or a scheduler address such a
 CLUSTER_EXTRACTION = (
     f"Extract the descriptors on a Dask cluster: {CLUSTER_FORMS}. Same descriptors, in the same order, as without it."
 )
+CLUSTER_COUNTING = (
+    f"Count the pictures on a Dask cluster, a part of them per task (any model): {CLUSTER_FORMS}. "
+    "Same records, in the same order, as without it."
+)
 CLUSTER_STREAMS = (
     f"Count the streams of --sources on a Dask cluster, one task per stream: {CLUSTER_FORMS} "
     "(default: local:N, a worker per stream up to the cores here)."
@@ -561,6 +620,35 @@ def deprecated_alias(*names: str, instead: str) -> typer.models.OptionInfo:
         return value
 
     return typer.Option(*names, hidden=True, callback=warn, show_default=False)
+
+
+def retired_flag(name: str, note: str) -> typer.models.OptionInfo:
+    """A flag whose behaviour became the default, kept so that existing scripts still run: hidden
+    from --help; given, it changes nothing and prints one warning line on stderr (``note``)."""
+
+    def warn(value: bool) -> bool:
+        if value:
+            from counting.cli.common import print_warning
+
+            print_warning(f"{name} is deprecated and will be removed: {note}")
+        return value
+
+    return typer.Option(name, hidden=True, callback=warn, show_default=False)
+
+
+# -- unreadable input: one behaviour in count, features and video ---------------------------
+# A picture that cannot be read (or a frame that cannot be decoded) is skipped with one line on
+# stderr and the rest are processed; --strict makes it an error (exit 1). Was: count always
+# skipped, features stopped unless --skip-bad, video stopped unless --ignore-errors (those two
+# spellings stay as retired flags).
+SKIPPED_BY_DEFAULT = (
+    "unreadable pictures and frames are skipped by default (a line each on stderr); --strict makes them an error"
+)
+
+
+def strict_option(what: str) -> typer.models.OptionInfo:
+    """``--strict``: ``what`` this command does when a picture or frame cannot be read."""
+    return typer.Option("--strict", help=what, rich_help_panel=RUN)
 
 
 def alias_or_option(new: Path | None, old: Path | None, new_name: str, old_name: str) -> Path | None:

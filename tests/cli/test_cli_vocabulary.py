@@ -4,7 +4,8 @@ builds, against the shared declarations of counting/cli/options.py.
 Shared options have one name, one default and one help text wherever they appear; every command
 that computes descriptors has the cache, progress and quiet options; results are written with
 --csv / --json / --jsonl only (older spellings are hidden aliases that still work and warn once);
-every --help fits 100 columns with nothing cut off; diagnostics go to stderr.
+every --help fits the terminal with nothing cut off (tests/cli/test_help_layout.py); diagnostics go to
+stderr.
 """
 
 from __future__ import annotations
@@ -170,10 +171,12 @@ def test_help_fits_100_columns_with_nothing_cut_off(runner, commands, name: str)
 @pytest.mark.parametrize("columns", ["40", "60", "80"])
 @pytest.mark.parametrize("name", COMMANDS)
 def test_help_on_a_narrow_terminal_cuts_no_option_name(runner, commands, name: str, columns: str) -> None:
-    """Below 100 columns rich squeezed the option column ("--no-prog…"); help is now laid out at
-    100 columns at least (a narrow terminal wraps the lines)."""
+    """Below 100 columns rich squeezed the option column ("--no-prog…"); then help was drawn 100
+    columns wide, which wrapped every line of a narrower terminal. Now it fits the terminal: an
+    option a line, its help below, where a table would leave the help too little room."""
     result = runner.invoke(app, [name, "--help"], env={"COLUMNS": columns})
     assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.output.splitlines()) <= int(columns)
     assert "…" not in result.output
     for param in options_of(commands[name]).values():
         if not param.hidden:

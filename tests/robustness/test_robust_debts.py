@@ -38,19 +38,19 @@ def _truncated_jpeg(path: Path, size: tuple[int, int]) -> Path:
     return path
 
 
-def test_features_stopping_at_a_bad_image_says_skip_bad_and_the_next_run_resumes(cli, tmp_path: Path) -> None:
+def test_features_stopping_at_a_bad_image_with_strict_and_the_next_run_resumes(cli, tmp_path: Path) -> None:
     folder = tmp_path / "photos"
     folder.mkdir()
     for k in range(9):
         make_image(folder / f"a{k}.png", size=(64, 48), seed=k)
     bad = _truncated_jpeg(folder / "z.jpg", (64, 48))
     out = tmp_path / "f.npy"
-    result = cli("features", folder, "-o", out, "--batch-size", "4", "--no-progress")
-    line = assert_one_error(result, str(bad), "truncated", "--skip-bad")
+    result = cli("features", folder, "-o", out, "--batch-size", "4", "--no-progress", "--strict")
+    line = assert_one_error(result, str(bad), "truncated", "--strict")
     assert "feature cache" in line
     assert not out.exists()
     # Two whole batches of four ran before the bad one: the next run takes them from the cache.
-    result = cli("features", folder, "-o", out, "--batch-size", "4", "--no-progress", "--skip-bad")
+    result = cli("features", folder, "-o", out, "--batch-size", "4", "--no-progress")  # skips it
     assert result.exit_code == 0, result.output
     assert "9 of 10 images: 8 from cache, 1 computed, 1 skipped" in result.stdout
     assert np.isnan(np.load(out)[9]).all() and np.isfinite(np.load(out)[:9]).all()
@@ -58,7 +58,7 @@ def test_features_stopping_at_a_bad_image_says_skip_bad_and_the_next_run_resumes
 
 def test_features_bad_image_without_a_cache_does_not_promise_one(cli, tmp_path: Path) -> None:
     bad = _truncated_jpeg(tmp_path / "z.jpg", (64, 48))
-    line = assert_one_error(cli("features", bad, "--no-cache", "--no-progress"), str(bad), "--skip-bad")
+    line = assert_one_error(cli("features", bad, "--no-cache", "--no-progress", "--strict"), str(bad), "--strict")
     assert "cache" not in line
 
 

@@ -6,6 +6,7 @@ GPyTorch is the optional extra ``counting[sparse]``; without it ``SparseGPRegres
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -30,9 +31,17 @@ def _single_thread(torch):
         torch.set_num_threads(previous)
 
 
+# linear_operator (GPyTorch's algebra) decorates its functions with torch.jit.script when it is
+# imported, and torch (2.13 here) warns that torch.jit.script is deprecated: a note to that library's
+# authors, which `counting compare` printed to its users. Only that warning, only while importing.
+JIT_SCRIPT_DEPRECATED = r"`torch\.jit\.script` is deprecated"
+
+
 def _import_gpytorch():
     try:
-        import gpytorch
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=JIT_SCRIPT_DEPRECATED, category=DeprecationWarning)
+            import gpytorch
         import torch
     except ImportError:
         raise PeerUnavailable(INSTALL_HINT) from None
