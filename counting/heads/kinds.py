@@ -73,6 +73,9 @@ class HeadRows:
 
 class HeadKind(Protocol):
     name: str
+    # Whether its rows come through ``inputs.extract`` (descriptors, which --cluster extracts on a
+    # Dask cluster); a density head learns from feature maps made in this process.
+    distributes: bool
 
     def check(self, config: Any, descriptor: Any, root: Any) -> None:
         """Raise TrainingError for settings this kind cannot honour (before any work); ``root``
@@ -91,6 +94,7 @@ def check_head_choice(config: Any) -> None:
 
 class DescriptorRows:
     name = "descriptors"
+    distributes = True
 
     def check(self, config: Any, descriptor: Any, root: Any) -> None:
         check_head_choice(config)
@@ -139,6 +143,7 @@ def _check_density_settings(config: Any, descriptor: Any) -> None:
 
 class DensityRows:
     name = "density"
+    distributes = False
 
     def check(self, config: Any, descriptor: Any, root: Any) -> None:
         _check_density_settings(config, descriptor)
@@ -179,6 +184,7 @@ class DensityRows:
 
 class ClassDensityRows:
     name = "class-density"
+    distributes = False
 
     def check(self, config: Any, descriptor: Any, root: Any) -> None:
         _check_density_settings(config, descriptor)
