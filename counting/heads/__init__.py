@@ -13,7 +13,7 @@ from counting.core.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        ".uncertainty": "ConformalInterval",
+        ".uncertainty": "ConformalInterval fit_class_group_interval group_coverage miss_floor",
         ".familiarity": "fit_familiarity map_statistics",
         ".sparse_gate": (
             "BY_BOTH HEAD_LIMIT_FACTOR SparseGate WEIGHT_FLOOR fit_sparse_gate gate_features per_photo photos_in routes"

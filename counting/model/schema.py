@@ -531,7 +531,14 @@ def _check_interval(interval: Mapping[str, Any], n_outputs: int, prefix: str) ->
         _number(interval["lower_bound"], prefix + "lower_bound")
     if "n_calibration" in interval:
         _integer(interval["n_calibration"], prefix + "n_calibration", 0, 1 << 40)
-    rules = {"method": _one_of((ConformalInterval.method,)), "scale": _one_of(SCALES), "by_route": _OBJECT}
+    rules = {
+        "method": _one_of((ConformalInterval.method,)),
+        "scale": _one_of(SCALES),
+        "by_route": _OBJECT,
+        "min_high": _AT_LEAST_0,
+        "class_groups": _list_of(_integers(0), "a list of class group numbers"),
+        "calibrated_on": _TEXT,
+    }
     _check_fields(interval, rules, prefix)
 
 

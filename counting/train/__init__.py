@@ -12,6 +12,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ".pipeline": "TrainingConfig make_regressor train_model",
         ".fitting": "agp_counts conv_ensemble_counts fit_agp",
         ".familiarity": "add_familiarity",
+        ".class_intervals": "OutOfFoldCounts out_of_fold_counts recalibrate_class_intervals",
         ".crowd": (
             "CrowdSettings GateInputs GateOutOfFold add_specialists crowd_figures fit_crowd_gate gate_inputs "
             "head_validation_samples read_gate_out_of_fold read_out_of_fold train_crowd_model "

@@ -278,7 +278,13 @@ def plan_training(
     )
     if descriptor.uses_maps and layout != "frame":
         raise TrainingError(f"descriptor {descriptor.text!r}: per-cell sums come from its levels=..., not a --grid")
-    head_kind_for(config, multi_output).check(config, descriptor, dataset.root)
+    kind = head_kind_for(config, multi_output)
+    kind.check(config, descriptor, dataset.root)
+    if extract is not None and not kind.distributes:  # was dropped in silence: trained here
+        raise TrainingError(
+            f"--cluster extracts descriptors on a Dask cluster; a {kind.name} head learns from feature maps "
+            "made here: leave out --cluster"
+        )
     check_multiclass_settings(config, layout, multi_output, dataset.root)
     # A descriptor kind with its own network (the detector) names its backbone itself.
     own = OWN_BACKBONE.get(descriptor.spec.kind)
@@ -391,32 +397,15 @@ def calibrate(
 ) -> None:
     """Validation figures, the gate (per-class models) and the conformal interval, from
     predictions on train images the regressor did not see (out of fold, or held out)."""
-    from counting.heads.uncertainty import ConformalInterval, choose_scale
+    from counting.heads.uncertainty import ConformalInterval, choose_scale, fit_class_group_interval
 
     config, held = plan.config, fitted.held
     if not len(held):
         return
-    counts = rows.counts
-    features = model_features(plan.inputs.layout, rows.frame, rows.cells)
-    if fitted.mode == "cv":
-        if log is not None:
-            log(f"calibrating the interval on out-of-fold predictions ({len(fitted.folds)} folds)")
-        predicted = np.zeros_like(counts)
-        for fold in fitted.folds:
-            rest = np.setdiff1d(fitted.fit, fold)
-            fold_model = replace(
-                model,
-                regressor=_fit_regressor(
-                    config, *_rows(plan, rows, fitted.targets, rest), plan.inputs.dataset.root, None
-                ),
-            )
-            predicted[fold] = fold_model.predict_features(features[fold])
-        where = f"out-of-fold predictions of {len(held)} train images ({len(fitted.folds)} folds"
-        where += ", runs of consecutive frames)" if plan.inputs.is_sequence else ")"
-    else:
-        predicted = model.predict_features(features[held])
-        where = f"{len(held)} held-out train images ({fitted.mode})"
-    truth = counts[held]
+    if fitted.mode == "cv" and log is not None:
+        log(f"calibrating the interval on out-of-fold predictions ({len(fitted.folds)} folds)")
+    predicted, where = held_out_predictions(model, plan, rows, fitted)
+    truth = rows.counts[held]
     if config.gate:
         # Chosen on these same held-out predictions: the validation figures below include the choice.
         model.gate = [float(value) for value in choose_gate(truth, predicted)]
@@ -424,9 +413,61 @@ def calibrate(
         where += ", gate thresholds chosen on them"
     figures = voc_metrics(truth, predicted, model.class_names) if model.class_names else crowd_metrics(truth, predicted)
     model.validation_metrics = figures | {"on": where}
+    if model.class_names:
+        # Per class group on the pairs with objects (counting.heads.uncertainty): over all pairs,
+        # mostly empty ones predicted ~0, the quantiles were ~0 and the intervals zero-width.
+        model.interval = fit_class_group_interval(truth, predicted, level=config.interval_level)
+        model.training["interval_calibration"] = class_interval_record(model.interval, truth, predicted, where)
+        return
     scale, widths = choose_scale(truth, predicted, level=config.interval_level, seed=config.seed)
     model.interval = ConformalInterval.fit(truth, predicted, level=config.interval_level, scale=scale)
     model.training["interval_scale_widths"] = widths
+
+
+def held_out_predictions(
+    model: CountingModel, plan: TrainingPlan, rows: HeadRows, fitted: FittedRows
+) -> tuple[np.ndarray, str]:
+    """Counts of the train images the regressor did not see, and where they come from: mode
+    ``cv`` refits the AGP once per fold (``fitted.folds``) and counts the fold left out; other
+    modes count the held-out part with the model itself."""
+    config, held = plan.config, fitted.held
+    features = model_features(plan.inputs.layout, rows.frame, rows.cells)
+    if fitted.mode != "cv":
+        return model.predict_features(features[held]), f"{len(held)} held-out train images ({fitted.mode})"
+    predicted = np.zeros_like(rows.counts)
+    for fold in fitted.folds:
+        rest = np.setdiff1d(fitted.fit, fold)
+        fold_model = replace(
+            model,
+            regressor=_fit_regressor(config, *_rows(plan, rows, fitted.targets, rest), plan.inputs.dataset.root, None),
+        )
+        predicted[fold] = fold_model.predict_features(features[fold])
+    where = f"out-of-fold predictions of {len(held)} train images ({len(fitted.folds)} folds"
+    where += ", runs of consecutive frames)" if plan.inputs.is_sequence else ")"
+    return predicted[held], where
+
+
+def class_interval_record(interval: Any, truth: np.ndarray, predicted: np.ndarray, where: str) -> dict:
+    """What a per-class-group interval was calibrated on, and its coverage there per group
+    (the model file's ``training.interval_calibration``)."""
+    from counting.heads.uncertainty import group_coverage
+
+    def written(value: float) -> float | None:  # JSON has no NaN or infinity: a group without pairs
+        if isinstance(value, int):
+            return value
+        return round(float(value), 4) if np.isfinite(value) else None
+
+    groups = np.asarray(interval.class_groups)
+    return {
+        "on": where,
+        "pairs": interval.calibrated_on,
+        "scale": interval.scale,
+        "groups": {
+            str(group): {"quantile": written(np.asarray(interval.quantile)[groups == group][0])}
+            | {key: written(value) for key, value in figures.items()}
+            for group, figures in group_coverage(interval, truth, predicted, groups).items()
+        },
+    }
 
 
 def check_multiclass_settings(config: TrainingConfig, layout: str, multi_output: bool, root: Any) -> None:

@@ -20,7 +20,10 @@ the detector route's interval, recalibrated, gives the coco photo [0, 2] instead
 Its gate refitted reading pictures wider than 2:1 as their average photo (2026-11-28) left every
 count as recorded; the detector route's interval, recalibrated on a square-root scale, gives the
 coco photo [0, 2.26]; and [0, 2.63] once the pictures the detector found no one in were calibrated
-apart (2026-11-28).
+apart (2026-11-28). `voc20`'s intervals were re-recorded when they were calibrated per class group
+(2026-12-06, scripts/calibrate_class_intervals.py: counts unchanged to the last bit, the intervals
+from the model's `count_paths` on the same five pictures); `crowd`'s floor on the `detector-none`
+route (scripts/calibrate_zero_floor.py) moved none of its recorded intervals.
 """
 
 from __future__ import annotations
