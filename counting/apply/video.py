@@ -57,6 +57,10 @@ MAX_CONSECUTIVE_BAD_FRAMES = 25
 # The count label's smallest size (times the size at 480 px): Hershey digits about 7 px high, still
 # legible. A picture narrower than the label even at this size has it cut at its right edge.
 MIN_LABEL_SCALE = 0.375
+# The annotated video's largest frame (Full HD): a frame over it is drawn scaled down. Drawn at its
+# own size, a 7680x4320 frame's heat map took float copies of 400 MB each and the frames read
+# ahead for drawing 100 MB each: 3.1 GB at the peak for a 10-frame clip (issue 49), 1.5 GB now.
+MAX_ANNOTATED_PIXELS = 1920 * 1080
 
 
 @dataclass(frozen=True)
@@ -127,9 +131,54 @@ def _quiet_opencv() -> None:
 @dataclass
 class Frame:
     index: int  # 0-based position of the frame in the source
-    image: np.ndarray  # BGR, as OpenCV decodes it
+    image: np.ndarray | None  # BGR, as OpenCV decodes it, or what the reader's ``keep`` kept of it
     time_s: float
     prepared: Any = None  # the network input, made in the reader thread when a preparer is given
+    size: tuple[int, int] = (0, 0)  # (height, width) of the decoded frame, whatever ``image`` holds
+
+
+def annotated_size(frame_size: tuple[int, int]) -> tuple[int, int]:
+    """``(width, height)`` the annotated video of ``frame_size`` (width, height) frames is drawn
+    at: their own size up to :data:`MAX_ANNOTATED_PIXELS`, else scaled down to it (aspect kept,
+    even sides for the codecs)."""
+    width, height = frame_size
+    if width <= 0 or height <= 0 or width * height <= MAX_ANNOTATED_PIXELS:
+        return frame_size
+    scale = math.sqrt(MAX_ANNOTATED_PIXELS / (width * height))
+    return max(2, int(width * scale) // 2 * 2), max(2, int(height * scale) // 2 * 2)
+
+
+def picture_for_drawing(image: np.ndarray) -> np.ndarray:
+    """The frame as the annotated video draws it: itself, or a copy at :func:`annotated_size`
+    (made in the reader thread, so only the small copy waits in the queue)."""
+    height, width = image.shape[:2]
+    size = annotated_size((width, height))
+    if size == (width, height):
+        return image
+    return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+
+
+def no_picture(image: np.ndarray) -> None:
+    """Keeps nothing of a frame: without an annotated video only its network input is needed."""
+    return None
+
+
+def _whole_picture(image: np.ndarray) -> np.ndarray:
+    return image
+
+
+def zones_on_picture(zones: Sequence[Zone], frame: tuple[int, int], picture: tuple[int, int]) -> Sequence[Zone]:
+    """``zones`` drawn on a picture of ``picture`` (height, width) made from a ``frame`` (height,
+    width) frame: zones in pixels scaled with it (relative zones fit any size)."""
+    if frame == picture or not any(not zone.relative for zone in zones):
+        return zones
+    scale_x, scale_y = picture[1] / frame[1], picture[0] / frame[0]
+    return [
+        zone
+        if zone.relative
+        else Zone(zone.name, tuple((x * scale_x, y * scale_y) for x, y in zone.points), relative=False)
+        for zone in zones
+    ]
 
 
 @dataclass(frozen=True)
@@ -165,6 +214,7 @@ class FrameReader:
         prepare: Callable[[np.ndarray], Any] | None = None,
         skip_bad_frames: bool = False,
         on_problem: Callable[[DecodeProblem], None] | None = None,
+        keep: Callable[[np.ndarray], np.ndarray | None] = _whole_picture,
     ) -> None:
         if stride < 1:
             raise StreamError(f"{source.spec}: --stride must be at least 1, got {stride}")
@@ -177,6 +227,9 @@ class FrameReader:
         self.on_problem = on_problem
         self.prepare = prepare
         self.skip_bad_frames = skip_bad_frames
+        # What a frame keeps of its picture (Frame.image): frames wait in the queue and in batches
+        # in flight, and an 8K frame is 100 MB (count_video keeps a bounded copy, or nothing).
+        self.keep = keep
         self.retries_used = 0
         self._stop = threading.Event()
         self.capture = self._first_connection()
@@ -310,7 +363,7 @@ class FrameReader:
                 if wanted:
                     stamp = position / self.fps if not self.live else time.monotonic() - self._started
                     prepared = self.prepare(image) if self.prepare is not None else None
-                    if not self._put(Frame(position, image, stamp, prepared)):
+                    if not self._put(Frame(position, self.keep(image), stamp, prepared, image.shape[:2])):
                         return
                     delivered += 1
                 if first_bad is not None:  # skipped frames, then a good one again
@@ -428,7 +481,7 @@ def _csv_value(value: Any) -> Any:
 UNRELIABLE_MARKS = (("unfamiliar", "unlike training"), ("disputed", "disputed"))
 
 
-def overlay_label(record: dict, names: list[str] | None = None) -> str:
+def overlay_label(record: dict, names: list[str] | None = None, raw: bool = False) -> str:
     """The text drawn on a frame, made from its record: a count beside its own interval only.
 
     With smoothing, the smoothed count and the smoothed count's interval (``smoothed_low``,
@@ -436,17 +489,33 @@ def overlay_label(record: dict, names: list[str] | None = None) -> str:
     outwards, so the drawn interval holds the drawn count whenever the record's interval holds the
     record's count. Per-class models draw the total over the classes, without an interval (the
     classes' intervals do not make one for the total). What marks the count unreliable is
-    :func:`overlay_note`, drawn under it.
+    :func:`overlay_note`, drawn under it. ``raw``: the frame's own count even when the record has
+    a smoothed one, called "raw count" then (the zones drawn beside it are the frame's own counts,
+    and a smoothed total beside them would not be their sum).
     """
+    smoothed = class_column("smoothed", names[0]) if names else "smoothed"
+    key = "smoothed" if smoothed in record and not raw else "count"
+    word = "raw count" if smoothed in record and raw else key
     if names:
-        key = "smoothed" if class_column("smoothed", names[0]) in record else "count"
-        return f"{key} {sum(float(record[class_column(key, name)]) for name in names):.1f}"
-    key = "smoothed" if "smoothed" in record else "count"
+        return f"{word} {sum(float(record[class_column(key, name)]) for name in names):.1f}"
     low_key, high_key = ("smoothed_low", "smoothed_high") if key == "smoothed" else ("low", "high")
-    text = f"{key} {float(record[key]):.1f}"
+    text = f"{word} {float(record[key]):.1f}"
     if record.get(low_key) is not None and record.get(high_key) is not None:
         text += f" [{math.floor(record[low_key]):d}-{math.ceil(record[high_key]):d}]"
     return text
+
+
+def video_heat_top(top: float, density: np.ndarray, model_top: float | None) -> float:
+    """The heat map's top for a video's next frame: the densest frame's so far (each frame's
+    :func:`~counting.heads.density.heatmap.picture_top`, floored, at most the model's top).
+
+    It only grows, so once the video's densest frame has passed its frames share one scale; on
+    the model's own top (1.4 people a cell for the crowd model, set by ShanghaiTech A) a Mall
+    frame's peak of 0.5 was drawn at a third of it, a faint wash: no heat map to see.
+    """
+    from counting.heads.density.heatmap import picture_top
+
+    return max(top, picture_top(density, model_top))
 
 
 def overlay_note(record: dict) -> str | None:
@@ -605,7 +674,8 @@ def count_video(
 
     ``zones`` (counting.apply.zones, density-head models): each record gains the count in each
     zone (``zone_NAME``, ``zone_NAME_low``, ``zone_NAME_high``) and the annotated video draws the
-    zones with their counts over the heat map. A model that cannot localise, or a zone outside
+    zones with their counts over the heat map, and the frame's own count beside them ("raw count",
+    even with smoothing: the sum of the zones). The heat map's scale is :func:`video_heat_top`'s. A model that cannot localise, or a zone outside
     the frames, raises ZoneError before the first frame is counted.
     """
     if zones:
@@ -660,6 +730,7 @@ def count_video(
             prepare=prepare,
             skip_bad_frames=skip_bad_frames,
             on_problem=on_problem,
+            keep=picture_for_drawing if output_video is not None else no_picture,
             # Prepared frames waiting: the two batches in flight can be read ahead, no more (a
             # 720-px frame is 8 MB as network input; 32 of them held 270 MB, issue 21 item 4).
             buffer=max(2 * batch_size, 4),
@@ -673,11 +744,12 @@ def count_video(
             # Outputs are opened only now that the source is open and gives frames.
             if output_video is not None:
                 video_temporary = _temporary_beside(Path(output_video))
-                writer = open_video_writer(video_temporary, reader.fps / stride, reader.frame_size)
+                writer = open_video_writer(video_temporary, reader.fps / stride, annotated_size(reader.frame_size))
             try:
                 # A density-head model draws its map on the annotated video: one pass gives both.
                 head = getattr(model, "density_head", None)
                 with_density = (writer is not None or bool(zones)) and head is not None
+                heat_top = 0.0  # the heat map's top so far (video_heat_top)
                 for batch, counts, familiarity, densities, people, readings, interval_routes in _counted_batches(
                     model, reader.batches(batch_size), with_density
                 ):
@@ -687,7 +759,7 @@ def count_video(
                         density_records(
                             model,
                             zones,
-                            batch[0].image.shape[:2],
+                            batch[0].size,
                             densities,
                             counts,
                             routes=interval_routes,
@@ -732,7 +804,8 @@ def count_video(
                                 # (A wide frame the detector counted in part: the head's heat where the head counted.)
                                 from counting.heads.density.heatmap import overlay_density
 
-                                picture = overlay_density(picture, densities[k], head.settings.get("display_max"))
+                                heat_top = video_heat_top(heat_top, densities[k], head.settings.get("display_max"))
+                                picture = overlay_density(picture, densities[k], heat_top)
                             if found is not None:
                                 # Counted by the crowd model's detector: its people, not a heat map.
                                 from counting.apply.people_drawing import draw_people
@@ -741,8 +814,11 @@ def count_video(
                                 picture = picture.copy()
                                 draw_people(picture, people_in_pixels(found, picture.shape[:2]))
                             if in_zones is not None:
-                                picture = draw_zones(picture, zones, in_zones[k]["zones"])
-                            picture = annotate(picture, overlay_label(record, names), overlay_note(record))
+                                drawn = zones_on_picture(zones, frame.size, picture.shape[:2])
+                                picture = draw_zones(picture, drawn, in_zones[k]["zones"])
+                            # Zones are drawn with the frame's own counts: so is the frame's then.
+                            label = overlay_label(record, names, raw=in_zones is not None)
+                            picture = annotate(picture, label, overlay_note(record))
                         with _interrupts_held():  # the row, the picture and the line: all or none
                             if records_path is not None:
                                 if sink is None:  # opened at the first row: a source that gives

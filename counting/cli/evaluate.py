@@ -14,6 +14,7 @@ from counting.cli.common import (
     load_model_option,
     optional_cache,
     print_skipped,
+    print_warning,
     refuse_outputs_on_inputs,
     say_outputs_on_interrupt,
     use_runtime,
@@ -30,12 +31,25 @@ from counting.cli.options import (
 )
 
 
+def figures_caption(result, *notes: str) -> str:
+    """The table's caption: the split, then whether the figures are held-out (when they are not)."""
+    held_out = [result.overlap_note] if result.overlap_note else []
+    return "; ".join([f"split {result.split}", *held_out, *notes])
+
+
+def warn_if_not_held_out(result) -> None:
+    """One stderr line when the model was trained on some of the test pictures (or that cannot
+    be told): its figures are then not held-out ones, whatever the table looks like."""
+    if result.overlap_note:
+        print_warning(f"{result.model}: {result.overlap_note}")
+
+
 def figures_table(result) -> Table:
     """Per-frame, sequence and interval figures side by side."""
     table = Table(
         title=f"{result.dataset}: {result.metrics.get('n')} test images",
         title_justify="left",
-        caption=f"split {result.split}",
+        caption=figures_caption(result),
         caption_justify="left",
     )
     if result.is_voc_like:
@@ -44,7 +58,7 @@ def figures_table(result) -> Table:
         return voc_figures_table(
             [("per image", result.metrics)],
             f"{result.dataset}: {result.metrics.get('n')} test images",
-            f"split {result.split}; -nz: images holding the class only",
+            figures_caption(result, "-nz: images holding the class only"),
         )
     table.add_column("figures")
     for name in ("MAE", "MSE", "RMSE"):
@@ -95,6 +109,7 @@ def evaluate(
     say_outputs_on_interrupt([json_path, predictions], cache)
     counting_model = load_model_option(model)
     result = evaluate_on_test_split(counting_model, dataset, root, test, run, cache)
+    warn_if_not_held_out(result)
     console.print(figures_table(result))
     if result.is_voc_like:
         from counting.cli.multiclass_output import per_class_table

@@ -15,7 +15,7 @@ from counting.cli.common import (
     say_outputs_on_interrupt,
     use_runtime,
 )
-from counting.cli.evaluate import figures_table
+from counting.cli.evaluate import figures_table, warn_if_not_held_out
 from counting.cli.option_groups import EvaluationSplit, PictureRun, with_groups
 from counting.cli.options import ModelOption, OptionalDatasetOption, OptionalRootOption, out_option
 
@@ -63,6 +63,7 @@ def report(
     result = None
     if dataset is not None and root is not None:
         result = evaluate_on_test_split(counting_model, dataset, root, test, run, cache)
+        warn_if_not_held_out(result)
         console.print(figures_table(result))
     files = write_report(counting_model, result, out)
     say(f"[green]report:[/] {files.markdown} and {files.html} ({len(files.images)} plots)", soft_wrap=True)

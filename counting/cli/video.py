@@ -25,6 +25,7 @@ from counting.cli.options import (
     CLUSTER_STREAMS,
     OUTPUT,
     PROGRESS_DEFAULT,
+    SKIPPED_BY_DEFAULT,
     SMOOTH_DEFAULT,
     CacheDirOption,
     CountsDirOption,
@@ -44,6 +45,8 @@ from counting.cli.options import (
     csv_option,
     deprecated_alias,
     jsonl_option,
+    retired_flag,
+    strict_option,
     zones_option,
 )
 from counting.core import defaults
@@ -107,13 +110,14 @@ def video(
             min=0, metavar="N", help="Reconnection attempts when a live stream drops (back-off 0.5 s, 1 s, 2 s, ...)."
         ),
     ] = 5,
-    ignore_errors: Annotated[
+    strict: Annotated[
         bool,
-        typer.Option(
-            "--ignore-errors",
-            help="Skip frames of a damaged file that cannot be decoded and exit 0 (default: stop, exit 1).",
+        strict_option(
+            "Stop at the first frame of a file that cannot be decoded (exit 1; the counts so far are kept). "
+            "Without it such frames are skipped with a line on stderr."
         ),
     ] = False,
+    ignore_errors: Annotated[bool, retired_flag("--ignore-errors", SKIPPED_BY_DEFAULT)] = False,
     weights: WeightsOption = None,
     zones_file: ZonesFileOption = None,
     zone: ZoneOption = None,
@@ -132,8 +136,10 @@ def video(
 
     A line per frame on stdout; with --csv/--jsonl the file holds the counts, and on a terminal a
     progress bar replaces the lines (--no-progress shows them, --quiet neither). End of file ends
-    cleanly; a dropped live stream is retried with back-off; Ctrl-C or SIGTERM stops and keeps
-    everything written so far. Frames are never cached (--cache-dir, --no-cache: no effect here).
+    cleanly; a dropped live stream is retried with back-off; frames of a damaged file that cannot be
+    decoded are skipped with a line on stderr (--strict: stop there, exit 1); Ctrl-C or SIGTERM
+    stops and keeps everything written so far. Frames are never cached (--cache-dir, --no-cache:
+    no effect here).
     """
     use_runtime(runtime, threads)
     from counting.apply.video import VideoSource, count_video, overlay_note
@@ -246,7 +252,7 @@ def video(
             max_retries=retries,
             on_record=show,
             on_retry=retrying,
-            skip_bad_frames=ignore_errors,
+            skip_bad_frames=not strict,
             on_problem=damaged,
             zones=zones,
         )
@@ -270,10 +276,10 @@ def video(
     if run.interrupted:
         raise typer.Exit(EXIT_TERMINATED if was_terminated() else 130)
     stdout.finish()  # after the files: one line, exit 1, when stdout failed
-    if run.problems and not ignore_errors:
+    if run.problems and strict:
         print_error(
             f"{source}: {len(run.problems)} frame(s) could not be decoded, first at frame "
-            f"{run.problems[0].frame} (--ignore-errors skips them)"
+            f"{run.problems[0].frame} (--strict stops there; without it they are skipped)"
         )
         raise typer.Exit(1)
 

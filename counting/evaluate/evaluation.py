@@ -21,6 +21,7 @@ import numpy as np
 from counting.apply.smoothing import centred_label, smooth_counts
 from counting.core import defaults
 from counting.core.metrics import crowd_metrics, voc_metrics
+from counting.evaluate.overlap import TrainingOverlap, training_overlap
 
 
 def contiguous_runs(indices: np.ndarray) -> list[np.ndarray]:
@@ -60,6 +61,19 @@ class EvaluationResult:
     class_names: list[str] | None = None
     errors: dict[str, str] = field(default_factory=dict)
     smoothing_window: int | None = None  # of the centred (offline) mean behind sequence_metrics
+    # Which of ``sources`` the model was trained on (None: not looked at, e.g. a result built by hand).
+    overlap: TrainingOverlap | None = None
+
+    @property
+    def overlap_note(self) -> str | None:
+        """Why the figures are not held-out ones ("trained on 200 of the 400 test pictures ..."), or None."""
+        return None if self.overlap is None else self.overlap.note()
+
+    @property
+    def marks_training_pictures(self) -> bool:
+        """Whether the predictions CSV gets an ``in_training`` column (some test pictures were
+        trained on)."""
+        return self.overlap is not None and self.overlap.count > 0
 
     @property
     def is_voc_like(self) -> bool:
@@ -82,7 +96,7 @@ class EvaluationResult:
             "smoothing": self.smoothing,
             "interval": self.interval_metrics,
             "skipped_images": self.errors,
-        }
+        } | (self.overlap.to_dict() if self.overlap is not None else {})
 
     def write_json(self, path: str | Path) -> None:
         from counting.core.files import atomic_write_text, dumps_json
@@ -97,25 +111,36 @@ class EvaluationResult:
             writer = csv.writer(handle)
             if self.is_voc_like:
                 names = self.class_names or []
-                writer.writerow(["source", "index"] + [f"true_{n}" for n in names] + [f"pred_{n}" for n in names])
+                header = ["source", "index"] + [f"true_{n}" for n in names] + [f"pred_{n}" for n in names]
+                writer.writerow(header + self._training_header())
                 for k, source in enumerate(self.sources):
                     writer.writerow(
                         [source, int(self.indices[k])]
                         + [f"{v:g}" for v in self.y_true[k]]
                         + [f"{v:.3f}" for v in self.y_pred[k]]
+                        + self._training_cell(k)
                     )
                 return
             header = ["source", "index", "true", "pred"]
             header += ["low", "high"] if self.low is not None else []
             header += ["smoothed"] if self.y_smoothed is not None else []
-            writer.writerow(header)
+            writer.writerow(header + self._training_header())
             for k, source in enumerate(self.sources):
                 row = [source, int(self.indices[k]), f"{self.y_true[k]:g}", f"{self.y_pred[k]:.3f}"]
                 if self.low is not None and self.high is not None:
                     row += [f"{self.low[k]:.3f}", f"{self.high[k]:.3f}"]
                 if self.y_smoothed is not None:
                     row.append(f"{self.y_smoothed[k]:.3f}")
-                writer.writerow(row)
+                writer.writerow(row + self._training_cell(k))
+
+    def _training_header(self) -> list[str]:
+        return ["in_training"] if self.marks_training_pictures else []
+
+    def _training_cell(self, k: int) -> list[str]:
+        """1 where the model was trained on picture ``k`` (its figure is not held-out), else 0."""
+        if not self.marks_training_pictures or self.overlap is None:
+            return []
+        return [str(int(self.overlap.in_training[k]))]
 
 
 def score_predictions(
@@ -157,11 +182,14 @@ def evaluate_model(
     progress: bool = False,
     split: str | None = None,
     extract: Any = None,
+    cluster: str | None = None,
 ) -> EvaluationResult:
     """Count the images of ``dataset`` (already the test subset) and score them.
 
-    ``split`` is the split string the dataset was loaded with (for the record); ``extract``
-    replaces ``extract_features`` (e.g. on a Dask cluster).
+    ``split`` is the split string the dataset was loaded with (for the record). ``cluster``
+    (``local:N`` or a scheduler's address) counts the pictures on a Dask cluster, any model kind
+    (counting.apply.pictures); ``extract`` replaces ``extract_features`` for a descriptor model
+    that is not saved yet (``train --evaluate``).
     """
     from counting.core.errors import DatasetError
 
@@ -173,14 +201,15 @@ def evaluate_model(
     if model.is_multi_output != (dataset.class_names is not None):
         kind = "per-class" if model.is_multi_output else "single"
         raise DatasetError(f"{dataset.root}: {model.name} predicts {kind} counts, which {dataset.name} does not have")
-    result = model.count_paths(
-        [sample.path for sample in samples],
-        cache=cache,
-        weights=weights,
-        batch_size=batch_size,
-        progress=progress,
-        extract=extract,
-    )
+    # Looked at before counting: cheap (paths, sizes, a few hashes) beside counting the pictures.
+    overlap = training_overlap(model, dataset.name, [sample.path for sample in samples], dataset.root)
+    options = {"cache": cache, "weights": weights, "batch_size": batch_size, "progress": progress}
+    if cluster is not None:
+        from counting.apply.pictures import count_pictures
+
+        result, _ = count_pictures(model, [str(sample.path) for sample in samples], cluster=cluster, **options)
+    else:
+        result = model.count_paths([sample.path for sample in samples], extract=extract, **options)
     ok = result.ok
     if not np.any(ok):  # every image failed alike (e.g. a model's ROI mask of another size)
         first = next(iter(result.errors.values()), "no image could be counted")
@@ -210,4 +239,5 @@ def evaluate_model(
         class_names=model.class_names,
         errors=result.errors,
         smoothing_window=smoothing_window if sequence is not None else None,
+        overlap=overlap.kept(ok),
     )

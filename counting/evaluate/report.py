@@ -87,7 +87,8 @@ def figure_rows(model: Any, evaluation: Any | None) -> tuple[list[tuple[str, dic
         if evaluation.sequence_metrics is not None:
             rows.append((smoothed_row_label(evaluation.smoothing_window), evaluation.sequence_metrics))
         where = f"{evaluation.metrics.get('n')} test images of {evaluation.dataset} (split {evaluation.split})"
-        return rows, where
+        mark = held_out_mark(evaluation)
+        return [(label + mark, figures) for label, figures in rows], where
     stored = model.test_metrics or {}
     if stored.get("per_frame"):
         rows = [("this model, per frame", stored["per_frame"])]
@@ -97,6 +98,19 @@ def figure_rows(model: Any, evaluation: Any | None) -> tuple[list[tuple[str, dic
     return [("this model, held-out train images", model.validation_metrics)], (
         "the held-out part of the training split (no test evaluation stored)"
     )
+
+
+def overlap_note(evaluation: Any | None) -> str | None:
+    """Why the evaluated figures are not held-out ones (trained on some test pictures), or None."""
+    return getattr(evaluation, "overlap_note", None) if evaluation is not None else None
+
+
+def held_out_mark(evaluation: Any | None) -> str:
+    """What our rows' labels carry when their figures are not (or maybe not) held-out ones."""
+    overlap = getattr(evaluation, "overlap", None)
+    if overlap is None or overlap.held_out:
+        return ""
+    return " (not held-out)" if overlap.held_out is False else " (maybe not held-out)"
 
 
 def smoothed_row_label(window: int | None) -> str:
@@ -161,6 +175,9 @@ def build_blocks(model: Any, evaluation: Any | None, images: dict[str, Path]) ->
     for method, entry in by_method.items():
         rows.append([method] + [_fmt(entry.get(m)) for m in metric_names] + [entry["source"]])
     blocks.append(Block("table", header=header, rows=rows))
+    not_held_out = overlap_note(evaluation)
+    if not_held_out:
+        blocks.append(Block("p", f"**Caution**: {not_held_out}."))
     if not published:
         blocks.append(Block("p", f"No published figures are on file for dataset '{dataset}'."))
 
@@ -206,6 +223,7 @@ def build_blocks(model: Any, evaluation: Any | None, images: dict[str, Path]) ->
         "model": model.name,
         "ours": {label: f for label, f in ours},
         "measured_on": where,
+        **(evaluation.overlap.to_dict() if getattr(evaluation, "overlap", None) is not None else {}),
         "interval": interval,
         "published": published,
     }

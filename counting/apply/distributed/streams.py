@@ -51,9 +51,18 @@ def read_sources(path: str | Path) -> list[str]:
             f"{path}: cannot read the sources file ({getattr(error, 'strerror', None) or error})"
         ) from None
     sources = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    _refuse_nul_bytes(path, lines)
     if not sources:
         raise StreamError(f"{path}: no sources listed (one video file, webcam index or URL per line)")
     return sources
+
+
+def _refuse_nul_bytes(path: Path, lines: list[str]) -> None:
+    """A NUL byte names no file, camera or URL (the OS refuses it in a path): a one-line error
+    naming the line, not the ValueError a path check raises on it later."""
+    for number, line in enumerate(lines, start=1):
+        if "\0" in line and not line.strip().startswith("#"):
+            raise StreamError(f"{path}, line {number}: holds a NUL byte; a source is a video file, webcam index or URL")
 
 
 def counts_file_names(sources: list[str], suffix: str = ".csv") -> list[str]:

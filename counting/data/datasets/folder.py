@@ -41,6 +41,8 @@ def read_folder(root: Path | str, split: str = "standard", csv_path: Path | str 
     entries = []
     seen: dict[Path, int] = {}
     for position, (line, filename, values, part) in enumerate(rows, start=1):
+        if "\0" in filename:  # no file name holds one (the OS refuses it in a path)
+            raise DatasetError(f"{table}: line {line}: the file name holds a NUL byte")
         # Lexical check (symlinked images inside the folder are fine; '../x' and '/x' are not).
         if not Path(os.path.normpath(root / filename)).is_relative_to(root):
             raise DatasetError(f"{table}: line {line}: '{filename}' points outside the dataset folder {root}")

@@ -89,7 +89,7 @@ def count_objects(xml_path: Path, include_difficult: bool = False) -> tuple[np.n
         name = (obj.findtext("name") or "").strip()
         if name not in _CLASS_INDEX:
             raise DatasetError(f"{xml_path}: object {number} has unknown class '{name}' (not a VOC class)")
-        if not include_difficult and (obj.findtext("difficult") or "0").strip() == "1":
+        if _flag(obj, "difficult", xml_path, number) and not include_difficult:
             continue
         labels.append(_CLASS_INDEX[name])
         centres.append(_box_centre(obj, xml_path, number))
@@ -121,6 +121,8 @@ def _image_sets(year_root: Path) -> dict[str, str]:
             image_id = line.strip()
             if not image_id:
                 continue
+            if "\0" in image_id:  # no file name holds one: the OS refuses it in a path
+                raise DatasetError(f"{path}: line {line_number}: holds a NUL byte; expected one image id per line")
             if image_id in listed:
                 raise DatasetError(
                     f"{path}: line {line_number}: image {image_id} is also in the {listed[image_id]} list"
@@ -141,12 +143,33 @@ def _annotation(year_root: Path, image_id: str, part: str | None, position: int,
     )
 
 
+def _flag(obj: ElementTree.Element, field: str, xml_path: Path, number: int) -> bool:
+    """A VOC 0/1 field of an object (absent: 0). Anything else is an error naming it: read as
+    "not 1" in silence, a ``difficult`` of 'yes' would count an object the ground truth leaves out."""
+    text = obj.findtext(field)
+    if text is None or text.strip() in ("", "0"):
+        return False
+    if text.strip() == "1":
+        return True
+    raise DatasetError(f"{xml_path}: object {number}'s {field} is {text.strip()[:40]!r}, not 0 or 1")
+
+
 def _box_centre(obj: ElementTree.Element, xml_path: Path, number: int) -> tuple[float, float]:
     box = obj.find("bndbox")
-    try:
-        xmin, ymin, xmax, ymax = (float(box.findtext(tag)) for tag in ("xmin", "ymin", "xmax", "ymax"))
-    except (AttributeError, TypeError, ValueError):
-        raise DatasetError(f"{xml_path}: object {number} has no valid bndbox") from None
+    if box is None:
+        raise DatasetError(f"{xml_path}: object {number} has no bndbox")
+    coordinates = []
+    for tag in ("xmin", "ymin", "xmax", "ymax"):
+        text = box.findtext(tag)
+        if text is None:
+            raise DatasetError(f"{xml_path}: object {number}'s bndbox has no {tag}")
+        try:
+            coordinates.append(float(text))
+        except ValueError:
+            raise DatasetError(
+                f"{xml_path}: object {number}'s bndbox {tag} is {text.strip()[:40]!r}, not a number"
+            ) from None
+    xmin, ymin, xmax, ymax = coordinates
     if not all(math.isfinite(value) for value in (xmin, ymin, xmax, ymax)):
         raise DatasetError(f"{xml_path}: object {number} has a bndbox with NaN or infinite coordinates")
     return (xmin + xmax) / 2.0, (ymin + ymax) / 2.0

@@ -10,7 +10,6 @@ scored with the VOC metrics as the methods' rows; a model counting other things 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 from counting.core.errors import CountingError
 from counting.evaluate.comparison.data import ComparisonData
 from counting.evaluate.comparison.methods import MethodResult, score
+from counting.evaluate.overlap import UnknownTraining, pictures_in_training
 
 __all__ = ["add_model_rows", "check_counts", "check_models", "load_models", "model_features", "run_model"]
 
@@ -40,90 +40,6 @@ def model_features(model: Any) -> str:
     descriptor = "class scores" if model.descriptor is None else model.descriptor.text
     grid = "" if model.grid is None else f", {model.layout} {model.grid[0]}x{model.grid[1]}"
     return f"{descriptor}{grid} {size}"
-
-
-class _Unknown(Exception):
-    """Which images the model was trained on cannot be told (its row is refused)."""
-
-
-def _digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def _same_images(train_paths: list[Path], test_paths: list[Path]) -> int:
-    """How many test images are train images: the same file (links resolved) or the same bytes
-    (a copy of the dataset in another folder)."""
-    resolved = {Path(path).resolve() for path in train_paths}
-    sizes: dict[int, list[Path]] = {}
-    for path in resolved:
-        try:
-            sizes.setdefault(path.stat().st_size, []).append(path)
-        except OSError:
-            continue
-    digests: dict[int, set[str | None]] = {}
-    overlap = 0
-    for path in test_paths:
-        path = Path(path).resolve()
-        if path in resolved:
-            overlap += 1
-            continue
-        try:
-            size = path.stat().st_size
-        except OSError:
-            continue
-        if size not in sizes:
-            continue
-        if size not in digests:
-            digests[size] = {_digest(item) for item in sizes[size]} - {None}
-        if _digest(path) in digests[size]:
-            overlap += 1
-    return overlap
-
-
-def _folder(text: Any) -> Path | None:
-    """The recorded root when it is a folder here."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        folder = Path(text).expanduser()
-        return folder.resolve() if folder.is_dir() else None
-    except (OSError, ValueError):
-        return None
-
-
-def _train_overlap(model: Any, data: ComparisonData, root: Path | None) -> int:
-    """How many of the comparison's test images the model was trained on (0 when it was trained
-    on another dataset that is not here); :class:`_Unknown` when that cannot be told."""
-    from counting.data.datasets import load_dataset
-
-    recorded = model.dataset if isinstance(model.dataset, dict) else {}
-    name, split = recorded.get("name"), recorded.get("split")
-    trained_root = _folder(recorded.get("root"))
-    here = None if root is None else _folder(str(root))
-    if name != data.dataset:
-        if trained_root is not None and trained_root == here:
-            raise _Unknown(f"it records dataset {name!r:.40} at this comparison's root")
-        if trained_root is None or not isinstance(name, str) or not isinstance(split, str):
-            return 0  # another dataset, not here: none of these images
-        try:
-            trained = load_dataset(name, trained_root, split=split).subset("train")
-        except Exception:  # noqa: BLE001 - another dataset that no longer reads: not these images
-            return 0
-        return _same_images(list(trained.paths), list(data.test_paths))
-    if not isinstance(split, str) or not split:
-        raise _Unknown(f"it records no split (found {split!r:.40})")
-    folder = trained_root or here  # a model trained elsewhere on the same dataset: its split, read here
-    if folder is None:
-        raise _Unknown("neither its recorded root nor this comparison's root is a folder here")
-    try:
-        trained = load_dataset(data.dataset, folder, split=split).subset("train")
-    except Exception as error:  # noqa: BLE001 - any failure: the train images are unknown
-        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise _Unknown(f"its split {split!r:.60} does not read: {detail[:120]}") from None
-    return _same_images(list(trained.paths), list(data.test_paths))
 
 
 def load_models(paths: list[Path], dataset: str | None = None) -> list[tuple[Path, Any]]:
@@ -221,8 +137,8 @@ def run_model(
     result.n_train = n_train if isinstance(n_train, int) and not isinstance(n_train, bool) else 0
     check_counts(path, model, data.class_names)
     try:
-        overlap = _train_overlap(model, data, root)
-    except _Unknown as unknown:
+        overlap = sum(pictures_in_training(model, data.dataset, data.test_paths, root))
+    except UnknownTraining as unknown:
         result.status = "failed"
         result.note = f"cannot tell which images it was trained on: {unknown}"
         return result
