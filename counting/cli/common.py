@@ -232,13 +232,47 @@ def informational(quiet: bool, *, on_stderr: bool = False) -> Callable[..., None
 
 
 def dataset_options(dataset: str, csv_path: Path | None, include_difficult: bool) -> dict[str, Any]:
-    """Reader-specific options for ``load_dataset`` (only those the dataset understands)."""
+    """Reader-specific options for ``load_dataset``; one a dataset does not read is refused (it
+    was dropped in silence: ``--counts-csv`` on mall evaluated mall's own labels)."""
+    from counting.core.files import printable
+
     options: dict[str, Any] = {}
-    if dataset == "folder" and csv_path is not None:
+    if csv_path is not None:
+        if dataset != "folder":
+            raise typer.BadParameter(
+                f"--counts-csv {printable(str(csv_path))}: only the folder dataset reads a counts CSV; "
+                f"{dataset} has its own labels"
+            )
         options["csv_path"] = csv_path
-    if dataset == "voc" and include_difficult:
+    if include_difficult:
+        if dataset != "voc":
+            raise typer.BadParameter(f"--include-difficult: only voc marks objects difficult, {dataset} does not")
         options["include_difficult"] = True
     return options
+
+
+def option_given(name: str) -> bool:
+    """Whether the user typed option ``name`` (the parameter's name) rather than leaving its default."""
+    try:  # typer 0.29 runs commands on a click of its own (typer._click), earlier ones on click
+        from typer._click.core import ParameterSource
+        from typer._click.globals import get_current_context
+    except ImportError:
+        from click import get_current_context  # type: ignore[assignment]
+        from click.core import ParameterSource  # type: ignore[assignment]
+
+    context = get_current_context(silent=True)
+    source = None if context is None else context.get_parameter_source(name)
+    return source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def check_smoothing(dataset: str) -> None:
+    """``--smooth`` typed for a dataset of separate pictures is refused: it smooths only sequences
+    (it was dropped in silence)."""
+    if option_given("smooth") and dataset not in defaults.SEQUENCE_DATASETS:
+        raise typer.BadParameter(
+            f"--smooth smooths frame sequences ({', '.join(defaults.SEQUENCE_DATASETS)}); "
+            f"{dataset} holds separate pictures: leave it out"
+        )
 
 
 def open_dataset(
@@ -256,23 +290,22 @@ def evaluate_on_test_split(
     counting_model: Any, dataset: str, root: Path, test: EvaluationSplit, run: PictureRun, cache: Any
 ) -> Any:
     """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``), the
-    descriptors on ``test.cluster`` when given (``--cluster``)."""
-    from counting.apply.distributed.session import cluster_extraction
+    pictures counted on ``test.cluster`` when given (``--cluster``), whatever the model's kind."""
     from counting.evaluate.evaluation import evaluate_model
 
+    check_smoothing(dataset)
     data = open_dataset(dataset, root, test.split, test.counts_csv, test.include_difficult)
-    with cluster_extraction(test.cluster) as extract:
-        return evaluate_model(
-            counting_model,
-            data.subset("test"),
-            cache=cache,
-            batch_size=run.batch_size,
-            smoothing_window=test.smooth,
-            weights=test.weights,
-            progress=run.shows_progress,
-            split=test.split,
-            extract=extract,
-        )
+    return evaluate_model(
+        counting_model,
+        data.subset("test"),
+        cache=cache,
+        batch_size=run.batch_size,
+        smoothing_window=test.smooth,
+        weights=test.weights,
+        progress=run.shows_progress,
+        split=test.split,
+        cluster=test.cluster,
+    )
 
 
 def feature_cache(cache_dir: Path | None, use_cache: bool) -> Any:

@@ -10,9 +10,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from counting.cli.common import (
+    check_smoothing,
     console,
     feature_cache,
     informational,
+    option_given,
     refuse_outputs_on_inputs,
     say_outputs_on_interrupt,
     short_note,
@@ -200,7 +202,10 @@ def compare(
     progress = progress and not quiet
     if methods.strip() and not _names(methods):  # e.g. "," would run no method and say nothing
         raise typer.BadParameter(f"{methods!r} names no method", param_hint="'--methods'")
+    check_smoothing(dataset)
     per_class = dataset == "voc"
+    if per_class and (option_given("grid") or option_given("tiled_methods")):  # were dropped in silence
+        raise typer.BadParameter("voc has no per-tile counts to fit tiles on: leave out --grid and --tiled-methods")
     if per_class:
         from counting.evaluate.comparison.voc import DEFAULT_VOC_METHODS, check_voc_methods
 

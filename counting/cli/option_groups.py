@@ -23,7 +23,7 @@ from counting.cli.options import (
     SMOOTH_DEFAULT,
     BatchSizeOption,
     CacheDirOption,
-    ClusterOption,
+    CountingClusterOption,
     CountsCsvOption,
     DifficultOption,
     NoCacheOption,
@@ -64,7 +64,7 @@ class EvaluationSplit:
     include_difficult: DifficultOption = False
     smooth: SmoothOption = SMOOTH_DEFAULT
     weights: WeightsOption = None
-    cluster: ClusterOption = None
+    cluster: CountingClusterOption = None
 
 
 def with_groups(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -562,6 +562,8 @@ def cluster_option(what: str) -> typer.models.OptionInfo:
 
 
 ClusterOption = Annotated[Optional[str], cluster_option(CLUSTER_EXTRACTION)]
+# evaluate and report: the test pictures counted on the cluster, any model kind.
+CountingClusterOption = Annotated[Optional[str], cluster_option(CLUSTER_COUNTING)]
 SourcesOption = Annotated[
     Optional[Path],
     typer.Option(

@@ -57,6 +57,7 @@ from counting.cli.options import (
     TargetTransformOption,
     ThreadsOption,
     WeightsOption,
+    detector_spelling,
     out_option,
 )
 from counting.core import defaults
@@ -151,7 +152,7 @@ def train(
     interval_level: Annotated[
         float,
         typer.Option(
-            min=0.5, max=0.999, metavar="P", help="Nominal coverage of count intervals.", rich_help_panel=REGRESSOR
+            min=0.5, max=0.999, metavar="X", help="Nominal coverage of count intervals.", rich_help_panel=REGRESSOR
         ),
     ] = defaults.INTERVAL_LEVEL,
     calibration: CalibrationOption = "auto",
@@ -194,6 +195,7 @@ def train(
         [out, loss_png], inputs=[counts_csv, weights], data_root=root, cache=cache, cache_dir=cache_dir
     )
 
+    backbone, descriptor = detector_spelling(backbone, descriptor)  # --backbone centernet: the detector
     config = TrainingConfig(
         backbone=backbone,
         weights=None if weights is None else str(weights),

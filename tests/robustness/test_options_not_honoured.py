@@ -1,0 +1,60 @@
+"""An option a command cannot honour for this dataset or model is refused in one line, never
+dropped in silence (on ef8ebcc each of these ran, the option ignored). --cluster's cases are in
+test_cluster_counting.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from robust_helpers import assert_one_error
+
+
+@pytest.mark.parametrize("command", ["evaluate", "report"])
+def test_smoothing_a_dataset_of_separate_pictures_is_refused(
+    cli, command: str, shared_data: Path, tmp_path: Path
+) -> None:
+    root = shared_data / "shanghaitech-B-train"
+    out = ("--json", tmp_path / "e.json") if command == "evaluate" else ("-o", tmp_path / "report")
+    result = cli(command, "-d", "shanghaitech", "-r", root, "--split", "random:0.02:0", "--smooth", "3", *out)
+    assert_one_error(result, "--smooth", "shanghaitech", "separate pictures", code=2)
+    assert not (tmp_path / "e.json").exists() and not (tmp_path / "report").exists()
+
+
+def test_compare_refuses_smoothing_separate_pictures(cli, shared_data: Path, tmp_path: Path) -> None:
+    root = shared_data / "shanghaitech-B-train"
+    result = cli("compare", "-d", "shanghaitech", "-r", root, "--smooth", "3", "--out", tmp_path / "c")
+    assert_one_error(result, "--smooth", "shanghaitech", code=2)
+
+
+@pytest.mark.parametrize("option", [("--grid", "2x2"), ("--tiled-methods", "ridge")])
+def test_compare_on_voc_refuses_tiles(cli, shared_data: Path, tmp_path: Path, option: tuple[str, str]) -> None:
+    """voc's photos have no per-tile counts: compare set the grid to none without a word."""
+    result = cli("compare", "-d", "voc", "-r", shared_data / "voc2007-mini", *option, "--out", tmp_path / "c")
+    assert_one_error(result, "voc", "--grid", "--tiled-methods", code=2)
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("command", ["evaluate", "train"])
+def test_a_counts_csv_for_a_dataset_with_its_own_labels_is_refused(
+    cli, command: str, mall_root: Path, tmp_path: Path
+) -> None:
+    """--counts-csv on mall: mall's own labels were used, the CSV never read."""
+    labels = tmp_path / "counts.csv"
+    labels.write_text("image,count\nseq_000001.jpg,3\n")
+    out = ("--json", tmp_path / "e.json") if command == "evaluate" else ("-o", tmp_path / "m.npz")
+    result = cli(command, "-d", "mall", "-r", mall_root, "--split", "train=1-4,test=5-6", "--counts-csv", labels, *out)
+    assert_one_error(result, "--counts-csv", "folder", "mall has its own labels", code=2)
+
+
+@pytest.mark.parametrize("command", ["evaluate", "train", "familiarize"])
+def test_include_difficult_for_a_dataset_without_difficult_objects_is_refused(
+    cli, command: str, mall_root: Path, tmp_path: Path
+) -> None:
+    out = {"evaluate": ("--json", tmp_path / "e.json"), "train": ("-o", tmp_path / "m.npz")}.get(command, ())
+    if command == "familiarize":
+        model = tmp_path / "copy.npz"
+        model.write_bytes((Path(__file__).resolve().parents[2] / "models" / "mall-sums.npz").read_bytes())
+        out = ("-m", model, "-o", tmp_path / "f.npz")
+    result = cli(command, "-d", "mall", "-r", mall_root, "--split", "train=1-4,test=5-6", "--include-difficult", *out)
+    assert_one_error(result, "--include-difficult", "voc", code=2)
