@@ -22,7 +22,7 @@ import numpy as np
 
 from counting.apply.serve.config import CameraConfig
 from counting.apply.serve.counter import FrameCounter
-from counting.apply.video import READ_TIMEOUT_MS, VideoSource
+from counting.apply.video import READ_TIMEOUT_MS, VideoSource, video_heat_top
 from counting.core.errors import CountingError, StreamError
 
 # A file frame further behind the wall clock than this is skipped by seeking, not by grabbing.
@@ -191,6 +191,8 @@ class CameraWorker:
             zones=[zone.name for zone in counter.zones],
         )
         self.latest: LatestFrame | None = None
+        # The heat map's top: the densest frame's so far, as video --annotated draws it (video_heat_top).
+        self.heat_top = 0.0
         self._on_counted = on_counted
         self._on_state = on_state
         self._on_reconnect = on_reconnect
@@ -252,6 +254,8 @@ class CameraWorker:
             bgr, read_at = frames.read()
             rgb = np.ascontiguousarray(bgr[:, :, ::-1])
             record, density = self.counter.count(rgb)
+            if density is not None:
+                self.heat_top = video_heat_top(self.heat_top, density, self.counter.model_top)
             now = time.time()
             lag = max(0.0, now - read_at)
             self.status.frames += 1

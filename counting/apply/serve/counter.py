@@ -42,7 +42,10 @@ class FrameCounter:
         self.zones = list(zones)
         if self.zones:
             check_localises(model)
-        self.has_density = getattr(model, "density_head", None) is not None
+        head = getattr(model, "density_head", None)
+        self.has_density = head is not None
+        # The heat map's highest level the model allows (people a map cell), None: a frame's own peak.
+        self.model_top: float | None = head.settings.get("display_max") if head is not None else None
 
     def count(self, rgb: np.ndarray) -> tuple[dict[str, Any], np.ndarray | None]:
         """``(record, density map or None)`` of one RGB frame: counting.apply.zones's record

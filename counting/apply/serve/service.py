@@ -128,9 +128,10 @@ class Service:
         cached = self._jpeg_cache.get(camera)
         if cached is not None and cached[0] == latest.sequence:
             return cached[1]
-        head = getattr(worker.counter.model, "density_head", None)
-        display_max = head.settings.get("display_max") if head is not None else None
-        jpeg = annotated_jpeg(latest.bgr, latest.record, worker.counter.zones, latest.density, display_max)
+        # On the densest frame's scale so far, as video --annotated: on the model's own top (1.4 people
+        # a cell for the crowd model) a Mall camera's heat map was a faint wash.
+        top = worker.heat_top or worker.counter.model_top
+        jpeg = annotated_jpeg(latest.bgr, latest.record, worker.counter.zones, latest.density, top)
         self._jpeg_cache[camera] = (latest.sequence, jpeg)
         return jpeg
 
