@@ -69,6 +69,7 @@ def write_annotated_photos(
     targets: Sequence[Path] | None = None,
     written: list[Path] | None = None,
     skip: Callable[[str], None] | None = None,
+    show_above: float | None = None,
 ) -> list[Path]:
     """Draw and write every counted photo of ``rows`` (``count_rows`` records) into ``folder``;
     ``zones`` (counting.apply.zones) are drawn on a density model's photos. Returns the files
@@ -77,7 +78,9 @@ def write_annotated_photos(
     ``targets``: each row's file (default :func:`annotated_names` of the rows), the names the
     caller checked before any work; ``written``: a list that each file is appended to as soon as
     it is written (what a Ctrl-C reports); ``skip(message)``: told of a photo that could not be
-    read again, which is left out (without it the ImageError stops the run)."""
+    read again, which is left out (without it the ImageError stops the run); ``show_above``: a
+    per-class model's legend lists the classes counted at least this (``count --show-above``,
+    default the table's 0.5), as its table does."""
     if targets is None:
         targets = annotated_names([row["image"] for row in rows], folder)
     if written is None:
@@ -86,7 +89,7 @@ def write_annotated_photos(
     if not _is_detector(model):
         _write_density_photos(model, rows, targets, zones, written, skip)
     else:
-        _write_detector_photos(model, rows, targets, written, skip)
+        _write_detector_photos(model, rows, targets, written, skip, show_above)
     return written
 
 
@@ -117,9 +120,10 @@ def _write_detector_photos(
     targets: Sequence[Path],
     written: list[Path],
     skip: Callable[[str], None] | None,
+    show_above: float | None = None,
 ) -> None:
     """BATCH photos at a time through the detector, its boxes drawn on each."""
-    from counting.apply.detection_drawing import draw_detections
+    from counting.apply.detection_drawing import LEGEND_THRESHOLD, draw_detections
     from counting.features.detector import DEFAULT_THRESHOLD
 
     backbone = model.get_backbone()
@@ -134,7 +138,15 @@ def _write_detector_photos(
         # The backbone's own input (stretched or letterboxed) and its way back to picture pixels.
         found = backbone.detect_pictures([picture for _, _, picture in chunk])
         for k, (row, target, picture) in enumerate(chunk):
-            drawn = draw_detections(picture[:, :, ::-1], found, k, model.class_names, row, DEFAULT_THRESHOLD)
+            drawn = draw_detections(
+                picture[:, :, ::-1],
+                found,
+                k,
+                model.class_names,
+                row,
+                DEFAULT_THRESHOLD,
+                legend_threshold=LEGEND_THRESHOLD if show_above is None else show_above,
+            )
             _write_jpeg(target, drawn, written)
 
 
