@@ -69,3 +69,19 @@ def test_folder_counts_csv_with_a_nul_byte_names_the_line(tmp_path: Path) -> Non
     with pytest.raises(DatasetError) as raised:
         load_dataset("folder", root)
     assert str(raised.value) == f"{root / 'counts.csv'}: line 3: the file name holds a NUL byte"
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ('[server]\ndatabase = "hist\\u0000ory.sqlite"\n', "server.database"),
+        ('[[camera]]\nname = "a\\u0000b"\nsource = "x.avi"\n', "camera[0].name"),
+        ('[[camera]]\nname = "a"\nsource = "x\\u0000.avi"\n', "camera[0].source"),
+    ],
+)
+def test_serve_config_string_with_a_nul_byte_is_one_line(cli, tmp_path: Path, toml: str, key: str) -> None:
+    """A TOML string may hold \\u0000: serve's history database name was a traceback at start-up."""
+    config = tmp_path / "serve.toml"
+    config.write_text(toml)
+    assert_one_error(cli("serve", config, "--port", "0", "-q"), f"{config}: {key}: holds a NUL byte")
+    assert not list(tmp_path.glob("hist*"))

@@ -160,6 +160,8 @@ def _camera(check: _Checker, table: Any, k: int, folder: Path) -> CameraConfig:
     if isinstance(raw, bool) or not isinstance(raw, (str, int)):
         check.fail(f"{where}source", "must be a string (file or URL) or a webcam index")
     text = str(raw).strip()
+    if "\0" in text:
+        check.fail(f"{where}source", "holds a NUL byte (\\u0000)")
     if isinstance(raw, int) or text.isdigit():
         source = text
     elif "://" in text:
@@ -222,6 +224,8 @@ class _Checker:
         value = table[key]
         if not isinstance(value, str):
             self.fail(f"{where}{key}", f"must be a string, got {value!r}")
+        if "\0" in value:  # a path, a host, a name: no system call takes one (ValueError: embedded null byte)
+            self.fail(f"{where}{key}", "holds a NUL byte (\\u0000)")
         return value
 
     def integer(self, table: dict, key: str, where: str, default: int, low: int, high: int) -> int:
