@@ -198,7 +198,7 @@ def check_localises(model: Any) -> None:
 # cells of 1x2 to 4x4 grids) of the crowd model's validation pictures the density heads count
 # (Mall 601-800, ShanghaiTech A and B: 0.515; fitted on half the pictures, 0.50-0.53 and 89-91 %
 # on the other half), it covers 86-96 % per set and grid there and 91-99 % of
-# models/mall-accurate.npz's Mall zones (scripts/zone_intervals_study.py, README "Zones").
+# models/mall-accurate.npz's Mall zones (scripts/zone_intervals_study.py, docs/commands.md "Zones").
 ZONE_SCATTER = 0.515
 _SCATTER_LEVEL = 0.9
 _WHOLE_SHARE = 1e-9  # a share this close to 1 is the whole frame
@@ -462,7 +462,7 @@ def count_paths_in_zones(
     """Count image files in the frame and in each zone: ``(CountResult, {source: zone record})``.
 
     ``options`` go to :func:`counting.apply.chunks.count_in_chunks` (cache, batch_size, progress,
-    weights). Each picture's density map is reduced to its zone shares as it is made, so memory
+    weights; ``on_part`` is called with each chunk's result and its zone records). Each picture's density map is reduced to its zone shares as it is made, so memory
     stays flat in the number of pictures; pictures of different sizes each get their own weights.
     """
     from counting.apply.chunks import count_in_chunks
@@ -481,19 +481,25 @@ def count_paths_in_zones(
         shares[source] = zone_shares(density[None], weights, roi_weights(model.roi_mask, density.shape))[0]
         counted[source] = counted_zones(weights)
 
-    result = count_in_chunks(model, paths, on_density=keep_shares, **options)
-    records: dict[str, dict[str, dict[str, float]]] = {}
-    for k, source in enumerate(result.sources):
-        if result.ok[k]:
-            low = None if result.low is None else result.low[k : k + 1]
-            high = None if result.high is None else result.high[k : k + 1]
-            records[source] = frame_zone_records(
-                zones,
-                shares[source][None],
-                result.counts[k : k + 1],
-                low,
-                high,
-                interval_level(model),
-                counted[source],
-            )[0]
-    return result, records
+    def records_of(result: Any) -> dict[str, dict[str, dict[str, float]]]:
+        records: dict[str, dict[str, dict[str, float]]] = {}
+        for k, source in enumerate(result.sources):
+            if result.ok[k]:
+                low = None if result.low is None else result.low[k : k + 1]
+                high = None if result.high is None else result.high[k : k + 1]
+                records[source] = frame_zone_records(
+                    zones,
+                    shares[source][None],
+                    result.counts[k : k + 1],
+                    low,
+                    high,
+                    interval_level(model),
+                    counted[source],
+                )[0]
+        return records
+
+    # on_part(result, records): each chunk with its zone records as it is counted (count_in_chunks).
+    on_part = options.pop("on_part", None)
+    part_counted = None if on_part is None else lambda part, _: on_part(part, records_of(part))
+    result = count_in_chunks(model, paths, on_density=keep_shares, on_part=part_counted, **options)
+    return result, records_of(result)

@@ -7,6 +7,11 @@ while writing therefore leaves the previous file untouched, never a truncated on
 
 Outputs that are not regular files (``/dev/null``, ``/dev/full``, a FIFO, a terminal) are written
 straight into, never renamed onto: a rename would replace the device node with a plain file.
+An output that names one of the process's open descriptors (``/dev/stdout``, ``/dev/stderr``,
+``/dev/fd/N``, ``/proc/self/fd/N``, which ``>(cmd)`` and ``2>`` give) is written through that
+descriptor, at its offset, as a shell's ``>`` does: whatever it is behind it (a pipe, a socket,
+a terminal, the ``log.txt`` of ``> log.txt`` that already holds the table) is neither opened
+again by name, nor truncated, nor replaced.
 An output named by a symlink is written through it, into the file it points at (as ``>`` in a
 shell, ``cp`` or an editor do): the link stays a link.
 
@@ -27,7 +32,9 @@ import codecs
 import errno
 import json
 import os
+import re
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -48,8 +55,10 @@ __all__ = [
     "check_writable_folder",
     "dumps_json",
     "is_regular_file",
+    "open_descriptor",
     "printable",
     "reason",
+    "shares_stdout",
     "unique_files",
 ]
 
@@ -142,9 +151,84 @@ def _through_link(target: Path) -> Path:
     return real
 
 
+# The names of the standard streams, whatever /dev holds (macOS has device nodes there, a
+# container may have no /dev/stdout link at all): the descriptors a shell gives them.
+_STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+# /proc/PID/fd/N and /proc/PID/task/TID/fd/N: /dev/fd, /proc/self and /proc/thread-self resolve to these.
+_PROC_DESCRIPTOR = re.compile(r"/proc/(\d+)(?:/task/\d+)?/fd/(\d+)")
+# Symlinks followed at most (the kernel's own limit is 40).
+_MAX_LINKS = 40
+
+
+def open_descriptor(path: str | os.PathLike[str]) -> int | None:
+    """The file descriptor of this process that ``path`` names, else None.
+
+    ``/dev/stdout``, ``/dev/stderr``, ``/dev/stdin``, ``/dev/fd/N``, ``/proc/self/fd/N``,
+    ``/proc/thread-self/fd/N`` and ``/proc/PID/fd/N`` of this process, or a symlink to one. Such a
+    path must not be resolved to what its link shows (``pipe:[123]`` opens nothing; ``log.txt``
+    would be truncated or replaced, losing what the process already wrote there): the link is
+    followed one step at a time, each folder resolved, until it names a descriptor or not.
+    """
+    try:
+        current = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    except (TypeError, ValueError):
+        return None
+    own = {str(os.getpid()), os.path.basename(os.path.realpath("/proc/self"))}
+    for _ in range(_MAX_LINKS):
+        if current in _STANDARD_STREAMS:
+            return _STANDARD_STREAMS[current]
+        folder, name = os.path.split(current)
+        current = os.path.join(os.path.realpath(folder), name)
+        named = _PROC_DESCRIPTOR.fullmatch(current)
+        if named is not None:
+            return int(named[2]) if named[1] in own else None
+        try:
+            link = os.readlink(current)
+        except (OSError, ValueError):  # not a symlink, or missing: a plain path
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), link))
+    return None
+
+
+def shares_stdout(path: str | os.PathLike[str] | None) -> bool:
+    """True when ``path`` writes into this process's stdout (``-``, ``/dev/stdout``, ``/dev/fd/N``
+    of a copy of it): a command's other lines there would be mixed into that document."""
+    if path is None:
+        return False
+    if is_stdout(path):
+        return True
+    descriptor = open_descriptor(path)
+    if descriptor is None:
+        return False
+    try:
+        first, second = os.fstat(descriptor), os.fstat(1)
+    except OSError:
+        return descriptor == 1
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+
+
+def _descriptor_problem(descriptor: int) -> str | None:
+    """Why ``descriptor`` cannot take an output (not open, open for reading only), else None."""
+    try:
+        import fcntl
+    except ImportError:  # no fcntl (Windows): the write itself says what is wrong
+        return None
+    try:
+        flags = fcntl.fcntl(descriptor, fcntl.F_GETFL)
+    except OSError:
+        return f"file descriptor {descriptor} is not open"
+    if flags & os.O_ACCMODE == os.O_RDONLY:
+        return f"file descriptor {descriptor} is open for reading only"
+    return None
+
+
 def special_kind(path: str | os.PathLike[str]) -> str | None:
     """What ``path`` is when it exists and is neither a regular file nor a folder ("character
-    device", "FIFO", "block device", "socket"); None otherwise (missing, file, folder)."""
+    device", "FIFO", "block device", "socket"), or names an open descriptor of this process
+    ("open file descriptor", :func:`open_descriptor`: written through, whatever is behind it);
+    None otherwise (missing, file, folder)."""
+    if open_descriptor(path) is not None:
+        return _DESCRIPTOR
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
@@ -160,9 +244,12 @@ def special_kind(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-# Written straight into (``--csv /dev/null``, ``--json >(jq .)``); a block device is a disk, and
+# Written straight into (``--csv /dev/null``, a named FIFO); a block device is a disk, and
 # writing a CSV over one destroys it, so it is refused like a socket (which cannot be opened).
 _WRITABLE_SPECIAL = ("character device", "FIFO")
+# What special_kind calls a path naming an open descriptor (``>(cmd)``, ``/dev/stdout``): written
+# through the descriptor, whether a pipe, a socket, a terminal or a regular file is behind it.
+_DESCRIPTOR = "open file descriptor"
 
 
 # An output named "-" is standard output, as for most command-line tools (count --csv - | ...).
@@ -190,6 +277,12 @@ def check_writable(path: str | os.PathLike[str], *, in_place: bool = False) -> P
             f"{STDOUT_NAME}: this output cannot go to stdout here; give a file name (./- for a file so named)"
         )
     target = Path(path).expanduser()
+    descriptor = open_descriptor(target)
+    if descriptor is not None:
+        problem = _descriptor_problem(descriptor)
+        if problem is not None:
+            raise OutputError(f"{target}: cannot write ({problem})")
+        return target
     if target.is_dir():
         raise OutputError(f"{target}: is a folder; give a file name")
     kind = special_kind(target)
@@ -208,6 +301,9 @@ def check_writable(path: str | os.PathLike[str], *, in_place: bool = False) -> P
 def check_writable_folder(path: str | os.PathLike[str]) -> Path:
     """Like :func:`check_writable` for an output folder (created later if missing)."""
     folder = Path(path).expanduser()
+    descriptor = open_descriptor(folder)
+    if descriptor is not None:
+        raise OutputError(f"{folder}: is an open file descriptor ({descriptor}), not a folder; give a folder")
     if os.path.lexists(folder) and not folder.is_dir():
         kind = special_kind(folder)
         raise OutputError(f"{folder}: is {f'a {kind}' if kind else 'a file'}, not a folder")
@@ -233,9 +329,16 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
     A character device or FIFO at ``path`` is yielded itself: renaming onto it would replace the
     device node with a regular file (``/dev/null`` turned into a file when run as root). A
     symlink at ``path`` is written through (:func:`_through_link`): the file it points at is
-    replaced, atomically, and the link is kept.
+    replaced, atomically, and the link is kept. A path naming an open descriptor
+    (:func:`open_descriptor`: ``/dev/stdout``, ``>(cmd)``) gets a temporary file in the temporary
+    folder, copied whole into the descriptor, at its offset, on success.
     """
     named = Path(path).expanduser()
+    descriptor = open_descriptor(named)
+    if descriptor is not None:
+        with _through_descriptor(named, descriptor) as temporary:
+            yield temporary
+        return
     target = _through_link(named)
     kind = special_kind(target)
     if kind is not None:
@@ -275,6 +378,86 @@ def atomic_path(path: str | os.PathLike[str], *, durable: bool = True) -> Iterat
             kept = "the previous file is unchanged" if os.path.lexists(target) else "no file was created"
             raise OutputError(f"{named}: cannot write ({reason(error)}); {kept}") from None
         raise
+
+
+@contextmanager
+def _through_descriptor(named: Path, descriptor: int) -> Iterator[Path]:
+    """:func:`atomic_path` for an output naming an open descriptor: a temporary file in the
+    temporary folder, copied on success into the descriptor in one go. The whole output or
+    none of it is written, at the descriptor's offset; nothing is opened by name."""
+    try:
+        fd, name = tempfile.mkstemp(prefix="counting-output.", suffix=named.suffix or ".tmp")
+        os.close(fd)
+    except OSError as error:
+        raise OutputError(f"{named}: cannot write ({reason(error)})") from None
+    temporary = Path(name)
+    try:
+        yield temporary
+        _copy_into_descriptor(temporary, descriptor, named)
+    except OSError as error:
+        if isinstance(error, CountingError):
+            raise
+        raise OutputError(f"{named}: cannot write ({reason(error)})") from None
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _copy_into_descriptor(source: Path, descriptor: int, named: Path) -> None:
+    """Write the bytes of ``source`` into ``descriptor`` through a duplicate of it, which shares
+    its offset: ``--csv /dev/stdout > log.txt`` puts the CSV after the table already in
+    ``log.txt``, as two writes of one shell command do. A write that fails half-way into a
+    regular file is cut back to where it started (a reader never sees half a CSV)."""
+    problem = _descriptor_problem(descriptor)
+    if problem is not None:
+        raise OutputError(f"{named}: cannot write ({problem})")
+    for stream in (sys.stdout, sys.stderr):  # what Python still holds for the descriptor goes first
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    duplicate = os.dup(descriptor)
+    try:
+        start = _end_of_regular_file(duplicate)
+        try:
+            with open(source, "rb") as handle:
+                while block := handle.read(1 << 20):
+                    view = memoryview(block)
+                    while view:
+                        view = view[os.write(duplicate, view) :]
+        except OSError:
+            if start is not None:
+                try:
+                    os.ftruncate(duplicate, start)
+                except OSError:
+                    pass
+            raise
+    finally:
+        os.close(duplicate)
+
+
+def _end_of_regular_file(descriptor: int) -> int | None:
+    """Where a write into ``descriptor`` starts when it is a regular file written at its end
+    (``>>``, or ``>`` after the table), else None: only then can a failed write be cut back
+    without touching what others wrote."""
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        position = os.lseek(descriptor, 0, os.SEEK_CUR)
+        appends = _appends(descriptor)
+    except OSError:
+        return None
+    if appends:
+        return info.st_size
+    return position if position >= info.st_size else None
+
+
+def _appends(descriptor: int) -> bool:
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    return bool(fcntl.fcntl(descriptor, fcntl.F_GETFL) & os.O_APPEND)
 
 
 @contextmanager
@@ -416,12 +599,15 @@ def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = 
     output inside a data folder is refused even when it is a new name: a model, loss curve or
     report there is read as data by the next run (a folder dataset lists every image in it);
     so is an output that a symlink inside a data folder points at (a linked ``counts.csv``).
-    Character devices and FIFOs are written straight into and cannot change an input.
+    Character devices and FIFOs are written straight into and cannot change an input. An open
+    descriptor (``/dev/stdout``) is written through at its offset, never replaced: only the file
+    behind it, when a regular one, is checked, against the inputs and the other outputs, which
+    would replace it by rename (two descriptors on one file, ``> log 2>&1``, both write into it).
     """
     sources = [os.fspath(path) for path in inputs if path is not None]
     folders = [os.fspath(path) for path in input_folders if path is not None]
     caches = [os.fspath(path) for path in cache_folders if path is not None]
-    written: list[str] = []
+    written: list[tuple[str, bool]] = []  # (output, is an open descriptor)
     links: dict[str, list[tuple[str, bool]]] = {}  # walked once, on the first output
     for output in outputs:
         if output is None:
@@ -429,13 +615,18 @@ def check_outputs(outputs: Paths, *, inputs: Paths = (), input_folders: Paths = 
         target = os.fspath(Path(output).expanduser())
         if special_kind(target) in _WRITABLE_SPECIAL:
             continue
-        if any(_same_file(target, other) for other in written):
+        descriptor = open_descriptor(target) is not None
+        if descriptor and not is_regular_file(target):  # a pipe, socket or terminal behind it
+            continue
+        if any(_same_file(target, other) for other, both in written if not (descriptor and both)):
             raise OutputError(f"{output}: named for two outputs of this command; give each its own name")
-        written.append(target)
+        written.append((target, descriptor))
         for source in sources:
             if _same_file(target, source):
                 named = "" if os.path.realpath(source) == os.path.realpath(target) else f" ({source})"
                 raise OutputError(f"{output}: is also an input of this command{named}; choose another name")
+        if descriptor:  # opened by the shell before the command ran: no new file in any folder
+            continue
         real_target = os.path.realpath(target)
         for folder in folders + caches:
             if _inside(target, folder):
@@ -492,7 +683,7 @@ def check_new_files(
         return
     by_real = {os.path.realpath(os.fspath(target)) for target in targets}
     for output in outputs:
-        if output is None or is_stdout(output) or special_kind(output) in _WRITABLE_SPECIAL:
+        if output is None or is_stdout(output) or special_kind(output) in (*_WRITABLE_SPECIAL, _DESCRIPTOR):
             continue
         if os.path.realpath(os.fspath(Path(output).expanduser())) in by_real:
             raise OutputError(

@@ -140,7 +140,7 @@ def test_annotated_refuses_a_file_already_in_its_folder_before_any_work(
 ) -> None:
     import counting.cli.count
 
-    monkeypatch.setattr(counting.cli.count, "count_in_chunks", _no_work)
+    monkeypatch.setattr(counting.cli.count, "count_pictures", _no_work)
     photos = tmp_path / "photos"
     photos.mkdir()
     make_image(photos / "000000000009.png")
@@ -166,7 +166,7 @@ def test_annotated_refuses_the_photos_own_folder_as_an_input(
 ) -> None:
     import counting.cli.count
 
-    monkeypatch.setattr(counting.cli.count, "count_in_chunks", _no_work)
+    monkeypatch.setattr(counting.cli.count, "count_pictures", _no_work)
     photo = make_image(tmp_path / "a.jpg")
     before = snapshot(photo)
     assert_one_error(cli("count", photo, "--annotated", tmp_path, "-q"), str(photo), "is also an input")
@@ -178,7 +178,7 @@ def test_annotated_refuses_the_json_s_name_before_any_work(
 ) -> None:
     import counting.cli.count
 
-    monkeypatch.setattr(counting.cli.count, "count_in_chunks", _no_work)
+    monkeypatch.setattr(counting.cli.count, "count_pictures", _no_work)
     photo = make_image(tmp_path / "000000000009.png")
     folder = tmp_path / "ann3"
     for option in ("--json", "--csv"):
@@ -210,7 +210,7 @@ def test_outputs_under_proc_are_one_line_before_any_work(
 ) -> None:
     import counting.cli.count
 
-    monkeypatch.setattr(counting.cli.count, "count_in_chunks", _no_work)
+    monkeypatch.setattr(counting.cli.count, "count_pictures", _no_work)
     monkeypatch.setattr(counting.cli.count, "load_model_option", _no_work)  # refused before the model loads
     result = cli("count", make_image(tmp_path / "a.png"), option, path)
     assert_one_error(result, path, "cannot write here", fragment)
@@ -353,14 +353,14 @@ def test_a_photo_gone_before_its_turn_is_skipped_and_the_rest_drawn(
 ) -> None:
     import counting.cli.count
 
-    real_count = counting.cli.count.count_in_chunks
+    real_count = counting.cli.count.count_pictures
 
     def count_then_delete(*args: object, **kwargs: object) -> object:
         result = real_count(*args, **kwargs)
         four_photos[1].unlink()  # deleted once counted, before the annotated phase
         return result
 
-    monkeypatch.setattr(counting.cli.count, "count_in_chunks", count_then_delete)
+    monkeypatch.setattr(counting.cli.count, "count_pictures", count_then_delete)
     folder = tmp_path / "ann"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine\n")  # another name in the folder: left alone

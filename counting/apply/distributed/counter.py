@@ -26,11 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from counting.apply.distributed.cluster import ClusterError
 
-__all__ = ["CountTask", "count_on_cluster", "count_part", "counted_parts", "join_results", "part_size"]
+__all__ = ["CountTask", "count_on_cluster", "count_part", "counted_parts", "part_size"]
 
 TASKS_PER_WORKER = 4  # enough tasks to balance uneven workers and pictures
 # A multiple of every chunk the single-process counter cuts its pictures into
@@ -114,30 +112,6 @@ def part_size(n_pictures: int, n_workers: int, batch_size: int) -> int:
     unit = math.lcm(PART_MULTIPLE, max(1, batch_size))
     wanted = math.ceil(n_pictures / max(1, n_workers * TASKS_PER_WORKER))
     return min(max(unit, math.ceil(wanted / unit) * unit), max(unit, COUNT_CHUNK // unit * unit))
-
-
-def join_results(parts: Sequence[Any]) -> Any:
-    """One ``CountResult`` of consecutive parts' results, in their order."""
-    from counting.model.counting_model import CountResult
-
-    def joined(name: str) -> np.ndarray | None:
-        values = [getattr(part, name) for part in parts]
-        return None if any(value is None for value in values) else np.concatenate(values)
-
-    errors: dict[str, str] = {}
-    for part in parts:
-        errors.update(part.errors)
-    return CountResult(
-        sources=[source for part in parts for source in part.sources],
-        counts=np.concatenate([part.counts for part in parts]),
-        low=joined("low"),
-        high=joined("high"),
-        ok=np.concatenate([part.ok for part in parts]),
-        errors=errors,
-        familiarity=joined("familiarity"),
-        counted_by=joined("counted_by"),
-        disputed=joined("disputed"),
-    )
 
 
 def _blas_threads() -> int | None:
@@ -237,4 +211,6 @@ def count_on_cluster(
             records.update(part_records)
         if on_part is not None:
             on_part(result, part_records)
+    from counting.apply.chunks import join_results
+
     return join_results(results), (records if zones else None)
