@@ -46,7 +46,8 @@ def copy_of(picture: Image.Image, kind: str) -> Image.Image:
 
 def count_one(model: CountingModel, picture: Image.Image) -> tuple[float, str]:
     """The count of one in-memory picture and its route (``detector`` or ``density``)."""
-    counts, _, _, people = model.count_prepared_scored([model.prepare_image(picture)], with_people=True)
+    batch = model.count_batch([model.prepare_image(picture)])
+    counts, people = batch.counts, batch.people
     return float(counts[0]), "density" if people[0] is None else "detector"
 
 

@@ -10,7 +10,7 @@ counts. Per K it prints the MAE, the mean count against the mean truth, the shar
 inside the 90 % intervals, how many rows the sparse gate handed to the detector, and the time
 per row (the detector sees a picture wider than 2:1 in tiles: counting.features.detector.evidence;
 run on an older checkout, the script measures the code before the tiles). The rows are counted
-from memory (CountingModel.count_prepared_scored, as files are counted). Prints the load.
+from memory (CountingModel.count_batch, as files are counted). Prints the load.
 
 ``--crowd``: each row starts with a ShanghaiTech B validation photo (a street crowd of tens to
 hundreds, resized to 480 pixels high, 4:3) and goes on with K - 1 everyday photos: a crowd beside
@@ -69,10 +69,8 @@ def count_rows(model: CountingModel, pictures: list[np.ndarray]) -> tuple[np.nda
     """Counts, interval ends, the number handed to the detector whole and the number in part."""
     counts, low, high, handed, part = [], [], [], 0, 0
     for picture in pictures:
-        found, _, _, people, routes = model.count_prepared_scored(
-            [model.prepare_image(picture)], with_people=True, with_routes=True
-        )
-        lower, upper = model.intervals(found, routes)
+        batch = model.count_batch([model.prepare_image(picture)])
+        found, people, lower, upper = batch.counts, batch.people, batch.low, batch.high
         counts.append(found[0])
         low.append(np.nan if lower is None else lower[0])
         high.append(np.nan if upper is None else upper[0])

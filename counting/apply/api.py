@@ -39,7 +39,6 @@ from counting.core.columns import class_column
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import unique_files
 from counting.heads.familiarity import familiarity_fields
-from counting.heads.sparse_gate import routes
 from counting.model.counting_model import CountingModel, CountResult, load_model
 
 __all__ = ["Counts", "count", "count_rows", "disputed_warning", "familiarity_warning", "load_model"]
@@ -234,13 +233,10 @@ def count(
                 # The record's interval is on the picture's route (count_frames).
                 bounds = (np.array([record["low"]]), np.array([record["high"]])) if "low" in record else None
             else:
-                prepared = [counting_model.prepare_image(item)]
-                counts, familiarity, _, people, readings, interval_routes = counting_model.count_prepared_scored(
-                    prepared, with_people=True, with_disputed=True, with_routes=True
-                )
-                counted_by = None if getattr(counting_model, "sparse_gate", None) is None else routes(people)
-                disputed = None if readings is None else np.isfinite(readings)
-                bounds = counting_model.intervals(np.asarray(counts), interval_routes, readings)
+                batch = counting_model.count_batch([counting_model.prepare_image(item)])
+                counts, familiarity = batch.counts, batch.familiarity
+                counted_by, disputed = batch.counted_by, batch.disputed
+                bounds = (batch.low, batch.high)
         except CountingError as error:
             skipped[source] = f"{source}: {str(error).splitlines()[0]}"
             continue

@@ -24,6 +24,7 @@ import os
 import queue
 import shutil
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,14 +38,15 @@ import numpy as np
 
 from counting.apply.smoothing import CausalSmoother
 from counting.apply.zone_drawing import draw_zones
-from counting.apply.zones import Zone, check_localises, density_records, routed_intervals, zone_fields, zone_weights
+from counting.apply.zones import Zone, check_localises, density_records, zone_fields, zone_weights
 from counting.core import defaults
 from counting.core.columns import class_column, zone_column
 from counting.core.errors import CountingError, StreamError
-from counting.core.files import reason
+from counting.core.files import open_descriptor, reason
 from counting.core.inflight import computed_in_order
 from counting.core.signals import sigterm_as_interrupt
-from counting.heads.sparse_gate import BY_BOTH, routes
+from counting.heads.sparse_gate import BY_BOTH
+from counting.model.results import CountBatch
 
 URL_PREFIXES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://")
 OPEN_TIMEOUT_MS = 5000
@@ -424,14 +426,26 @@ class RecordSink:
         self.fields = fields
         self.format = format or ("csv" if self.path.suffix.lower() == ".csv" else "jsonl")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed in close()
+            self._handle = self._open()
         except OSError as error:
             raise StreamError(f"{self.path}: cannot write ({reason(error)})") from None
         self.written = 0
-        self._good_size = 0
+        # Where the last whole row ends: a descriptor on a regular file (`--csv /dev/stdout > log`)
+        # is written at its offset, after what the process already wrote there.
+        self._good_size = self._handle.tell() if self._handle.seekable() else 0
         if self.format == "csv":
             self._write_line(self._csv_line(fields))
+
+    def _open(self) -> Any:
+        """The file, or a copy of the open descriptor it names (``/dev/stdout``, ``/dev/fd/N``,
+        ``>(cmd)``): opening that path anew truncated ``log.txt`` in ``--csv /dev/stdout > log.txt``."""
+        descriptor = open_descriptor(self.path)
+        if descriptor is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed in close()
+        for stream in (sys.stdout, sys.stderr):  # what was printed before comes first
+            stream.flush()
+        return os.fdopen(os.dup(descriptor), "wb", buffering=0)
 
     @staticmethod
     def _csv_line(cells: list[Any]) -> str:
@@ -750,11 +764,15 @@ def count_video(
                 head = getattr(model, "density_head", None)
                 with_density = (writer is not None or bool(zones)) and head is not None
                 heat_top = 0.0  # the heat map's top so far (video_heat_top)
-                for batch, counts, familiarity, densities, people, readings, interval_routes in _counted_batches(
-                    model, reader.batches(batch_size), with_density
-                ):
-                    lows, highs = routed_intervals(model, counts, interval_routes, readings)
-                    counted_by = None if people is None else routes(people)
+                for batch, counted in _counted_batches(model, reader.batches(batch_size), with_density):
+                    counts, familiarity, densities, people = (
+                        counted.counts,
+                        counted.familiarity,
+                        counted.density,
+                        counted.people,
+                    )
+                    readings, interval_routes, counted_by = counted.readings, counted.routes, counted.counted_by
+                    lows, highs = counted.low, counted.high
                     in_zones = (
                         density_records(
                             model,
@@ -893,37 +911,16 @@ def _smoothed_fields(
 
 
 def _counted_batches(model: Any, batches: Iterator[list[Frame]], with_density: bool) -> Iterator[tuple]:
-    """``(frames, counts, familiarity or None, density maps or None, people or None, readings or
-    None, interval routes or None)`` per batch, in order (people: a crowd model's, per frame the
-    boxes its detector counted or None; readings: its disputed counts' other reading, NaN where
-    undisputed, ``CountingModel.count_prepared_scored``'s ``with_disputed``; interval routes:
-    ``CountingModel.interval_routes``); on
-    onnxruntime the next batch's forward pass runs while the caller writes this one's records
-    (torch's intra-op threads already take every core)."""
+    """``(frames, CountBatch)`` per batch, in order (``CountingModel.count_batch``: counts,
+    intervals, familiarity, the density maps with ``with_density``, a crowd model's people and
+    disputed readings); on onnxruntime the next batch's forward pass runs while the caller writes
+    this one's records (torch's intra-op threads already take every core)."""
 
-    gated = getattr(model, "sparse_gate", None) is not None
-
-    def compute(frames: list[Frame]) -> tuple:
-        prepared = [frame.prepared for frame in frames]
-        scored = getattr(model, "count_prepared_scored", None)
-        if scored is not None:
-            if gated:  # which frames the crowd model's detector counted, and whom (drawn as boxes)
-                return scored(
-                    prepared, with_density=with_density, with_people=True, with_disputed=True, with_routes=True
-                )
-            counts, familiarity, densities, interval_routes = scored(
-                prepared, with_density=with_density, with_routes=True
-            )
-            return counts, familiarity, densities, None, None, interval_routes
-        # A model-like object with only count_prepared (and density_maps): familiarity unknown.
-        if with_density:
-            densities = model.density_maps(prepared)
-            return model.count_density(densities), None, densities, None, None, None
-        return model.count_prepared(prepared), None, None, None, None, None
+    def compute(frames: list[Frame]) -> CountBatch:
+        return model.count_batch([frame.prepared for frame in frames], with_density=with_density)
 
     depth = 2 if model.get_backbone().runtime == "onnxruntime" else 1
-    for frames, computed in computed_in_order(batches, compute, depth):
-        yield (frames, *computed)
+    yield from computed_in_order(batches, compute, depth)
 
 
 def _temporary_beside(target: Path) -> Path:

@@ -312,14 +312,12 @@ def count_frames_with_density(
     frame_size = sizes.pop()
     weights = zone_weights(zones, frame_size, model)  # before the forward pass: a bad zone costs nothing
     prepared = [model.prepare_image(frame) for frame in frames]
-    counts, familiarity, density, people, readings, routes = model.count_prepared_scored(
-        prepared, with_density=True, with_people=True, with_disputed=True, with_routes=True
-    )
-    counts = np.asarray(counts, dtype=float)
-    records = density_records(model, zones, frame_size, density, counts, weights, routes, readings)
-    if getattr(model, "sparse_gate", None) is not None:
-        _with_route(records, people, np.isfinite(readings), frame_size)
-    return _with_familiarity(records, familiarity, model), density
+    batch = model.count_batch(prepared, with_density=True)
+    counts = np.asarray(batch.counts, dtype=float)
+    records = density_records(model, zones, frame_size, batch.density, counts, weights, batch.routes, batch.readings)
+    if batch.people is not None:
+        _with_route(records, batch.people, batch.disputed, frame_size)
+    return _with_familiarity(records, batch.familiarity, model), batch.density
 
 
 def _with_route(
@@ -358,9 +356,8 @@ def _whole_frame_records(model: Any, frames: Sequence[Any]) -> list[dict[str, An
     """Records of a model without a density map (no zones): the frame's count and interval."""
     if len(frames) == 0:
         return []
-    scored, familiarity, _ = model.count_prepared_scored([model.prepare_image(frame) for frame in frames])
-    counts = np.asarray(scored, dtype=float)
-    low, high = model.intervals(counts)
+    batch = model.count_batch([model.prepare_image(frame) for frame in frames])
+    counts, familiarity, low, high = np.asarray(batch.counts, dtype=float), batch.familiarity, batch.low, batch.high
     names = getattr(model, "class_names", None)
     records = []
     for k in range(len(counts)):

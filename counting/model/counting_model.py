@@ -26,6 +26,7 @@ from counting.heads.registry import applied_head_for, read_head_sections
 from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE, by_detector_alone, person_density, routes
 from counting.heads.uncertainty import ConformalInterval
 from counting.model.default_path import default_model_path
+from counting.model.results import CountBatch, CountResult
 
 MODEL_KIND = "counting-model"
 # Pictures whose density maps are held at once when a density-head model counts files, and the
@@ -92,28 +93,6 @@ def decode_mask(code: dict) -> np.ndarray:
     if mask.size != int(np.prod(shape)):
         raise ValueError(f"ROI mask runs cover {mask.size} pixels, shape {shape} needs {np.prod(shape)}")
     return mask.reshape(shape)
-
-
-@dataclass
-class CountResult:
-    """Counts for a list of images; rows of failed images are NaN and listed in ``errors``."""
-
-    sources: list[str]
-    counts: np.ndarray  # (n,) or (n, K)
-    low: np.ndarray | None
-    high: np.ndarray | None
-    ok: np.ndarray  # (n,) bool
-    errors: dict[str, str] = field(default_factory=dict)
-    # (n,) familiarity in (0, 1] (counting.heads.familiarity), NaN for failed pictures; None when
-    # the model file has no familiarity section (an older model: "unknown").
-    familiarity: np.ndarray | None = None
-    # (n,) what counted each picture, for a crowd model with a sparse gate: "detector" (a sparse
-    # photo) or "density" (the head); None for other models.
-    counted_by: np.ndarray | None = None
-    # (n,) bool, for a crowd model with a sparse gate: True where the gate's inputs said sparse but
-    # the heads' count, above its limit, stood (counting.heads.sparse_gate, "Disputed counts": the
-    # count is unreliable, its interval reaches the detector's reading too); None for other models.
-    disputed: np.ndarray | None = None
 
 
 @dataclass
@@ -448,8 +427,8 @@ class CountingModel:
         """Calibrated ``(low, high)`` for predicted counts, or ``(None, None)`` when uncalibrated.
         ``routes`` (:meth:`interval_routes`): each picture's own route's interval where the model
         has one (a crowd model's specialists, general heads, detector), the model's interval
-        elsewhere and without them. ``readings`` (a crowd model's, :meth:`count_prepared_scored`'s
-        ``with_disputed``): where finite, the picture's count is disputed and its interval is the
+        elsewhere and without them. ``readings`` (a crowd model's, :meth:`count_batch`'s
+        ``readings``): where finite, the picture's count is disputed and its interval is the
         union with the detector's route's interval about that reading (counting.heads.sparse_gate,
         "Disputed counts")."""
         if self.interval is None:
@@ -891,67 +870,66 @@ class CountingModel:
 
     def count_prepared(self, tensors: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for prepared inputs of one shape: one forward pass for the batch."""
-        return self.count_prepared_scored(tensors, weights)[0]
+        return self.count_batch(tensors, weights).counts
 
-    def count_prepared_scored(
-        self,
-        tensors: Sequence[Any],
-        weights: str | Path | None = None,
-        with_density: bool = False,
-        with_people: bool = False,
-        with_routes: bool = False,
-        with_disputed: bool = False,
-    ) -> tuple:
-        """``(counts, familiarity or None, density maps or None)`` of prepared inputs of one
-        shape, from one forward pass; density maps only for a density-head model with
-        ``with_density`` (the annotated video draws them). ``with_people`` adds an item:
-        per picture, None where the model's head counted it, or the ``(m, 5)`` person boxes
-        (fractions of the picture, then the score) the sparse gate's detector count took.
-        ``with_disputed`` adds, after the people, the readings of the pictures whose count the
-        sparse gate disputes (:attr:`CountResult.disputed`): its count with the head limit lifted
-        there, NaN elsewhere (pass them to :meth:`intervals`; None for a model without a gate). ``with_routes`` adds,
-        last, the routes of their intervals (:meth:`interval_routes`: pass them to
-        :meth:`intervals`; None where the model has one interval)."""
+    def count_batch(
+        self, tensors: Sequence[Any], weights: str | Path | None = None, with_density: bool = False
+    ) -> CountBatch:
+        """The :class:`CountBatch` of prepared inputs of one shape, from one forward pass: counts,
+        intervals (on each picture's route), familiarity and, for a crowd model with a sparse
+        gate, the people its detector counted and the disputed counts' readings; the density
+        maps too with ``with_density`` (a density-head model: zones, the heat map)."""
         rows = self._applied.rows_of_prepared(self, tensors, weights, Chunking(DENSITY_CHUNK, DENSITY_BATCH))
         counts = self.predict_features(rows.features, source="frames")
         familiarity = self.familiarity_scores(rows.probes)
         density = rows.density if with_density else None
-        people: list = [None] * len(tensors)
+        people: list | None = None
         readings = None
         if self.sparse_gate is not None:
-            from counting.features.detector.evidence import PERSON_QUANTITIES, person_evidence
+            counts, people, readings, density = self._gated_batch(tensors, weights, rows, counts, familiarity, density)
+        routes = self.interval_routes(rows.probes, people or [None] * len(tensors), counts)
+        low, high = self.intervals(counts, routes, readings)
+        return CountBatch(counts, low, high, familiarity, density, people, readings, routes)
 
-            normalisation = self.get_backbone(weights).normalisation
+    def _gated_batch(
+        self,
+        tensors: Sequence[Any],
+        weights: str | Path | None,
+        rows: Any,
+        counts: np.ndarray,
+        familiarity: np.ndarray | None,
+        density: np.ndarray | None,
+    ) -> tuple[np.ndarray, list, np.ndarray, np.ndarray | None]:
+        """The sparse gate on a batch: ``(counts, people, readings, density)``, the density maps
+        of the pictures the detector counted replaced by its people's (:meth:`_gated`)."""
+        from counting.features.detector.evidence import PERSON_QUANTITIES, person_evidence
 
-            def evidence(wanted: np.ndarray) -> tuple[np.ndarray, list, list]:
-                persons = np.full((len(tensors), len(PERSON_QUANTITIES)), np.nan)
-                boxes: list = [None] * len(tensors)
-                tiled: list = [None] * len(tensors)
-                chosen = np.flatnonzero(wanted)
-                persons[chosen], found, tiles = person_evidence(
-                    [tensors[k] for k in chosen], normalisation, with_boxes=True, with_tiles=True
-                )
-                for k, picture, pieces in zip(chosen, found, tiles, strict=True):
-                    boxes[k], tiled[k] = picture, pieces
-                return persons, boxes, tiled
+        normalisation = self.get_backbone(weights).normalisation
 
-            wide = self._wide_maps(rows.density)
-            counts, people, mixed, readings = self._gated(
-                counts, familiarity, rows.probes, evidence, wide, rows.wide_probes
+        def evidence(wanted: np.ndarray) -> tuple[np.ndarray, list, list]:
+            persons = np.full((len(tensors), len(PERSON_QUANTITIES)), np.nan)
+            boxes: list = [None] * len(tensors)
+            tiled: list = [None] * len(tensors)
+            chosen = np.flatnonzero(wanted)
+            persons[chosen], found, tiles = person_evidence(
+                [tensors[k] for k in chosen], normalisation, with_boxes=True, with_tiles=True
             )
-            if density is not None and any(found is not None for found in people):
-                # A picture the detector counted shows its people, not the head's reading of it
-                # (a wide picture it counted in part, the head's map in the other tiles).
-                density = np.array(density, dtype=float)
-                for k, found in enumerate(people):
-                    if found is not None:
-                        density[k] = mixed[k] if k in mixed else person_density(found, density.shape[1:])
-        result: tuple = (counts, familiarity, density)
-        if with_people:
-            result += (people,)
-        if with_disputed:
-            result += (readings,)
-        return (*result, self.interval_routes(rows.probes, people, counts)) if with_routes else result
+            for k, picture, pieces in zip(chosen, found, tiles, strict=True):
+                boxes[k], tiled[k] = picture, pieces
+            return persons, boxes, tiled
+
+        wide = self._wide_maps(rows.density)
+        counts, people, mixed, readings = self._gated(
+            counts, familiarity, rows.probes, evidence, wide, rows.wide_probes
+        )
+        if density is not None and any(found is not None for found in people):
+            # A picture the detector counted shows its people, not the head's reading of it
+            # (a wide picture it counted in part, the head's map in the other tiles).
+            density = np.array(density, dtype=float)
+            for k, found in enumerate(people):
+                if found is not None:
+                    density[k] = mixed[k] if k in mixed else person_density(found, density.shape[1:])
+        return counts, people, readings, density
 
     def count_images(self, images: Sequence[Any], weights: str | Path | None = None) -> np.ndarray:
         """Counts for in-memory images (PIL images or RGB arrays of one size, e.g. video frames)."""

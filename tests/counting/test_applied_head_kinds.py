@@ -134,9 +134,9 @@ def test_a_registered_kind_counts_files_and_prepared_inputs(brightness_model: Co
     np.testing.assert_allclose(result.counts[result.ok], expected, rtol=0, atol=1e-9)
     assert np.isnan(result.counts[1]) and result.familiarity is None
 
-    counts, familiarity, density = model.count_prepared_scored(tensors, with_density=True)
-    np.testing.assert_allclose(counts, expected, rtol=0, atol=1e-9)
-    assert familiarity is None and density is None
+    batch = model.count_batch(tensors, with_density=True)
+    np.testing.assert_allclose(batch.counts, expected, rtol=0, atol=1e-9)
+    assert batch.familiarity is None and batch.density is None and batch.people is None
     probes, ok, _ = model.probe_paths(frames)
     np.testing.assert_allclose(probes[ok][:, 0], 2.0 * means, rtol=0, atol=1e-9)
     assert model.familiarity_dim() == 1 and model.summary()["density_head"] == "brightness x2.0"

@@ -225,7 +225,7 @@ def test_smoothed_counts_after_a_disputed_frame_cover_its_other_reading(
     first, second, _ = run.records
     assert first["disputed"] and not second["disputed"]
     assert (first["smoothed_low"], first["smoothed_high"]) == pytest.approx((first["low"], first["high"]))
-    _, _, _, readings = strict.count_prepared_scored([strict.prepare_image(placemat)], with_disputed=True)
+    readings = strict.count_batch([strict.prepare_image(placemat)]).readings
     assert readings[0] < 3
     other = causal_smooth(np.array([readings[0], second["count"]]), 3)[1]
     assert second["smoothed_low"] <= other < second["smoothed"] - 100

@@ -51,9 +51,10 @@ def test_arrays_zones_and_video_frames_get_the_same_route_interval(crowd, shared
     (record,) = count_frames(crowd, [pixels], [parse_zone("left:0,0,0.5,0,0.5,1,0,1")])
     assert (record["low"], record["high"]) == pytest.approx((by_file.low[0], by_file.high[0]), abs=1e-6)
     prepared = [crowd.prepare_image(pixels)]
-    counts, _, _, routes = crowd.count_prepared_scored(prepared, with_routes=True)
-    assert list(routes) == ["mall"]
-    np.testing.assert_allclose(crowd.intervals(counts, routes), (by_file.low, by_file.high), atol=1e-6)
+    batch = crowd.count_batch(prepared)
+    assert list(batch.routes) == ["mall"]
+    np.testing.assert_allclose(crowd.intervals(batch.counts, batch.routes), (by_file.low, by_file.high), atol=1e-6)
+    np.testing.assert_allclose((batch.low, batch.high), (by_file.low, by_file.high), atol=1e-6)
 
 
 def test_everyday_photos_get_the_detectors_or_the_general_route_interval(crowd, shared_data: Path) -> None:

@@ -27,6 +27,7 @@ from counting.evaluate.evaluation import EvaluationResult, score_predictions
 from counting.evaluate.report import figure_rows
 from counting.heads.uncertainty import ConformalInterval
 from counting.model.counting_model import default_model_path, load_model
+from counting.model.results import CountBatch
 
 LABEL = re.compile(r"(count|smoothed) (-?\d+\.\d) \[(\d+)-(\d+)\]")
 
@@ -112,8 +113,9 @@ class JumpingModel:
     def prepare_image(self, image, source=None, bgr=True):
         return float(np.mean(image))
 
-    def count_prepared(self, prepared, weights=None):
-        return np.array([40.0 if value > 127 else 10.0 for value in prepared])
+    def count_batch(self, prepared, weights=None, with_density=False):
+        counts = np.array([40.0 if value > 127 else 10.0 for value in prepared])
+        return CountBatch(counts, *self.intervals(counts))
 
     def intervals(self, counts):
         return self.interval.interval(counts)

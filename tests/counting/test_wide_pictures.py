@@ -297,9 +297,8 @@ def test_a_crowd_beside_an_empty_photo_keeps_the_heads_count_of_the_crowd(crowd_
     assert abs(result.counts[0] - alone) <= 0.1 * alone
     assert result.low[0] <= alone <= result.high[0]
     # The same from the pixels as from the file.
-    counts, _, density, people, interval_routes = crowd_model.count_prepared_scored(
-        [crowd_model.prepare_image(pair)], with_density=True, with_people=True, with_routes=True
-    )
+    batch = crowd_model.count_batch([crowd_model.prepare_image(pair)], with_density=True)
+    counts, density, people, interval_routes = batch.counts, batch.density, batch.people, batch.routes
     assert counts[0] == pytest.approx(result.counts[0], abs=1e-6)
     assert isinstance(people[0], PartPeople) and interval_routes[0] != "detector"
     # The people the detector counted lie in the empty photo's half; the map zones read sums to the
@@ -333,7 +332,8 @@ def test_the_heads_are_routed_tile_by_tile_so_a_crowd_keeps_its_specialist(crowd
     empty = np.asarray(load_image(shared_data / COCO / f"{EMPTY[0]}.jpg").convert("RGB").resize((512, 384)))
     pair = np.concatenate([crowd, empty], axis=1)
     alone = crowd_model.count_images([crowd])[0]
-    counts, _, _, people = crowd_model.count_prepared_scored([crowd_model.prepare_image(pair)], with_people=True)
+    batch = crowd_model.count_batch([crowd_model.prepare_image(pair)])
+    counts, people = batch.counts, batch.people
     assert alone > 180 and abs(counts[0] - alone) <= 0.05 * alone
     assert isinstance(people[0], PartPeople)
     # What changed: the router's weights of the pair whole differ from the crowd's, its tiles' do not.

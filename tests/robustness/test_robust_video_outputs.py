@@ -147,7 +147,7 @@ class _InterruptedOnFirstBatch:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
-    def count_prepared_scored(self, *args: Any, **kwargs: Any) -> Any:
+    def count_batch(self, *args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
 
