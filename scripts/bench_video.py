@@ -93,7 +93,7 @@ def main() -> None:
         "--model",
         type=Path,
         default=Path(__file__).resolve().parents[1] / "models" / "default.npz",
-        help="model file (default: models/default.npz, the Mall class-score model the README row measures)",
+        help="model file (default: models/default.npz, the Mall class-score model docs/results.md's row measures)",
     )
     parser.add_argument("--batch-size", type=int, default=defaults.VIDEO_BATCH_SIZE)
     parser.add_argument("--stride", type=int, default=1)

@@ -13,10 +13,10 @@ figure:
   fall of the count without the lag of a trailing mean (``(N - 1) / 2`` frames). Its figures are
   labelled ``causal_label(N)``. ``CHOSEN_SPAN`` was chosen by ``scripts/smoothing_study.py`` on
   out-of-fold predictions inside Mall frames 1-600 (among trailing means, exponential and linear
-  exponential filters of spans 1-15); the figures are in that script's output and in README.md.
+  exponential filters of spans 1-15); the figures are in that script's output and in docs/results.md.
 
 ``StreamingSmoother`` is the causal *trailing* mean/median that ``counting video`` used before;
-it lags (README: it scored worse than raw counts on Mall 601-800) and is kept for comparison.
+it lags (docs/results.md: it scored worse than raw counts on Mall 601-800) and is kept for comparison.
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def video(
     """
     use_runtime(runtime, threads)
     from counting.apply.video import VideoSource, count_video, overlay_note
-    from counting.core.files import check_writable, printable
+    from counting.core.files import check_writable, printable, shares_stdout
 
     # What the run did and where it wrote (done:, counts written to ...) are diagnostics: stdout
     # holds the per-frame lines a pipe reads, or nothing, and never a line it would take for one.
@@ -193,7 +193,8 @@ def video(
     # a progress bar (stderr) replaces them. A bar never shares a terminal with the lines.
     lines_are_results = records is None
     bar = progress and not quiet and on_terminal(error_console) and not (lines_are_results and on_terminal(console))
-    print_lines = lines_are_results or not (quiet or bar)
+    # Rows into stdout itself (`--csv /dev/stdout`): the lines would be mixed into them.
+    print_lines = lines_are_results or not (quiet or bar or shares_stdout(records))
     frames_bar = _FramesBar(video_source, stride, max_frames) if bar else None
     # The lines go through `stdout`, which keeps going when stdout fails (a full disk behind
     # `> file`, a reader that closed the pipe) and says so once, after the files (cli/common.py).

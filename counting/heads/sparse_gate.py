@@ -1,96 +1,35 @@
-"""The sparse gate: a crowd model hands sparse photos to the detector's person count.
+"""The sparse gate: a crowd model hands sparse pictures to the COCO detector's person count.
 
-A density head trained on crowds counts what looks like a crowd: on sparse everyday photos it
-finds heads in foliage, tiles and fabric (an empty coco-voc20 photo counted 225). The COCO detector
-is the opposite: it counts the few large people of an everyday photo within one or two (RMSE 1.4
-on the coco-voc20 validation photos at score 0.2) and misses nearly everyone in a dense crowd.
-Neither number alone says which regime a picture is in, but together with the picture's
-familiarity they do: the gate is a logistic regression on
+Contract. A :class:`SparseGate` is a logistic regression on :func:`gate_features` (per picture:
+``log(1 + head count)``, the detector's person quantities as
+:mod:`counting.features.detector.descriptor` stores them, ``log(familiarity)`` and the first
+``axes`` principal axes of the familiarity probe). :meth:`SparseGate.apply` returns, per
+picture, the detector's person count at threshold ``count_index`` where the probability is above
+one half, and the head's count elsewhere or where an input is missing (no familiarity). It is
+fitted by :func:`fit_sparse_gate` on pictures the density head never trained on, to tell where
+the detector's count is the closer one; the model file keeps only its standardisation,
+coefficients and intercept (JSON numbers, no pickle), so applying it is one dot product.
 
-- ``log(1 + head count)``: what the density model says,
-- the detector's person quantities (counts at seven score thresholds, soft count, heat mass;
-  square roots, as :mod:`counting.features.detector.descriptor` stores them),
-- ``log(familiarity)``: textures the head mistakes for crowds are unlike its training crowds,
-- the first ``axes`` principal axes of the familiarity probe (what the picture looks like to the
-  backbone: foliage and crowds differ there even where the head and the detector agree they are
-  crowded and empty),
+**The head's limit.** No picture whose head count is above ``head_limit`` (``HEAD_LIMIT_FACTOR``
+times the largest head count of a sparse fitting picture the detector counted closer; the
+pictures set it, not their copies) is handed over: :meth:`SparseGate.within_limit`.
 
-fitted, on pictures the density head never trained on, to tell where the detector's count is
-closer to the truth than the head's, each picture weighted by the error the better route saves,
-on a log scale (``log(1 + |head error - detector error|)`` + ``WEIGHT_FLOOR``: with the error
-itself, a few dense photos missed by hundreds outweighed every everyday photo, and the fit chose
-the strongest regularisation). Where the gate's probability is above one half, the
-count is the detector's person count at its chosen threshold; elsewhere it is the density model's.
+**Disputed counts.** Where the logistic says sparse but the limit keeps the head's count, the
+count is disputed: :meth:`SparseGate.apply` with ``limited=False`` gives the reading it is
+disputed by, which the model's records mark ``disputed`` and its interval reaches.
 
-The label was first "at most ``sparse_max`` people". With every train picture's out-of-fold count
-to fit on (an ensemble, 2026-11-25) that label sent Mall frames of 15-20 small people to the
-detector, which misses half of them there (8.4 people against the head's 1.8 on 26 train frames),
-and 2 dense ShanghaiTech A photos; the weighted label sends neither (docs/density.md).
+**Wide pictures.** A picture wider or taller than 2:1 is read tile by tile
+(:meth:`SparseGate.apply_tiles`): each detector tile is a picture with its share of the head
+count (:func:`tile_shares`); the picture's count is the sum over its tiles (``counted_by``
+:data:`BY_BOTH` where some tiles were handed over and some not). Fitting reads each picture's
+average photo (:func:`per_photo`).
 
-**Copies.** A crowd model fits its gate on each train picture and an everyday copy of it (saved
-again as JPEG or WebP, some smaller, a quarter grayscale and a quarter blurred:
-:mod:`counting.data.copies`; ``groups`` holds a picture and its copy in one fold, ``originals``
-leaves the detector's threshold and the head's limit to the pictures). Fitted on the pictures
-alone, the gate read recompression, through the familiarity axes, as "not an everyday photo":
-saved again at JPEG quality 95, two coco-voc20 validation photos went from the detector to the
-head (13 people counted 77), docs/density.md, "Recompressed photos"; fitted on recompressed copies
-alone, it kept the heads' 269 for a grayscale copy of 12 children on grass ("Grayscale and blurred
-copies for the gate").
+**The screen.** A second logistic regression on the inputs that need no detector
+(:class:`Screen`) says which pictures the detector must run on at all; elsewhere the head's
+count stands and the picture cannot be disputed.
 
-**The head's limit.** The gate is linear in its inputs, and with odd familiarity axes it once
-sent a dense ShanghaiTech A train picture (2,650 people, the heads counting 1,696) to the detector,
-which counted 0. It never hands over a picture whose head count is above ``HEAD_LIMIT_FACTOR``
-times the largest head count of any sparse fitting picture (at most ``sparse_max`` people) the
-detector counted closer: beyond that the fit has no evidence that a picture can be sparse. The
-pictures set the limit, not their copies: a grayscale copy of a sparse photo can lead the heads to
-~900 where the detector finds a few people; with the copies in it the limit doubled to 1,808 and,
-out of fold, a ShanghaiTech A photo of 2,650 people went to the detector.
-
-**Disputed counts.** Where the gate's logistic says sparse but the head's count is above the
-limit, the model contradicts itself: its detector evidence says few people, its heads count more
-than any sparse fitting picture ever led them to, and the head's count stands. Both such cases on
-record are bad counts: the grayscale placemat (coco-voc20 000000567982, 0 people; as a grayscale
-JPEG the heads count 834.4 against the shipped model's limit of 825.8, the logistic says sparse
-at 0.994, the detector finds no one) and the only fitting rows the limit held back (ShanghaiTech A
-IMG_92, 2,650 people, the heads 1,484, the detector 0). Nothing else the gate reads separates the
-two (docs/density.md, "The people mask with its copies, and the gate's head limit"), so the count
-is kept and marked ``disputed``: where :meth:`SparseGate.apply` (a wide picture's
-:meth:`SparseGate.apply_tiles`, in any tile) hands over only with ``limited=False``. The
-records, tables and one warning line say it is unreliable, as they do for an unfamiliar one,
-and its interval reaches the detector's reading too (the union of the heads' route's interval
-about the heads' count and the detector's route's about the count with the limit lifted:
-:meth:`~counting.model.counting_model.CountingModel.intervals`' ``readings``), so it covers
-the truth wherever either route's reading is right.
-A picture the screen spares the detector cannot be disputed: without the detector's rows the
-gate has no verdict.
-
-**Wide pictures.** A panorama or a row of photos side by side is, to the gate, several photos:
-the detector sees it in tiles (:mod:`counting.features.detector.evidence`), and the gate decides
-*tile by tile* (:meth:`SparseGate.apply_tiles`), as it learnt to on photos of at most 2:1: each
-tile's head count is the picture's count times the share of the density map's mass in the tile's
-core (:func:`tile_shares`), its detector row the detector's on that tile, its familiarity the
-picture's. The picture's count is the sum over its tiles of the detector's count where the tile
-is handed over and the head's share elsewhere: a crowd beside an empty photo keeps the heads'
-count of the crowd and gets the detector's of the empty photo (``counted_by``
-``"density+detector"``, :data:`BY_BOTH`; its interval is the head's route's). Read whole, a row of
-six everyday photos with 8 people in all gave the heads' count of ~500 against the detector's ~8,
-a ratio the gate had only seen of dense crowds, and it kept the heads' count. The gate first read
-the *average photo* of a wide picture (:func:`per_photo`: the head's count divided by the number of
-tiles, the detector's rows, square roots of counts, by its square root), which hands such a row
-over too, but which also made a crowd beside empty photos look sparse: a ShanghaiTech B photo of
-153 people beside a people-free photo (2048x768) was counted 5 (docs/density.md, "Wide pictures:
-tile by tile"). Training still reads the average photo (:func:`fit_sparse_gate`'s ``photos``; its
-rows hold no per-tile numbers, and its pictures are within 2:1 but for a few).
-
-The detector costs as much as the density model (~45 ms a picture of the ~95 of both), and most
-pictures of a crowd camera are nowhere near sparse, so a **screen** runs first: a second logistic
-regression on the inputs that need no detector (head count, familiarity, probe axes). Where its
-probability lies below half the lowest it gave any fitting picture the gate sends to the
-detector, the detector is not run and the head's count stands. On the validation parts
-of the crowd model it skipped most dense pictures and changed no count (docs/density.md).
-
-scikit-learn fits it (``LogisticRegression``, C by cross-validated log-loss); the model file keeps only the standardisation,
-the coefficients and the intercept (JSON numbers), and applying it is one dot product.
+Why each part is built as it is (the cases behind the limit, the copies the gate is fitted on,
+the weighted label, tile by tile): docs/sparse-gate.md; the measurements: docs/density.md.
 """
 
 from __future__ import annotations
