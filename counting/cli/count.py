@@ -14,8 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agp.persistence import NPY_READ_ERRORS, npy_problem
-from counting.apply.chunks import count_in_chunks
-from counting.apply.distributed.session import cluster_extraction
+from counting.apply.pictures import count_pictures
 from counting.cli.common import (
     Stdout,
     console,
@@ -38,13 +37,14 @@ from counting.cli.option_groups import PictureRun, with_groups
 from counting.cli.options import (
     DESCRIPTORS,
     ClassThresholdOption,
-    ClusterOption,
+    CountingClusterOption,
     ModelOption,
     WeightsOption,
     ZoneOption,
     ZonesFileOption,
     csv_option,
     json_option,
+    strict_option,
     zones_option,
 )
 from counting.core.columns import zone_column
@@ -61,6 +61,8 @@ from counting.core.files import (
     is_regular_file,
     is_stdout,
     printable,
+    reason,
+    shares_stdout,
 )
 from counting.data.paths import expand_image_paths
 
@@ -257,7 +259,9 @@ def count(
         Optional[Path],
         typer.Option(
             "--features",
-            help="Count precomputed descriptors (.npy or .csv from `counting features`) instead of images.",
+            metavar="FILE",
+            help="Count precomputed descriptors (.npy or .csv from `counting features -m MODEL`, which records "
+            "the settings they were made with) instead of images.",
             show_default=False,
             rich_help_panel=DESCRIPTORS,
         ),
@@ -267,7 +271,15 @@ def count(
     zone: ZoneOption = None,
     show_above: ClassThresholdOption = None,
     run: PictureRun = PictureRun(),
-    cluster: ClusterOption = None,
+    cluster: CountingClusterOption = None,
+    strict: Annotated[
+        bool,
+        strict_option(
+            "Make an image that cannot be read an error (exit 1): a missing one stops the command before the "
+            "model loads; one that cannot be decoded, once the others are counted and written. Without it such "
+            "images are skipped with a line on stderr."
+        ),
+    ] = False,
     annotated: Annotated[
         Optional[Path],
         typer.Option(
@@ -282,7 +294,7 @@ def count(
 ) -> None:
     """Count objects in images: a table on stdout, optionally CSV / JSON (one row per image).
 
-    Unreadable images are skipped with a line on stderr; the rest are counted.
+    Unreadable images are skipped with a line on stderr; the rest are counted (--strict: exit 1).
     """
     use_runtime(run.runtime, run.threads)
     say = informational(run.quiet)
@@ -306,6 +318,8 @@ def count(
             raise ImageError("no images given: pass image files, folders or glob patterns")
         # Expanded before the model loads (seconds): a mistyped path is said at once.
         files, problems = expand_image_paths(paths)
+        if strict and problems:
+            raise ImageError(f"{problems[0]} (--strict)")
     counting_model = load_model_option(model)
     if annotated is not None:
         from counting.apply.annotated_photos import check_annotated_model
@@ -331,6 +345,10 @@ def count(
     drawn_names: dict[str, Path] = {}  # --annotated: each photo's file, checked before any work
     if features is not None and paths:
         raise typer.BadParameter(f"--features {features} counts the descriptors of a file; leave out the images")
+    if features is not None and cluster is not None:  # was dropped in silence: counted here
+        raise typer.BadParameter(
+            f"--cluster {cluster} counts pictures on its workers; a features file is counted here: leave out --cluster"
+        )
     if features is not None:
         sources, array = read_feature_file(features)
         if len(array) == 0:
@@ -342,6 +360,12 @@ def count(
                 f"{features}: {counting_model.name} hands sparse pictures to its person detector, which reads "
                 "the pictures themselves; count the pictures, not a features file"
             )
+        # Rows made at another size, without the model's ROI mask or flip were counted in silence
+        # (Mall: 4-7 people more than the pictures): the file's record must match the model's.
+        from counting.cli.features import check_features_record
+
+        counting_model.check_features(array[:1], str(features))  # a file of another size: that first
+        check_features_record(counting_model, features, len(array))
         counts, familiarity = predict_scored_rows(counting_model, array, str(features))
         low, high = counting_model.intervals(counts)
         ok = np.isfinite(counts if counts.ndim == 1 else counts.sum(axis=1))
@@ -367,31 +391,34 @@ def count(
             # photos' own, which scripts map back to the photos, and a rerun into the same folder
             # does not quietly pile up a-2.jpg copies beside a.jpg (nor hide it under --quiet).
             check_new_files(list(drawn_names.values()), outputs=outputs, inputs=files, what="annotated photo")
-        with cluster_extraction(cluster) as extract:
-            options = {
-                "cache": cache,
-                "weights": weights,
-                "batch_size": run.batch_size,
-                "progress": run.shows_progress,
-                "extract": extract,
-            }
-            if zones:
-                from counting.apply.zones import count_paths_in_zones
+        counted = CountedSoFar(counting_model)
+        from counting.cli.run_estimate import RunEstimate
 
-                result, zone_records = count_paths_in_zones(counting_model, files, zones, **options)
-            else:
-                result = count_in_chunks(counting_model, files, **options)  # memory flat in the number of images
-    from counting.apply.api import count_rows, disputed_warning, familiarity_warning
+        # A large folder says how long it will take (a small picture costs a whole pass): on stderr.
+        estimate = RunEstimate(len(files), informational(run.quiet, on_stderr=True))
+        try:
+            result, zone_records = count_pictures(
+                counting_model,
+                files,
+                zones=zones or (),
+                cluster=cluster,
+                cache=cache,
+                weights=weights,
+                batch_size=run.batch_size,
+                progress=run.shows_progress,
+                on_part=estimate.wrap(counted.add),
+            )
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM (exit 130 / 143 as before): the rows counted so far are kept.
+            kept = keep_counted_rows(counted, len(files), csv, json_path, problems, said_outputs, cache)
+            raise KeyboardInterrupt(kept) from None
+    from counting.apply.api import count_rows
 
     rows = count_rows(counting_model, result, zone_records)
     messages = problems + list(result.errors.values())
     if not rows and len(messages) == 1:
         raise ImageError(messages[0])  # one image, one problem: the error line says which
-    for message in messages:  # diagnostics: on stderr, the table alone on stdout
-        print_skipped(message)
-    for warning in (familiarity_warning(rows), disputed_warning(rows)):
-        if warning is not None:  # one line for the run, whatever the number of pictures
-            error_console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    say_diagnostics(messages, rows)
     if not rows:
         only = result.sources[0] if len(result.sources) == 1 else None
         raise ImageError(f"{printable(only) if only else 'all images'}: nothing could be counted")
@@ -407,6 +434,8 @@ def count(
         threshold = SHOW_THRESHOLD if show_above is None else show_above
         stdout.write(lambda: console.print(counts_table(counting_model, rows, threshold, zones)))
         say = stdout.printer(say)  # its lines are on stdout, beside the table
+    if any(shares_stdout(output) for output in outputs):  # `--csv /dev/stdout`: the CSV ends stdout
+        say = informational(run.quiet, on_stderr=True)
     if is_stdout(csv):
         stdout.write(lambda: write_rows_csv_to(sys.stdout, rows))
     elif csv is not None:
@@ -420,8 +449,98 @@ def count(
             atomic_write_text(json_path, dumps_json(document) + "\n")
             say(f"counts written to {escape(printable(str(json_path)))}")
     if annotated is not None:
-        write_annotated(counting_model, rows, annotated, zones, drawn_names, said_outputs, say)
+        write_annotated(counting_model, rows, annotated, zones, drawn_names, said_outputs, say, show_above)
     stdout.finish()
+    if strict and messages:  # said above, a line each; the others' counts are written
+        raise ImageError(f"{len(messages)} of {len(result.sources)} images could not be read (--strict)")
+
+
+def say_diagnostics(messages: Sequence[str], rows: Sequence[dict]) -> None:
+    """The skipped pictures, a line each, and the run's familiarity and disputed warnings: on
+    stderr, the table alone on stdout."""
+    from counting.apply.api import disputed_warning, familiarity_warning
+
+    for message in messages:
+        print_skipped(message)
+    for warning in (familiarity_warning(rows), disputed_warning(rows)):
+        if warning is not None:  # one line for the run, whatever the number of pictures
+            error_console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+
+
+class CountedSoFar:
+    """The parts of a run counted so far, each with its zone records (``on_part`` of
+    :func:`counting.apply.pictures.count_pictures`): what an interrupted run keeps."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.parts: list[tuple[Any, dict | None]] = []
+
+    def add(self, result: Any, zone_records: dict | None) -> None:
+        self.parts.append((result, zone_records))
+
+    def rows(self) -> list[dict]:
+        from counting.apply.api import count_rows
+
+        return [row for result, records in self.parts for row in count_rows(self.model, result, records)]
+
+    def skipped(self) -> list[str]:
+        return [message for result, _ in self.parts for message in result.errors.values()]
+
+
+def keep_counted_rows(
+    counted: CountedSoFar,
+    total: int,
+    csv: Path | None,
+    json_path: Path | None,
+    problems: Sequence[str],
+    said_outputs: Callable[[], str],
+    cache: Any,
+) -> str:
+    """At a Ctrl-C or SIGTERM while counting: the rows counted so far written to ``--csv`` and
+    ``--json`` (each a whole, valid file of those rows, written as a finished run writes it;
+    the JSON says it is incomplete), the skipped pictures said, and the note that says how many
+    of the ``total`` pictures each file holds. With no row counted every file is left as it was
+    (``said_outputs``: unchanged, or not created)."""
+    rows = counted.rows()
+    if not rows:
+        return said_outputs()
+    messages = [*problems, *counted.skipped()]
+    say_diagnostics(messages, rows)
+    document = {
+        "model": counted.model.name,
+        "images": rows,
+        "skipped": messages,
+        "incomplete": {"counted": len(rows), "pictures": total},
+    }
+    writers = (
+        (csv, lambda handle: write_rows_csv_to(handle, rows), {"newline": ""}),
+        (json_path, lambda handle: handle.write(dumps_json(document) + "\n"), {}),
+    )
+    written, failures = [], []
+    for output, write, options in writers:
+        if output is None:
+            continue
+        try:
+            if is_stdout(output):
+                write(sys.stdout)
+                sys.stdout.flush()
+            else:
+                with atomic_write(output, **options) as handle:
+                    write(handle)
+            written.append("stdout" if is_stdout(output) else printable(str(output)))
+        except OSError as error:  # an OutputError names its file; stdout's own failure does not
+            failures.append(
+                str(error) if isinstance(error, CountingError) else f"stdout: cannot write ({reason(error)})"
+            )
+    counts = f"{len(rows)} of {total} pictures"
+    if written:
+        parts = [f"{' and '.join(written)} {'holds' if len(written) == 1 else 'hold'} {counts} (incomplete)"]
+    else:
+        parts = [f"{counts} were counted" + ("" if failures else "; none written (no --csv or --json)")]
+    parts += failures
+    if cache is not None and getattr(cache, "enabled", False):
+        parts.append("the descriptors computed so far are in the feature cache")
+    return "; ".join(parts)
 
 
 def write_annotated(
@@ -432,6 +551,7 @@ def write_annotated(
     names: dict[str, Path],
     said_outputs: Callable[[], str],
     say: Callable[..., None],
+    show_above: float | None = None,
 ) -> None:
     """``--annotated``: every counted photo drawn into ``folder`` under its checked name
     (``names``, by source). A Ctrl-C or a failed write says how many were written; a photo
@@ -448,7 +568,9 @@ def write_annotated(
     # The latest note is the one said: the outputs' (written before this phase) and the photos'.
     on_interrupt(lambda: "; ".join(part for part in (said_outputs(), progress()) if part))
     try:
-        write_annotated_photos(model, rows, folder, zones, targets=targets, written=written, skip=print_skipped)
+        write_annotated_photos(
+            model, rows, folder, zones, targets=targets, written=written, skip=print_skipped, show_above=show_above
+        )
     except OutputError as error:
         raise OutputError(f"{error}; {progress()}") from None
     if len(written) == len(rows):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -448,16 +448,21 @@ def whole_batches(chunk: int, batch: int) -> int:
     return max(batch, chunk // batch * batch)
 
 
-def chunk_slices(n: int, size: int, progress: bool, console: Console | None = None) -> Iterator[slice]:
+def chunk_slices(
+    n: int, size: int | Callable[[], int], progress: bool, console: Console | None = None
+) -> Iterator[slice]:
     """Slices of ``n`` items, ``size`` at a time, under one progress bar on stderr (when
     ``progress`` and it is a terminal) that advances as each chunk is done: a chunk's own bars
     would restart at zero. Used by the chunked counting runs (counting.apply.chunks and the
-    density-head models' counting)."""
+    density-head models' counting). ``size`` may be a function, asked before each slice (a
+    chunk sized by the time the previous one took)."""
     console = console if console is not None else Console(stderr=True)
     with _progress_bar(console, progress and on_terminal(console)) as bar:
         task = bar.add_task("counting", total=n) if bar else None
-        for start in range(0, n, size):
-            stop = min(n, start + size)
+        start = 0
+        while start < n:
+            stop = min(n, start + max(1, size() if callable(size) else size))
             yield slice(start, stop)
             if bar is not None and task is not None:
                 bar.advance(task, stop - start)
+            start = stop

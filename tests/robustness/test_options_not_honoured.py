@@ -58,3 +58,25 @@ def test_include_difficult_for_a_dataset_without_difficult_objects_is_refused(
         out = ("-m", model, "-o", tmp_path / "f.npz")
     result = cli(command, "-d", "mall", "-r", mall_root, "--split", "train=1-4,test=5-6", "--include-difficult", *out)
     assert_one_error(result, "--include-difficult", "voc", code=2)
+
+
+def test_show_above_reaches_the_annotated_legend(
+    cli, coco_voc20_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """count --show-above filtered the table but the annotated photo's legend kept 0.5."""
+    import counting.apply.detection_drawing as drawing
+
+    seen: list[float] = []
+    draw = drawing.draw_detections
+
+    def spy(*args, legend_threshold: float = drawing.LEGEND_THRESHOLD, **kwargs):
+        seen.append(legend_threshold)
+        return draw(*args, legend_threshold=legend_threshold, **kwargs)
+
+    monkeypatch.setattr(drawing, "draw_detections", spy)
+    photo = sorted((coco_voc20_root / "JPEGImages").glob("*.jpg"))[0]
+    model = Path(__file__).resolve().parents[2] / "models" / "voc20.npz"
+    result = cli("count", photo, "-m", model, "--show-above", "0.2", "--annotated", tmp_path / "drawn")
+    assert result.exit_code == 0, result.output
+    assert seen == [0.2]
+    assert (tmp_path / "drawn" / f"{photo.stem}.jpg").is_file()
