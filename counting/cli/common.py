@@ -13,6 +13,9 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
+# Re-exported: the commands take both from here with the rest of their shared pieces.
+from counting.cli.diagnostics import error_console as error_console
+from counting.cli.diagnostics import print_warning as print_warning
 from counting.core import defaults
 from counting.core.terminal import on_terminal
 
@@ -66,18 +69,11 @@ class _ResultsConsole(Console):
         return ConsoleDimensions(max(dimensions.width, _FILE_WIDTH), dimensions.height)
 
 
-# A $COLUMNS that is not a positive whole number: rich would print nothing at all at 0 (every
-# table and error line lost, the exit status unchanged) and fail to start at a digit like "²".
-_columns = os.environ.get("COLUMNS")
-if _columns is not None and not (_columns.isdecimal() and int(_columns) > 0):
-    del os.environ["COLUMNS"]
-
+# A $COLUMNS that is not a positive whole number was set aside by cli/diagnostics.py, imported
+# above, before either console reads it.
 # Paths stay whole (copy-pasteable); no :emoji: codes, so a file named "a:smile:.jpg" shows as named.
-# Diagnostics are soft-wrapped too: a line is one line in a log file, which rich would otherwise
-# break at 80 columns when stderr is not a terminal (an interrupted video's summary broke
-# mid-number); a terminal still folds a long line on screen.
+# Results are soft-wrapped like the diagnostics (cli/diagnostics.py): one line is one line in a log file.
 console = _ResultsConsole(highlight=False, soft_wrap=True, emoji=False)
-error_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def short_note(note: str, width: int) -> tuple[str, bool]:
@@ -207,11 +203,6 @@ def _silence_stdout() -> None:
         pass
     finally:
         os.close(null)
-
-
-def print_warning(line: str) -> None:
-    """One yellow line for a warning (PIL, torch, NumPy or ours), never a multi-line dump."""
-    error_console.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
 
 
 def print_skipped(message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,7 +18,9 @@ from counting.cli.common import (
     feature_cache,
     folders_of,
     informational,
+    load_model_option,
     named_folders,
+    option_given,
     print_skipped,
     refuse_cache_among_pictures,
     refuse_outputs_on_inputs,
@@ -45,13 +48,29 @@ from counting.core.errors import CountingError, ImageError
 from counting.core.files import atomic_path, atomic_write, check_writable, printable, special_kind
 from counting.data.paths import expand_image_paths
 from counting.features.descriptors import OWN_BACKBONE, Descriptor
+from counting.features.record import DESCRIPTOR_ROWS, FeaturesRecord, file_sha256, record_path, roi_sha256, write_record
 
 # The extraction (torch) is imported where it runs: `counting features --help` and a bad option
 # answer at once (scripts/bench_cli_startup.py).
 if TYPE_CHECKING:
     from counting.features import FeatureSet
 
-__all__ = ["features", "write_features"]
+__all__ = ["check_features_record", "features", "model_record", "write_features"]
+
+# `features -m MODEL` reads the pictures as the model does: these options would say otherwise.
+MODEL_SETTINGS = ("backbone", "input_size", "grid", "pooled", "descriptor")
+ForModelOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="FILE",
+        help="Make the rows this model file reads from the pictures (its backbone, input size, ROI mask, grid, "
+        "layout, descriptor, flip): `count --features` then gives the same counts as counting the pictures.",
+        show_default=False,
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
 
 
 @with_groups
@@ -83,11 +102,16 @@ def features(
     skip_bad: Annotated[bool, retired_flag("--skip-bad", SKIPPED_BY_DEFAULT)] = False,
     run: PictureRun = PictureRun(),
     cluster: ClusterOption = None,
+    model: ForModelOption = None,
 ) -> None:
     """Extract (and cache) image descriptors; write them to a .npy or .csv file.
 
-    Unreadable images are skipped with a line on stderr (--strict stops at the first).
+    Beside the file, <name>.features.json records the settings the rows were made with
+    (`count --features` checks them against its model). Unreadable images are skipped with a
+    line on stderr (--strict stops at the first).
     """
+    if model is not None:
+        refuse_settings_beside_model(model, cluster)
     backbone, descriptor = detector_spelling(backbone, descriptor)
     use_runtime(run.runtime, run.threads)
     if out is not None and out.suffix.lower() not in (".npy", ".csv"):
@@ -96,23 +120,38 @@ def features(
         check_writable(out)  # before any work: a bad output path must not waste it
         if out.suffix.lower() == ".npy":
             check_writable(out.with_suffix(".files.txt"))
+        if not special_kind(out):
+            check_writable(record_path(out))
     paths, problems = expand_image_paths(inputs)
     cache = feature_cache(run.cache_dir, not run.no_cache)
     refuse_cache_among_pictures(run.cache_dir, cache, named_folders(inputs), folders_of(paths))
     if out is not None:
         listing = out.with_suffix(".files.txt") if out.suffix.lower() == ".npy" and not special_kind(out) else None
-        refuse_outputs_on_inputs([out, listing], inputs=[*paths, weights], cache=cache)
+        record_file = None if special_kind(out) else record_path(out)
+        refuse_outputs_on_inputs([out, listing, record_file], inputs=[*paths, weights, model], cache=cache)
     if problems:
         raise CountingError(problems[0])
+    if model is not None:
+        counting_model = load_model_option(model)
+        refuse_gated_model(counting_model)
+        rows, record = rows_of_model(counting_model, paths, weights, cache, run, strict)
+        finish(out, rows, record, f"rows as {counting_model.name} reads them", run.quiet)
+        return
     # torch: imported once the options and the pictures have passed, so a mistake in them is said at once.
     from counting.features.backbones import Preprocessing, get_backbone
 
+    # A descriptor kind with its own network (detector) names its backbone itself.
+    network = get_backbone(OWN_BACKBONE[descriptor]) if descriptor in OWN_BACKBONE else get_backbone(backbone, weights)
+    kind = (
+        None
+        if descriptor == "scores"
+        else Descriptor.build(descriptor, source="`counting features` (images, no dataset)")
+    )
     try:
         result = _extract(
             cluster,
             paths,
-            # A descriptor kind with its own network (detector) names its backbone itself.
-            get_backbone(OWN_BACKBONE[descriptor]) if descriptor in OWN_BACKBONE else get_backbone(backbone, weights),
+            network,
             Preprocessing(input_size=input_size),
             grid=grid,
             cache=cache,
@@ -120,9 +159,7 @@ def features(
             progress=run.shows_progress,
             on_error="raise" if strict else "skip",
             pooled=pooled,
-            descriptor=None
-            if descriptor == "scores"
-            else Descriptor.build(descriptor, source="`counting features` (images, no dataset)"),
+            descriptor=kind,
         )
     except ImageError as error:
         # One bad photo in a thousand must not look like a lost run: say how to go on, and
@@ -132,19 +169,146 @@ def features(
         raise KeyboardInterrupt(f"no descriptors file written{_kept(cache)}") from None
     if len(paths) == 1 and result.errors:  # one picture, one problem: the error line says which
         raise ImageError(next(iter(result.errors.values())))
+    record = FeaturesRecord(
+        backbone=network.name,
+        weights_sha256=getattr(network, "weights_sha256", None),
+        input_size=input_size,
+        roi_sha256=None,  # `counting features` alone reads whole pictures; -m reads inside a model's ROI
+        grid=grid,
+        layout="frame" if grid is None else "tiles",
+        descriptor="pooled" if pooled else descriptor if kind is None else kind.text,
+        flip_average=False,
+    )
+    finish(out, result, record, f"{result.n_cached} from cache, {result.n_computed} computed", run.quiet)
+
+
+def finish(out: Path | None, result: FeatureSet, record: FeaturesRecord, origin: str, quiet: bool) -> None:
+    """Say the skipped pictures, write the rows and their record, and print the summary line."""
     for message in result.errors.values():
         print_skipped(message)
     if out is not None:
         write_features(out, result)
+        if not special_kind(out):
+            write_record(out, dataclasses.replace(record, n_rows=len(result.paths)))
     n_good = int(result.ok.sum())
     destination = f" -> {escape(printable(str(out)))}" if out is not None else ""
     # With -o the descriptors are the result and this line is a diagnostic; without, it is the result.
-    (informational(run.quiet) if out is not None else console.print)(
-        f"{n_good} of {len(paths)} images: {result.n_cached} from cache, {result.n_computed} computed, "
+    (informational(quiet) if out is not None else console.print)(
+        f"{n_good} of {len(result.paths)} images: {origin}, "
         f"{len(result.errors)} skipped; descriptors {tuple(result.features.shape[1:])}{destination}"
     )
     if n_good == 0:
         raise typer.Exit(code=1)
+
+
+def refuse_settings_beside_model(model: Path, cluster: str | None) -> None:
+    """-m takes every reading setting from the model: a typed one would be dropped, so it is refused."""
+    given = [name for name in MODEL_SETTINGS if option_given(name)]
+    if given:
+        option = "--" + given[0].replace("_", "-")
+        raise typer.BadParameter(f"{option}: -m {model} reads the pictures with the model's own settings; leave it out")
+    if cluster is not None:
+        raise typer.BadParameter(f"--cluster {cluster}: -m {model} makes the model's rows here; leave out --cluster")
+
+
+def refuse_gated_model(counting_model: Any) -> None:
+    """A model with a sparse gate counts sparse photos from the photos themselves: no rows do."""
+    if getattr(counting_model, "sparse_gate", None) is not None:
+        raise CountingError(
+            f"{counting_model.name} hands sparse pictures to its person detector, which reads the pictures "
+            "themselves; count the pictures, not a features file"
+        )
+
+
+def model_record(counting_model: Any) -> FeaturesRecord:
+    """The settings of the rows ``counting_model`` reads: what its features file must record."""
+    rows = counting_model.applied_head.name
+    return FeaturesRecord(
+        backbone=counting_model.backbone,
+        weights_sha256=counting_model.backbone_weights_sha256,
+        input_size=counting_model.input_size,
+        roi_sha256=roi_sha256(counting_model.roi_mask),
+        grid=None if counting_model.grid is None else tuple(counting_model.grid),
+        layout=counting_model.layout,
+        descriptor="scores" if counting_model.descriptor is None else counting_model.descriptor.text,
+        flip_average=bool(counting_model.flip_average),
+        rows=rows,
+        # A head's rows (a density head's sums) belong to the one model whose head made them.
+        model_sha256=None if rows == DESCRIPTOR_ROWS else file_sha256(counting_model.path),
+    )
+
+
+def check_features_record(counting_model: Any, features: Path, n_rows: int) -> None:
+    """CountingError (one line) unless ``features`` was made with the settings ``counting_model``
+    reads the pictures with, as its record says; a file without a record passes only where the
+    model reads nothing its shape cannot show (no ROI mask, no flip, the default input size)."""
+    from counting.features.record import first_difference, read_record
+
+    remedy = f"make it with `counting features IMAGES -m {counting_model.name} -o {features}`"
+    wanted = model_record(counting_model)
+    made = read_record(features)
+    if made is None:
+        needs = unseen_settings(wanted)
+        if needs:
+            raise CountingError(
+                f"{features}: no record of the settings its rows were made with ({record_path(features).name} "
+                f"missing), and {counting_model.name} reads {needs}; {remedy}"
+            )
+        return
+    if features.suffix.lower() == ".npy" and made.n_rows is not None and made.n_rows != n_rows:
+        raise CountingError(
+            f"{features}: holds {n_rows} rows, its record {record_path(features).name} {made.n_rows}: "
+            f"the file changed after it was made; {remedy}"
+        )
+    difference = first_difference(made, wanted)
+    if difference is not None:
+        raise CountingError(f"{features}: made with {difference} ({record_path(features).name}); {remedy}")
+
+
+def unseen_settings(wanted: FeaturesRecord) -> str | None:
+    """What a model reads that a features file's shape cannot show, in words, or None."""
+    if wanted.rows != DESCRIPTOR_ROWS:
+        return f"its {wanted.rows} head's rows, not descriptors"
+    if wanted.roi_sha256 is not None:
+        return "inside its ROI mask"
+    if wanted.flip_average:
+        return "flip-averaged descriptors"
+    if wanted.input_size != defaults.INPUT_SIZE and not wanted.descriptor.startswith("detector"):
+        size = "pictures at their own size" if wanted.input_size is None else f"input short side {wanted.input_size} px"
+        return f"{size} (not the default {defaults.INPUT_SIZE} px)"
+    return None
+
+
+def rows_of_model(
+    counting_model: Any, paths: list[Path], weights: Path | None, cache: Any, run: PictureRun, strict: bool
+) -> tuple[FeatureSet, FeaturesRecord]:
+    """The model's own rows of the pictures (the code its counting runs: same ROI, size, grid,
+    layout, flip), as a FeatureSet, and their record."""
+    from counting.features import FeatureSet
+    from counting.heads.applied import Chunking
+    from counting.model.counting_model import DENSITY_BATCH, DENSITY_CHUNK
+
+    sources = [str(path) for path in paths]
+    try:
+        rows = counting_model.applied_head.rows_of_paths(
+            counting_model,
+            sources,
+            weights,
+            cache,
+            run.batch_size,
+            run.shows_progress,
+            Chunking(DENSITY_CHUNK, DENSITY_BATCH),
+        )
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"no descriptors file written{_kept(cache)}") from None
+    if strict and rows.errors:
+        raise ImageError(f"{next(iter(rows.errors.values()))} (--strict){_kept(cache)}")
+    if len(paths) == 1 and rows.errors:
+        raise ImageError(next(iter(rows.errors.values())))
+    features = np.asarray(rows.features)  # as the model counts them: no cast, so the counts are the same
+    return FeatureSet(features, np.asarray(rows.ok, dtype=bool), dict(rows.errors), sources), model_record(
+        counting_model
+    )
 
 
 def _extract(cluster: str | None, *args: Any, **kwargs: Any) -> FeatureSet:

@@ -21,6 +21,7 @@ import typer
 
 from agp import KERNELS
 from agp.optimizers import DEFAULT_MAX_EPOCHS
+from counting.cli.diagnostics import print_warning
 from counting.core import defaults
 from counting.core.errors import CountingError
 from counting.features.backbones import BACKBONES
@@ -187,8 +188,6 @@ IMAGENET_BACKBONES = tuple(name for name in BACKBONES if name not in DETECTOR_BA
 def parse_backbone_option(text: str | None) -> str | None:
     """``--backbone``: an ImageNet backbone; the detector's network names are its old spelling."""
     if text in DETECTOR_BACKBONES:
-        from counting.cli.common import print_warning
-
         print_warning(f"--backbone {text} is spelled --descriptor {DETECTOR_BACKBONES[text]}; read as that")
         return text
     return choice(IMAGENET_BACKBONES)["parser"](text)
@@ -616,8 +615,6 @@ def deprecated_alias(*names: str, instead: str) -> typer.models.OptionInfo:
 
     def warn(value: Any) -> Any:
         if value is not None:
-            from counting.cli.common import print_warning
-
             print_warning(f"{names[0]} is deprecated and will be removed; use {instead}")
         return value
 
@@ -630,8 +627,6 @@ def retired_flag(name: str, note: str) -> typer.models.OptionInfo:
 
     def warn(value: bool) -> bool:
         if value:
-            from counting.cli.common import print_warning
-
             print_warning(f"{name} is deprecated and will be removed: {note}")
         return value
 

@@ -136,18 +136,7 @@ def build_blocks(model: Any, evaluation: Any | None, images: dict[str, Path]) ->
         metric_names += [name for name in ("mRMSE-nz", "m-relRMSE-nz") if name not in metric_names]
 
     blocks = [Block("h1", f"Counting report: {DATASET_TITLES.get(dataset, dataset)}")]
-    summary = model.summary()
-    blocks.append(
-        Block(
-            "p",
-            f"Model `{model.name}`: {summary['backbone']} descriptors "
-            f"(input short side {summary['input_size'] or 'native'} px, ROI "
-            f"{'on' if summary['roi'] else 'off'}, grid {summary['grid'] or 'whole frame'}), "
-            f"{summary['kernel']} AGP with {summary['n_centers']} centres, trained on "
-            f"{model.dataset.get('name')} ({model.dataset.get('n_train')} images, split "
-            f"{model.dataset.get('split')}).",
-        )
-    )
+    blocks.append(Block("p", describe_model(model)))
 
     blocks.append(Block("h2", "Our figures beside the published ones"))
     blocks.append(
@@ -206,21 +195,24 @@ def build_blocks(model: Any, evaluation: Any | None, images: dict[str, Path]) ->
         definitions.append(text)
     blocks.append(Block("ul", items=definitions))
 
-    if images:
-        blocks.append(Block("h2", "Plots"))
-        captions = {
-            "sequence": "Predicted and true count over the frame sequence",
-            "scatter": "Predicted against true count",
-            "classes": "Per-class counts and RMSE",
-            "loss": "Training and validation loss per epoch",
-            "density": "Density map of the first test image (the density head's output)",
-        }
-        for key, path in images.items():
-            blocks.append(Block("img", text=captions.get(key, key), items=[path.name]))
+    blocks.append(Block("h2", "Plots"))
+    captions = {
+        "sequence": "Predicted and true count over the frame sequence",
+        "scatter": "Predicted against true count",
+        "classes": "Per-class counts and RMSE",
+        "loss": f"Training and validation loss per epoch of the AGP (best epoch {model.training.get('best_epoch')})",
+        "density": "Density map of the first test image (the density head's output)",
+    }
+    for key, path in images.items():
+        blocks.append(Block("img", text=captions.get(key, key), items=[path.name]))
+    if "loss" not in images:
+        blocks.append(Block("p", f"No training loss curve: {no_loss_curve_reason(model)}."))
 
     figures = {
         "dataset": dataset,
         "model": model.name,
+        "model_description": describe_model(model),
+        "loss_curve": "loss" in images,
         "ours": {label: f for label, f in ours},
         "measured_on": where,
         **(evaluation.overlap.to_dict() if getattr(evaluation, "overlap", None) is not None else {}),
@@ -343,9 +335,101 @@ def make_plots(model: Any, evaluation: Any | None, out_dir: Path) -> dict[str, P
         from counting.heads.density.heatmap import density_heatmap_png
 
         images["density"] = density_heatmap_png(model, evaluation.sources[0], out_dir / PLOT_FILES["density"])
-    if model.history.get("train_loss"):
+    if no_loss_curve_reason(model) is None:
         images["loss"] = plots.plot_loss(model.history, out_dir / PLOT_FILES["loss"], model.training.get("best_epoch"))
     return images
+
+
+def regressor_counts(model: Any) -> bool:
+    """Whether the AGP's prediction is (part of) the count. A model whose count is its density
+    heads' sum plus a correction of weight 0 (the crowd model) counts by the heads alone: its AGP's
+    kernel, centres and loss curve say nothing about its counts."""
+    return model.count_offset != "head_sum" or float(model.correction_weight) != 0.0
+
+
+def no_loss_curve_reason(model: Any) -> str | None:
+    """Why the report draws no loss curve, or None when the model has one worth drawing: the
+    loss history of the regressor that counts, with the epoch training kept."""
+    if not regressor_counts(model):
+        return "the counts come from the density heads, and the AGP trained beside them is not used (weight 0)"
+    if not (model.history or {}).get("train_loss"):
+        return "the model file records no training loss history"
+    if model.training.get("best_epoch") is None:
+        return "the model file records no best epoch for its loss history"
+    return None
+
+
+def describe_model(model: Any) -> str:
+    """One paragraph on what the model file holds and how it counts, from its own metadata."""
+    summary = model.summary()
+    counted = f"per-class counts of {len(model.class_names)} classes" if model.is_multi_output else "one count"
+    size = summary["input_size"]
+    if summary["descriptor"].startswith("detector"):
+        # The detector reads its own fixed input; the file's input size is the unused default.
+        size_text = "the detector's own input size"
+    else:
+        size_text = f"input short side {size} px" if size else "pictures at their own size"
+    settings = (
+        size_text,
+        f"ROI {'on' if summary['roi'] else 'off'}",
+        f"grid {summary['grid'] or 'whole frame'}",
+        *(("flip-averaged",) if summary["flip_average"] else ()),
+    )
+    parts = [f"Model `{model.name}` gives {counted} on {summary['backbone']} ({', '.join(settings)}): "]
+    head = density_head_text(model)
+    agp = agp_text(model)
+    if head and model.count_offset == "head_sum":
+        if regressor_counts(model):
+            parts.append(f"the sum of its {head}, plus {float(model.correction_weight):g} x the correction of a {agp}")
+        else:
+            parts.append(f"the sum of its {head}; the AGP correction in the file has weight 0 and is not used")
+    elif head:
+        parts.append(f"a {agp}, on the region sums of its {head}")
+    else:
+        parts.append(f"a {agp}")
+    if model.is_multi_output and model.target_transform not in (None, "none"):
+        parts.append(f" (fitted on the {model.target_transform} of the counts)")
+    if getattr(model, "sparse_gate", None) is not None:
+        parts.append("; a sparse gate sends sparse pictures to the COCO detector's person count")
+    parts.append(
+        f". Trained on {model.dataset.get('name')} ({model.dataset.get('n_train')} images, "
+        f"split {model.dataset.get('split')})."
+    )
+    return "".join(parts)
+
+
+def density_head_text(model: Any) -> str | None:
+    """``conv density heads on block4, block7, block10 (4 in the ensemble; specialists ...)``, or None."""
+    head = getattr(model, "density_head", None)
+    if head is None:
+        head = getattr(model, "class_density_head", None)
+        if head is None:
+            return None
+        return f"per-class density head on {', '.join(getattr(head, 'layers', ()) or ('its maps',))}"
+    details = []
+    members = 1 + len(getattr(head, "more_weights", None) or ())
+    if members > 1:
+        details.append(f"{members} in the ensemble")
+    specialists = getattr(head, "specialists", None)
+    if specialists:
+        details.append(f"specialists {', '.join(specialists)}")
+    kind = getattr(head, "kind", None) or model.training.get("density_kind") or ""
+    text = f"{kind} density heads on {', '.join(head.layers)}".strip()
+    return text + (f" ({'; '.join(details)})" if details else "")
+
+
+def agp_text(model: Any) -> str:
+    """``univariate AGP with 25 centres on efficientnet-lite0 class scores``, from the model file."""
+    kernel = model.training.get("kernel") or getattr(model.regressor, "kernel", None) or "?"
+    centres = model.training.get("n_centers")
+    descriptor = "scores" if model.descriptor is None else model.descriptor.text
+    if descriptor.startswith("detector"):
+        on = f"COCO detector descriptors ({descriptor})"
+    elif descriptor == "scores":
+        on = f"{model.backbone} class scores"
+    else:
+        on = f"{model.backbone} descriptors {descriptor}"
+    return f"{kernel} AGP" + (f" with {centres} centres" if centres else "") + f" on {on}"
 
 
 def write_report(model: Any, evaluation: Any | None, out_dir: str | Path, name: str = "report") -> ReportFiles:

@@ -20,7 +20,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,11 +28,9 @@ from threadpoolctl import ThreadpoolController
 from torch import nn
 
 from counting.core.errors import BackboneError
+from counting.features.backbones.onnx_export import OnnxTrunk, load_or_export
 from counting.features.backbones.preprocessing import ImageLike, Normalisation, Preprocessing, prepare_image
 from counting.features.backbones.taps import FINAL, OutputTaps
-
-if TYPE_CHECKING:
-    from counting.features.backbones.onnx_export import OnnxTrunk
 
 __all__ = ["Backbone", "OutputTaps", "adaptive_average_pool", "check_grid", "stack_prepared"]
 
@@ -110,8 +108,6 @@ class Backbone:
     def use_onnxruntime(self, threads: int | None = None, export_dir: Path | None = None) -> bool:
         """Run the trunk on ONNX Runtime from now on; ``False`` (and a warning) if the export
         cannot be made or does not match torch, in which case torch keeps running it."""
-        from counting.features.backbones.onnx_export import load_or_export
-
         try:
             trunk = load_or_export(self, (FINAL,), export_dir, threads)
         except BackboneError as error:
@@ -180,8 +176,6 @@ class Backbone:
             self.tap_module(name)  # unknown names are an error on either runtime
         runner = self._onnx.get(names) if self.runtime == "onnxruntime" else None
         if runner is None and self.runtime == "onnxruntime" and names not in self._torch_only:
-            from counting.features.backbones.onnx_export import load_or_export
-
             try:
                 runner = self._onnx[names] = load_or_export(self, names, self._export_dir, self.threads)
             except BackboneError as error:

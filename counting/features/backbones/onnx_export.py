@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -44,8 +44,6 @@ from counting.features.cache import default_export_dir
 
 if TYPE_CHECKING:
     import onnxruntime
-
-    from counting.features.backbones.base import Backbone
 
 __all__ = [
     "FINAL",
@@ -68,6 +66,20 @@ TOLERANCE = 1e-4
 PROBE_SHAPES: tuple[tuple[int, int, int, int], ...] = ((2, 3, 224, 299), (1, 3, 161, 97))
 
 _export_lock = threading.Lock()
+
+
+class Backbone(Protocol):
+    """What an export reads of a backbone (``backbones/base.Backbone`` is one): its trunk, the
+    module path of each named output, and the fc head the probe compares class scores with.
+    A protocol, not the class: base.py calls this module, so this one may not import it back."""
+
+    name: str
+    weights_sha256: str
+    trunk: nn.Module
+
+    def tap_module(self, name: str) -> str: ...
+
+    def head_numpy(self, pooled: np.ndarray) -> np.ndarray: ...
 
 
 class ExportMismatchError(BackboneError):
