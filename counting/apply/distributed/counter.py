@@ -122,7 +122,7 @@ def _blas_threads() -> int | None:
 
 
 def _model_bytes(model: Any) -> bytes:
-    path = getattr(model, "path", None)
+    path = model.path  # None for a model made in this process and not saved
     if path is None:
         raise ClusterError(f"{model.name}: --cluster sends the model file to the workers; save the model first")
     try:
