@@ -256,10 +256,10 @@ def option_given(name: str) -> bool:
     return source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
-def check_smoothing(dataset: str) -> None:
+def check_smoothing(dataset: str, window: int) -> None:
     """``--smooth`` typed for a dataset of separate pictures is refused: it smooths only sequences
-    (it was dropped in silence)."""
-    if option_given("smooth") and dataset not in defaults.SEQUENCE_DATASETS:
+    (it was dropped in silence); ``--smooth 1`` (off) is what such a dataset gets anyway."""
+    if option_given("smooth") and window != 1 and dataset not in defaults.SEQUENCE_DATASETS:
         raise typer.BadParameter(
             f"--smooth smooths frame sequences ({', '.join(defaults.SEQUENCE_DATASETS)}); "
             f"{dataset} holds separate pictures: leave it out"
@@ -284,7 +284,7 @@ def evaluate_on_test_split(
     pictures counted on ``test.cluster`` when given (``--cluster``), whatever the model's kind."""
     from counting.evaluate.evaluation import evaluate_model
 
-    check_smoothing(dataset)
+    check_smoothing(dataset, test.smooth)
     data = open_dataset(dataset, root, test.split, test.counts_csv, test.include_difficult)
     return evaluate_model(
         counting_model,

@@ -202,7 +202,7 @@ def compare(
     progress = progress and not quiet
     if methods.strip() and not _names(methods):  # e.g. "," would run no method and say nothing
         raise typer.BadParameter(f"{methods!r} names no method", param_hint="'--methods'")
-    check_smoothing(dataset)
+    check_smoothing(dataset, smooth)
     per_class = dataset == "voc"
     if per_class and (option_given("grid") or option_given("tiled_methods")):  # were dropped in silence
         raise typer.BadParameter("voc has no per-tile counts to fit tiles on: leave out --grid and --tiled-methods")

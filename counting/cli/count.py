@@ -299,8 +299,10 @@ def count(
     use_runtime(run.runtime, run.threads)
     say = informational(run.quiet)
     cache = optional_cache(run.cache_dir, not run.no_cache)
-    if is_stdout(csv) and is_stdout(json_path):
-        raise typer.BadParameter("--csv - and --json - both ask for stdout; send one of them to a file")
+    if shares_stdout(csv) and shares_stdout(json_path):  # "-", /dev/stdout, /dev/fd/1: one stream
+        raise typer.BadParameter(
+            f"--csv {csv} and --json {json_path} both write into stdout; send one of them to a file"
+        )
     # "-": that output is the results on stdout (no table); the others are files, checked now.
     outputs = [output for output in (csv, json_path) if output is not None and not is_stdout(output)]
     for output in outputs:
@@ -411,6 +413,10 @@ def count(
         except KeyboardInterrupt:
             # Ctrl-C or SIGTERM (exit 130 / 143 as before): the rows counted so far are kept.
             kept = keep_counted_rows(counted, len(files), csv, json_path, problems, said_outputs, cache)
+            if annotated is not None:  # the photos are drawn once the counting ends: say so
+                kept = "; ".join(
+                    part for part in (kept, f"no photo was drawn into {printable(str(annotated))}") if part
+                )
             raise KeyboardInterrupt(kept) from None
     from counting.apply.api import count_rows
 
@@ -425,8 +431,10 @@ def count(
     # Results on stdout go through `stdout`: when it fails (a full disk, a closed pipe) the files
     # asked for are still written, and the failure is said once they are.
     stdout = Stdout()
-    if is_stdout(csv) or is_stdout(json_path):
-        say = informational(run.quiet, on_stderr=True)  # stdout holds only the CSV or JSON document
+    if shares_stdout(csv) or shares_stdout(json_path):
+        # stdout holds only the CSV or JSON document ("-" or /dev/stdout alike): a table before it
+        # made `--json /dev/stdout > out.json` invalid JSON.
+        say = informational(run.quiet, on_stderr=True)
     elif len(rows) > TABLE_ROWS:
         stdout.write(lambda: print_plain_rows(rows))
         say = informational(run.quiet, on_stderr=True)  # stdout holds only the plain lines a pipe reads
@@ -434,8 +442,6 @@ def count(
         threshold = SHOW_THRESHOLD if show_above is None else show_above
         stdout.write(lambda: console.print(counts_table(counting_model, rows, threshold, zones)))
         say = stdout.printer(say)  # its lines are on stdout, beside the table
-    if any(shares_stdout(output) for output in outputs):  # `--csv /dev/stdout`: the CSV ends stdout
-        say = informational(run.quiet, on_stderr=True)
     if is_stdout(csv):
         stdout.write(lambda: write_rows_csv_to(sys.stdout, rows))
     elif csv is not None:

@@ -141,7 +141,11 @@ def features(
     from counting.features.backbones import Preprocessing, get_backbone
 
     # A descriptor kind with its own network (detector) names its backbone itself.
-    network = get_backbone(OWN_BACKBONE[descriptor]) if descriptor in OWN_BACKBONE else get_backbone(backbone, weights)
+    if descriptor in OWN_BACKBONE and option_given("input_size"):  # was ignored, yet written in the record
+        raise typer.BadParameter(
+            f"--descriptor {descriptor}: the detector reads pictures at its own input size; leave out --input-size"
+        )
+    network = get_backbone(OWN_BACKBONE.get(descriptor, backbone), weights)
     kind = (
         None
         if descriptor == "scores"

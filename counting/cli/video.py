@@ -51,6 +51,7 @@ from counting.cli.options import (
 )
 from counting.core import defaults
 from counting.core.columns import zone_column
+from counting.core.files import is_stdout
 from counting.core.signals import EXIT_TERMINATED, was_terminated
 from counting.core.terminal import on_terminal
 from counting.heads.familiarity import unfamiliar_summary
@@ -66,6 +67,8 @@ def records_file(csv: Path | None, jsonl: Path | None, counts: Path | None) -> t
         # A usage error (exit 2), as an old spelling given beside its new one is in every command.
         names = " or ".join(name for name, _ in given)
         raise typer.BadParameter(f"{given[1][1]}: give one counts file ({names}), not two", param_hint=given[1][0])
+    # "-" is stdout, as in count: the rows go through the open descriptor (RecordSink).
+    csv, jsonl = (None if path is None else Path("/dev/stdout") if is_stdout(path) else path for path in (csv, jsonl))
     if csv is not None:
         return csv, "csv"
     if jsonl is not None:
@@ -143,7 +146,7 @@ def video(
     """
     use_runtime(runtime, threads)
     from counting.apply.video import VideoSource, count_video, overlay_note
-    from counting.core.files import check_writable, printable, shares_stdout
+    from counting.core.files import OutputError, check_writable, open_descriptor, printable, shares_stdout
 
     # What the run did and where it wrote (done:, counts written to ...) are diagnostics: stdout
     # holds the per-frame lines a pipe reads, or nothing, and never a line it would take for one.
@@ -178,6 +181,11 @@ def video(
         check_writable(records, in_place=True)  # rows are streamed into the file itself
     if output_video is not None:
         check_writable(output_video)
+        if open_descriptor(output_video) is not None:  # count --annotated refuses it too
+            raise OutputError(
+                f"{output_video}: is an open file descriptor; the annotated video is written beside its file "
+                "and renamed into place when whole: give a file name"
+            )
     refuse_outputs_on_inputs(
         [records, output_video],
         inputs=[video_source.spec if video_source.kind == "file" else None, weights, zones_file],

@@ -146,3 +146,12 @@ def test_parts_on_two_workers_join_in_the_pictures_order(mall_root: Path, monkey
     assert there.sources == here.sources == frames
     for name in ("counts", "low", "high", "ok", "familiarity", "counted_by", "disputed"):
         assert np.array_equal(getattr(there, name), getattr(here, name)), name
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e9", "soon"])
+def test_a_bad_cluster_timeout_is_one_line(tmp_path: Path, mall_frames: list[Path], value: str) -> None:
+    """COUNTING_CLUSTER_TIMEOUT=nan was a 92-line traceback, -1 a garbled line, 1e9 a hang."""
+    process = run_cli_process(
+        "count", mall_frames[0], "--cluster", "tcp://127.0.0.1:1", env={"COUNTING_CLUSTER_TIMEOUT": value}
+    )
+    assert_process_one_error(process, "COUNTING_CLUSTER_TIMEOUT", "seconds from 0.1 to 3600")

@@ -151,7 +151,10 @@ def test_an_interrupted_count_in_zones_keeps_the_zone_columns(tmp_path: Path, ma
     frames = sorted((mall_root / "frames").glob("seq_*.jpg"))[:40]
     out_csv = tmp_path / "zones.csv"
     args = ["count", *frames, "-m", REPO_ROOT / "models" / "mall-accurate.npz", "--no-cache", "--batch-size", 4]
-    process = _start([*args, "--zone", "left:0,0,0.5,0,0.5,1,0,1", "--csv", out_csv, "-q"], MARK_EACH_PART)
+    drawn = tmp_path / "drawn"  # drawn once the counting ends: the line says none was
+    process = _start(
+        [*args, "--zone", "left:0,0,0.5,0,0.5,1,0,1", "--csv", out_csv, "--annotated", drawn, "-q"], MARK_EACH_PART
+    )
     counted, _, stderr = _interrupt_after_first_part(process, signal.SIGINT)
 
     assert process.returncode == 130, stderr
@@ -163,7 +166,8 @@ def test_an_interrupted_count_in_zones_keeps_the_zone_columns(tmp_path: Path, ma
     assert [row["image"] for row in rows] == [str(frame) for frame in frames[: len(rows)]]
     assert all(0 <= float(row["zone_left"]) <= float(row["count"]) + 1e-3 for row in rows)
     assert _error_lines(stderr) == [
-        f"error: interrupted: {out_csv} holds {len(rows)} of {len(frames)} pictures (incomplete)"
+        f"error: interrupted: {out_csv} holds {len(rows)} of {len(frames)} pictures (incomplete); "
+        f"no photo was drawn into {drawn}"
     ]
 
 

@@ -77,6 +77,7 @@ def test_folder_counts_csv_with_a_nul_byte_names_the_line(tmp_path: Path) -> Non
         ('[server]\ndatabase = "hist\\u0000ory.sqlite"\n', "server.database"),
         ('[[camera]]\nname = "a\\u0000b"\nsource = "x.avi"\n', "camera[0].name"),
         ('[[camera]]\nname = "a"\nsource = "x\\u0000.avi"\n', "camera[0].source"),
+        ('[[camera]]\nname = "a"\nsource = "0"\nzones = "zo\\u0000nes.toml"\n', "camera[0].zones"),
     ],
 )
 def test_serve_config_string_with_a_nul_byte_is_one_line(cli, tmp_path: Path, toml: str, key: str) -> None:

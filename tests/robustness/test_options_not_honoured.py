@@ -80,3 +80,34 @@ def test_show_above_reaches_the_annotated_legend(
     assert result.exit_code == 0, result.output
     assert seen == [0.2]
     assert (tmp_path / "drawn" / f"{photo.stem}.jpg").is_file()
+
+
+def _photo(coco_voc20_root: Path) -> Path:
+    return sorted((coco_voc20_root / "JPEGImages").glob("*.jpg"))[0]
+
+
+@pytest.mark.parametrize("command", ["features", "count"])
+def test_weights_for_the_detector_are_refused(cli, coco_voc20_root: Path, tmp_path: Path, command: str) -> None:
+    """--weights with the COCO detector (voc20.npz, --descriptor detector) was ignored in silence."""
+    fake = tmp_path / "weights.pth"
+    fake.write_bytes(b"not a checkpoint")
+    photo = _photo(coco_voc20_root)
+    if command == "features":
+        args = ("features", photo, "--descriptor", "detector", "--no-cache", "-o", tmp_path / "d.npy")
+    else:
+        args = ("count", photo, "-m", Path(__file__).resolve().parents[2] / "models" / "voc20.npz")
+    assert_one_error(cli(*args, "--weights", fake), "--weights", "the COCO detector has its own weights")
+    assert not (tmp_path / "d.npy").exists()
+
+
+def test_an_input_size_for_the_detector_is_refused(cli, coco_voc20_root: Path, tmp_path: Path) -> None:
+    """The detector reads pictures at its own size: --input-size 300 gave the same rows, recorded as 300."""
+    args = ("features", _photo(coco_voc20_root), "--descriptor", "detector", "--input-size", "300")
+    assert_one_error(cli(*args, "-o", tmp_path / "d.npy"), "--input-size", "own input size", code=2)
+
+
+def test_smoothing_off_is_accepted_for_separate_pictures(cli, shared_data: Path, tmp_path: Path) -> None:
+    """--smooth 1 is "off" (its help says so): what a dataset of separate pictures gets anyway."""
+    root = shared_data / "shanghaitech-B-train"
+    result = cli("compare", "-d", "shanghaitech", "-r", root, "--smooth", "1", "--methods", "nope")
+    assert "--smooth" not in result.stderr and "nope" in result.stderr  # past the smoothing check

@@ -170,14 +170,13 @@ def test_csv_to_dev_stdout_in_a_pipe(photo: Path) -> None:
     assert "error:" not in process.stderr
     # stdout ends with the CSV: the line saying where it went is on stderr, not after it
     assert "counts written to /dev/stdout" in process.stderr
-    table, _, _ = process.stdout.partition(CSV_HEADER)
-    assert "Counts by" in table  # the table first, then the CSV, in one stream
+    assert process.stdout.startswith(CSV_HEADER)  # the CSV alone, as with --csv -: no table before it
     _check_rows(_csv_rows(process.stdout), photo)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["w", "a"], ids=["shell >", "shell >>"])
-def test_csv_to_dev_stdout_redirected_to_a_file_keeps_the_table(tmp_path: Path, photo: Path, mode: str) -> None:
+def test_csv_to_dev_stdout_redirected_to_a_file_keeps_what_was_there(tmp_path: Path, photo: Path, mode: str) -> None:
     log = tmp_path / "log.txt"
     log.write_text("earlier output\n")
     with open(log, mode) as stdout:
@@ -191,14 +190,14 @@ def test_csv_to_dev_stdout_redirected_to_a_file_keeps_the_table(tmp_path: Path, 
         )
     assert process.returncode == 0, process.stderr
     text = log.read_text()
-    assert text.startswith("earlier output\n") == (mode == "a")
-    assert "Counts by" in text.partition(CSV_HEADER)[0]  # the table printed before it is kept
+    assert text.startswith("earlier output\n") == (mode == "a")  # ef8ebcc replaced the file
+    assert text.removeprefix("earlier output\n").startswith(CSV_HEADER)  # the CSV alone: no table
     _check_rows(_csv_rows(text), photo)
     assert not [path for path in tmp_path.iterdir() if path.name.startswith(".")]
 
 
 @pytest.mark.slow
-def test_json_to_dev_stdout_redirected_to_a_file_keeps_the_table(tmp_path: Path, photo: Path) -> None:
+def test_json_to_dev_stdout_redirected_to_a_file_is_valid_json(tmp_path: Path, photo: Path) -> None:
     log = tmp_path / "log.txt"
     with open(log, "w") as stdout:
         process = subprocess.run(  # noqa: S603
@@ -210,9 +209,7 @@ def test_json_to_dev_stdout_redirected_to_a_file_keeps_the_table(tmp_path: Path,
             timeout=300,
         )
     assert process.returncode == 0, process.stderr
-    table, brace, rest = log.read_text().partition("\n{")
-    assert "Counts by" in table
-    document, _ = json.JSONDecoder().raw_decode("{" + rest)
+    document = json.loads(log.read_text())  # the document alone: a table before it made it invalid
     assert [row["image"] for row in document["images"]] == [str(photo)]
 
 
@@ -298,3 +295,41 @@ def test_video_rows_to_dev_stdout_redirected_to_a_file_keep_what_was_there(tmp_p
         assert rows[0].startswith("frame,time_s,count") and len(rows) == 4
     else:
         assert [json.loads(row)["frame"] for row in rows] == [0, 1, 2]
+
+
+@pytest.mark.slow
+def test_two_documents_into_stdout_under_any_names_are_refused(photo: Path) -> None:
+    """`--csv - --json /dev/stdout` interleaved both documents on stdout ("-" and "-" was refused)."""
+    for csv_name, json_name in (("-", "/dev/stdout"), ("/proc/self/fd/1", "/dev/stdout")):
+        process = subprocess.run(  # noqa: S603
+            _command("count", photo, *FAST, "--csv", csv_name, "--json", json_name),
+            capture_output=True,
+            text=True,
+            env=_environment(),
+            timeout=300,
+        )
+        assert process.returncode == 2 and process.stdout == ""
+        assert "both write into stdout" in process.stderr
+
+
+def test_video_annotated_into_a_descriptor_is_refused(cli, tmp_path: Path) -> None:
+    """`video --annotated /dev/stdout` mixed the per-frame lines into the video (count refuses it)."""
+    from counting.apply.serve.videos import frames_to_video
+
+    clip = frames_to_video([make_image(tmp_path / f"f{k}.png", (64, 48), seed=k) for k in range(2)], tmp_path / "c.avi")
+    result = cli("video", clip, "--annotated", "/dev/stdout")
+    assert_one_error(result, "/dev/stdout", "open file descriptor", "give a file name")
+
+
+@pytest.mark.slow
+def test_video_rows_to_a_dash_go_to_stdout(tmp_path: Path) -> None:
+    """`video --csv -` was refused ("cannot go to stdout here") while count takes it."""
+    from counting.apply.serve.videos import frames_to_video
+
+    clip = frames_to_video([make_image(tmp_path / f"f{k}.png", (64, 48), seed=k) for k in range(3)], tmp_path / "c.avi")
+    process = subprocess.run(  # noqa: S603
+        _command("video", clip, *FAST, "--csv", "-"), capture_output=True, text=True, env=_environment(), timeout=300
+    )
+    assert process.returncode == 0, process.stderr
+    lines = process.stdout.splitlines()
+    assert lines[0].startswith("frame,time_s,count") and len(lines) == 4

@@ -4,8 +4,11 @@ scheduler address (``tcp://host:8786``)."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -58,6 +61,34 @@ def parse_cluster(text: str) -> int | str:
     return value
 
 
+def connect_timeout() -> float:
+    """Seconds to wait for a scheduler: ``COUNTING_CLUSTER_TIMEOUT`` when set (a number of seconds
+    from 0.1 to 3600), else :data:`CONNECT_TIMEOUT_S`; anything else is one line naming it."""
+    text = os.environ.get("COUNTING_CLUSTER_TIMEOUT")
+    if text is None:
+        return float(CONNECT_TIMEOUT_S)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0.1 <= seconds <= 3600:  # NaN too: Dask read nan as a time unit, 1e9 hung, -1 garbled
+        raise ClusterError(f"COUNTING_CLUSTER_TIMEOUT={text!r}: expected seconds from 0.1 to 3600")
+    return seconds
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while processes are started (they keep it ignored), then as it was."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers; a command's cluster is opened there
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @contextmanager
 def open_cluster(text: str, *, quiet: bool = True) -> Iterator[Any]:
     """A connected ``distributed.Client``; a ``local:N`` cluster is shut down on exit.
@@ -68,19 +99,25 @@ def open_cluster(text: str, *, quiet: bool = True) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     target = parse_cluster(text)
+    timeout = connect_timeout()
     cluster = None
     try:
         if isinstance(target, int):
-            cluster = LocalCluster(
-                n_workers=target,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=logging.ERROR if quiet else logging.WARNING,
-            )
+            # The workers start with Ctrl-C ignored (a process started with SIGINT ignored keeps it
+            # so): a Ctrl-C reaches the whole process group, and each worker printed its traceback
+            # around the command's one line; the command stops them itself when it ends. Scheduler
+            # errors of that stop (scattered data lost with a worker) are not the user's either.
+            with _sigint_ignored():
+                cluster = LocalCluster(
+                    n_workers=target,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.CRITICAL if quiet else logging.WARNING,
+                )
             client = Client(cluster)
         else:
-            client = Client(target, timeout=float(os.environ.get("COUNTING_CLUSTER_TIMEOUT", CONNECT_TIMEOUT_S)))
+            client = Client(target, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as error:  # ValueError: an address distributed cannot use
         if cluster is not None:
             cluster.close()

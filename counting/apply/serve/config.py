@@ -178,7 +178,7 @@ def _camera(check: _Checker, table: Any, k: int, folder: Path) -> CameraConfig:
     zones_file, zones_inline = None, ()
     zones = table.get("zones")
     if isinstance(zones, str):
-        zones_file = folder / zones
+        zones_file = folder / check.string(table, "zones", where, None)  # a NUL byte: one line, as for the others
         if not zones_file.is_file():
             check.fail(f"{where}zones", f"{zones_file}: zones file not found")
     elif isinstance(zones, list) and all(isinstance(item, (str, dict)) for item in zones):

@@ -82,6 +82,8 @@ def get_backbone(
     export that fails its check falls back to torch with a warning (``backbone.runtime``).
     """
     if name in ("centernet", "centernet-letterbox"):
+        if weights is not None:  # was ignored in silence: the counts came from the detector's own
+            raise BackboneError(f"--weights {weights}: the COCO detector has its own weights; leave out --weights")
         # The detector runs on onnxruntime only (its own converted graph, no torch trunk).
         from counting.features.detector import detector_backbone
 
