@@ -5,7 +5,7 @@ picture shown on its own (``counting serve``'s latest frame of a camera)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,11 +15,14 @@ from counting.apply.zone_drawing import draw_zones
 from counting.apply.zones import Zone, count_frames, count_frames_with_density
 from counting.heads.sparse_gate import BY_BOTH
 
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
+
 __all__ = ["annotated_frame"]
 
 
 def annotated_frame(
-    model: Any, frame: np.ndarray, zones: Sequence[Zone] = (), own_scale: bool = False
+    model: CountingModel, frame: np.ndarray, zones: Sequence[Zone] = (), own_scale: bool = False
 ) -> tuple[dict[str, Any], np.ndarray]:
     """Count one RGB frame ``(H, W, 3)`` uint8 and draw it: ``(record, BGR picture)``.
 

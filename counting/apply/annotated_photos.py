@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -25,12 +25,15 @@ import numpy as np
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import atomic_write_bytes
 
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
+
 __all__ = ["annotated_names", "check_annotated_model", "write_annotated_photos"]
 
 BATCH = 8
 
 
-def check_annotated_model(model: Any) -> None:
+def check_annotated_model(model: CountingModel) -> None:
     """CountingError unless the model has something to draw: the detector's boxes or a density map."""
     if _is_detector(model) or getattr(model, "density_head", None) is not None:
         return
@@ -40,7 +43,7 @@ def check_annotated_model(model: Any) -> None:
     )
 
 
-def _is_detector(model: Any) -> bool:
+def _is_detector(model: CountingModel) -> bool:
     from counting.features.detector.backbone import DETECTOR_BACKBONES
 
     return model.backbone in DETECTOR_BACKBONES
@@ -61,7 +64,7 @@ def annotated_names(sources: Sequence[str], folder: Path) -> list[Path]:
 
 
 def write_annotated_photos(
-    model: Any,
+    model: CountingModel,
     rows: Sequence[dict],
     folder: Path,
     zones: Sequence[Any] = (),
@@ -115,7 +118,7 @@ def _write_jpeg(target: Path, drawn: np.ndarray, written: list[Path]) -> None:
 
 
 def _write_detector_photos(
-    model: Any,
+    model: CountingModel,
     rows: Sequence[dict],
     targets: Sequence[Path],
     written: list[Path],
@@ -151,7 +154,7 @@ def _write_detector_photos(
 
 
 def _write_density_photos(
-    model: Any,
+    model: CountingModel,
     rows: Sequence[dict],
     targets: Sequence[Path],
     zones: Sequence[Any],

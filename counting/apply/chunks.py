@@ -11,9 +11,12 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
 
 # Images counted per call of CountingModel.count_paths: what a call holds grows with its images
 # (descriptors, 4 KB an image, and the regressor's working copies of them, about 30 KB an
@@ -35,7 +38,7 @@ CountParts = list[Any]  # CountResult of each chunk, in order
 
 
 def count_in_chunks(
-    model: Any,
+    model: CountingModel,
     paths: Sequence[str | os.PathLike[str]],
     *,
     progress: bool = False,

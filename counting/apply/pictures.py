@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
 
 __all__ = ["count_pictures"]
 
 
 def count_pictures(
-    model: Any, files: Sequence[str], *, zones: Sequence[Any] = (), cluster: str | None = None, **options: Any
+    model: CountingModel, files: Sequence[str], *, zones: Sequence[Any] = (), cluster: str | None = None, **options: Any
 ) -> tuple[Any, dict | None]:
     """``(CountResult, zone records or None)`` of ``files``: counted in chunks in this process
     (memory flat in the number of pictures), or, with ``cluster`` (``local:N`` or a scheduler's

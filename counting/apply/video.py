@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -47,6 +47,9 @@ from counting.core.inflight import computed_in_order
 from counting.core.signals import sigterm_as_interrupt
 from counting.heads.sparse_gate import BY_BOTH
 from counting.model.results import CountBatch
+
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
 
 URL_PREFIXES = ("rtsp://", "rtsps://", "rtmp://", "http://", "https://", "udp://", "tcp://")
 OPEN_TIMEOUT_MS = 5000
@@ -650,7 +653,7 @@ class VideoRun:
 
 
 def count_video(
-    model: Any,
+    model: CountingModel,
     source: str | VideoSource,
     stride: int = 1,
     smooth_window: int = 1,
@@ -883,7 +886,7 @@ def count_video(
 
 
 def _smoothed_fields(
-    model: Any, names: list[str] | None, smoothed: Any, route: np.ndarray | None = None, other: Any = None
+    model: CountingModel, names: list[str] | None, smoothed: Any, route: np.ndarray | None = None, other: Any = None
 ) -> dict[str, float]:
     """The smoothed count and, for a calibrated model, its own interval: the model's interval
     evaluated at the smoothed count (scripts/smoothing_study.py measures its coverage on Mall),
@@ -910,7 +913,7 @@ def _smoothed_fields(
     return {kind: float(array) for kind, array in values.items()}
 
 
-def _counted_batches(model: Any, batches: Iterator[list[Frame]], with_density: bool) -> Iterator[tuple]:
+def _counted_batches(model: CountingModel, batches: Iterator[list[Frame]], with_density: bool) -> Iterator[tuple]:
     """``(frames, CountBatch)`` per batch, in order (``CountingModel.count_batch``: counts,
     intervals, familiarity, the density maps with ``with_density``, a crowd model's people and
     disputed readings); on onnxruntime the next batch's forward pass runs while the caller writes

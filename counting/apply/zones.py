@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import shapely
@@ -53,6 +53,9 @@ from counting.apply.zone_specs import (
 )
 from counting.core.columns import zone_column
 from counting.core.errors import CountingError
+
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
 
 __all__ = [
     "Zone",
@@ -80,7 +83,7 @@ __all__ = [
 _NO_MASS = 1e-9
 
 
-def map_size(model: Any, frame_size: tuple[int, int]) -> tuple[int, int]:
+def map_size(model: CountingModel, frame_size: tuple[int, int]) -> tuple[int, int]:
     """``(h, w)`` of the density map the model makes of a ``(height, width)`` frame."""
     from counting.heads.density.maps import HEAD_STRIDE, head_grid
 
@@ -122,7 +125,7 @@ def _coverage(zones: tuple[Zone, ...], frame_size: tuple[int, int], cells: tuple
     return coverage.reshape(len(zones), rows, cols)
 
 
-def zone_weights(zones: Sequence[Zone], frame_size: tuple[int, int], model: Any) -> np.ndarray:
+def zone_weights(zones: Sequence[Zone], frame_size: tuple[int, int], model: CountingModel) -> np.ndarray:
     """``(Z, h, w)`` weights on the model's density map of a ``(height, width)`` frame: the part
     of each cell inside each zone (exact area fraction) times the cell's share of the model's
     ROI (cells outside the ROI weigh 0). Cached per zones, frame size and map size."""
@@ -173,7 +176,7 @@ def detections_in_zones(
     return counts
 
 
-def check_localises(model: Any) -> None:
+def check_localises(model: CountingModel) -> None:
     """ZoneError unless ``model`` can say where in the frame it counts (a density head)."""
     if getattr(model, "density_head", None) is not None:
         return
@@ -271,7 +274,7 @@ def counted_zones(weights: np.ndarray) -> np.ndarray:
     return weights.sum(axis=tuple(range(1, weights.ndim))) > 0  # no zones: (0,)
 
 
-def interval_level(model: Any) -> float:
+def interval_level(model: CountingModel) -> float:
     """The nominal coverage of ``model``'s intervals (:data:`_SCATTER_LEVEL` where it says none)."""
     level = getattr(getattr(model, "interval", None), "level", None)
     return float(level) if level is not None and 0 < float(level) < 1 else _SCATTER_LEVEL
@@ -283,7 +286,7 @@ def zone_fields(zone_record: dict[str, dict[str, float]]) -> dict[str, float]:
     return {zone_column(kind, name): value for name, entry in zone_record.items() for kind, value in entry.items()}
 
 
-def count_frames(model: Any, frames: Sequence[Any], zones: Sequence[Zone]) -> list[dict[str, Any]]:
+def count_frames(model: CountingModel, frames: Sequence[Any], zones: Sequence[Zone]) -> list[dict[str, Any]]:
     """Count RGB frames ``(H, W, 3)`` uint8 (or PIL images) of one size, in the frame and in each zone.
 
     One record per frame: ``{"count", "low", "high", "zones": {name: {"count", "low", "high"}}}``
@@ -300,7 +303,7 @@ def count_frames(model: Any, frames: Sequence[Any], zones: Sequence[Zone]) -> li
 
 
 def count_frames_with_density(
-    model: Any, frames: Sequence[Any], zones: Sequence[Zone]
+    model: CountingModel, frames: Sequence[Any], zones: Sequence[Zone]
 ) -> tuple[list[dict[str, Any]], np.ndarray]:
     """:func:`count_frames` of a density-head model, with the ``(n, h, w)`` density maps (to draw)."""
     check_localises(model)
@@ -341,7 +344,7 @@ def _with_route(
 
 
 def _with_familiarity(
-    records: list[dict[str, Any]], familiarity: np.ndarray | None, model: Any
+    records: list[dict[str, Any]], familiarity: np.ndarray | None, model: CountingModel
 ) -> list[dict[str, Any]]:
     """Each record's ``familiarity`` and ``unfamiliar`` (counting.heads.familiarity; None for a
     model file without it), as count's rows have them."""
@@ -352,7 +355,7 @@ def _with_familiarity(
     return records
 
 
-def _whole_frame_records(model: Any, frames: Sequence[Any]) -> list[dict[str, Any]]:
+def _whole_frame_records(model: CountingModel, frames: Sequence[Any]) -> list[dict[str, Any]]:
     """Records of a model without a density map (no zones): the frame's count and interval."""
     if len(frames) == 0:
         return []
@@ -385,7 +388,7 @@ def _frame_size(frame: Any) -> tuple[int, int]:
 
 
 def density_records(
-    model: Any,
+    model: CountingModel,
     zones: Sequence[Zone],
     frame_size: tuple[int, int],
     density: np.ndarray,
@@ -418,7 +421,7 @@ def density_records(
 
 
 def routed_intervals(
-    model: Any, counts: np.ndarray, routes: np.ndarray | None, readings: np.ndarray | None = None
+    model: CountingModel, counts: np.ndarray, routes: np.ndarray | None, readings: np.ndarray | None = None
 ) -> tuple:
     """``model.intervals(counts, routes, readings)`` (``readings``: where a crowd model's count is
     disputed, the reading its interval also covers; ``CountingModel.intervals``); without them,
@@ -454,7 +457,7 @@ def frame_sizes(zones: Sequence[Zone], paths: Sequence[str]) -> dict[str, tuple[
 
 
 def count_paths_in_zones(
-    model: Any, paths: Sequence[str], zones: Sequence[Zone], **options: Any
+    model: CountingModel, paths: Sequence[str], zones: Sequence[Zone], **options: Any
 ) -> tuple[Any, dict[str, dict[str, dict[str, float]]]]:
     """Count image files in the frame and in each zone: ``(CountResult, {source: zone record})``.
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     # Types only: option_groups reads the option declarations, which import torch and
     # scikit-learn registries; `counting --help` imports this module.
     from counting.cli.option_groups import EvaluationSplit, PictureRun
+    from counting.model.counting_model import CountingModel
 
 
 # Widest a table gets in a file: a cell longer than this (a path of thousands of characters) still folds.
@@ -278,7 +279,7 @@ def open_dataset(
 
 
 def evaluate_on_test_split(
-    counting_model: Any, dataset: str, root: Path, test: EvaluationSplit, run: PictureRun, cache: Any
+    counting_model: CountingModel, dataset: str, root: Path, test: EvaluationSplit, run: PictureRun, cache: Any
 ) -> Any:
     """Evaluate a model on a dataset's test split (shared by ``evaluate`` and ``report``), the
     pictures counted on ``test.cluster`` when given (``--cluster``), whatever the model's kind."""

@@ -6,7 +6,7 @@ import csv as csv_module
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Optional, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TextIO
 
 import numpy as np
 import typer
@@ -65,6 +65,9 @@ from counting.core.files import (
     shares_stdout,
 )
 from counting.data.paths import expand_image_paths
+
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
 
 # counting.apply.api and the model (torch, scikit-learn) are imported where the command counts:
 # `counting count --help` and a refused option answer at once (scripts/bench_cli_startup.py).
@@ -136,16 +139,16 @@ def _plain_cell(column: str, value: Any) -> str:
 FEATURE_CHUNK = 4096
 
 
-def predict_rows(model: Any, array: np.ndarray, source: str) -> np.ndarray:
+def predict_rows(model: CountingModel, array: np.ndarray, source: str) -> np.ndarray:
     """``model.predict_features`` of ``array`` (possibly a memory map) FEATURE_CHUNK rows at a
     time; each chunk is read, predicted and dropped, and its mapped pages are released."""
     return predict_scored_rows(model, array, source)[0]
 
 
-def predict_scored_rows(model: Any, array: np.ndarray, source: str) -> tuple[np.ndarray, np.ndarray | None]:
+def predict_scored_rows(model: CountingModel, array: np.ndarray, source: str) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`predict_rows` and, from the same chunks, the rows' familiarity: a descriptor
     model's probe is its rows (None without a section, or for a density head's sums)."""
-    section = getattr(model, "familiarity", None)
+    section = model.familiarity
     scored = section is not None and section.probe == "descriptor"
     parts, familiarity = [], []
     for start in range(0, len(array), FEATURE_CHUNK):
@@ -195,7 +198,7 @@ def display_path(source: str) -> str:
 
 
 def counts_table(
-    model: Any, rows: list[dict], class_threshold: float = SHOW_THRESHOLD, zones: Sequence[Any] = ()
+    model: CountingModel, rows: list[dict], class_threshold: float = SHOW_THRESHOLD, zones: Sequence[Any] = ()
 ) -> Table:
     if model.class_names:
         return class_counts_table(model, rows, display_path, class_threshold)
@@ -355,7 +358,7 @@ def count(
         sources, array = read_feature_file(features)
         if len(array) == 0:
             raise CountingError(f"{features}: the features file holds no rows")
-        if getattr(counting_model, "sparse_gate", None) is not None:
+        if counting_model.sparse_gate is not None:
             counting_model.check_features(array, str(features))  # a file of another size: that first
             # Counted from its rows alone, a sparse photo got the heads' hundreds, without a word.
             raise CountingError(
@@ -477,7 +480,7 @@ class CountedSoFar:
     """The parts of a run counted so far, each with its zone records (``on_part`` of
     :func:`counting.apply.pictures.count_pictures`): what an interrupted run keeps."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: CountingModel) -> None:
         self.model = model
         self.parts: list[tuple[Any, dict | None]] = []
 
@@ -550,7 +553,7 @@ def keep_counted_rows(
 
 
 def write_annotated(
-    model: Any,
+    model: CountingModel,
     rows: list[dict],
     folder: Path,
     zones: Sequence[Any],

@@ -54,6 +54,7 @@ from counting.features.record import DESCRIPTOR_ROWS, FeaturesRecord, file_sha25
 # answer at once (scripts/bench_cli_startup.py).
 if TYPE_CHECKING:
     from counting.features import FeatureSet
+    from counting.model.counting_model import CountingModel
 
 __all__ = ["check_features_record", "features", "model_record", "write_features"]
 
@@ -215,16 +216,16 @@ def refuse_settings_beside_model(model: Path, cluster: str | None) -> None:
         raise typer.BadParameter(f"--cluster {cluster}: -m {model} makes the model's rows here; leave out --cluster")
 
 
-def refuse_gated_model(counting_model: Any) -> None:
+def refuse_gated_model(counting_model: CountingModel) -> None:
     """A model with a sparse gate counts sparse photos from the photos themselves: no rows do."""
-    if getattr(counting_model, "sparse_gate", None) is not None:
+    if counting_model.sparse_gate is not None:
         raise CountingError(
             f"{counting_model.name} hands sparse pictures to its person detector, which reads the pictures "
             "themselves; count the pictures, not a features file"
         )
 
 
-def model_record(counting_model: Any) -> FeaturesRecord:
+def model_record(counting_model: CountingModel) -> FeaturesRecord:
     """The settings of the rows ``counting_model`` reads: what its features file must record."""
     rows = counting_model.applied_head.name
     return FeaturesRecord(
@@ -242,7 +243,7 @@ def model_record(counting_model: Any) -> FeaturesRecord:
     )
 
 
-def check_features_record(counting_model: Any, features: Path, n_rows: int) -> None:
+def check_features_record(counting_model: CountingModel, features: Path, n_rows: int) -> None:
     """CountingError (one line) unless ``features`` was made with the settings ``counting_model``
     reads the pictures with, as its record says; a file without a record passes only where the
     model reads nothing its shape cannot show (no ROI mask, no flip, the default input size)."""
@@ -284,7 +285,7 @@ def unseen_settings(wanted: FeaturesRecord) -> str | None:
 
 
 def rows_of_model(
-    counting_model: Any, paths: list[Path], weights: Path | None, cache: Any, run: PictureRun, strict: bool
+    counting_model: CountingModel, paths: list[Path], weights: Path | None, cache: Any, run: PictureRun, strict: bool
 ) -> tuple[FeatureSet, FeaturesRecord]:
     """The model's own rows of the pictures (the code its counting runs: same ROI, size, grid,
     layout, flip), as a FeatureSet, and their record."""

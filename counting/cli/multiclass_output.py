@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -10,6 +10,9 @@ from rich.table import Table
 from counting.cli.common import familiarity_cell, short_note
 from counting.core.columns import class_column
 from counting.core.files import printable
+
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
 
 # Figure keys of counting.evaluate.evaluation.voc_metrics and their column titles.
 VOC_FIGURES: dict[str, str] = {
@@ -54,7 +57,9 @@ def per_class_table(metrics: dict, title: str = "Per class") -> Table:
     return table
 
 
-def class_counts_table(model: Any, rows: list[dict], display: Any, threshold: float = SHOW_THRESHOLD) -> Table:
+def class_counts_table(
+    model: CountingModel, rows: list[dict], display: Any, threshold: float = SHOW_THRESHOLD
+) -> Table:
     """A row per image, listing only the classes predicted at ``threshold`` or more."""
     level = f" ({model.interval.level:.0%} intervals)" if model.interval is not None else ""
     table = Table(title=f"Counts by {escape(printable(model.name))}{level}", title_justify="left")

@@ -24,9 +24,12 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from counting.apply.distributed.cluster import ClusterError
+
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
 
 __all__ = ["CountTask", "count_on_cluster", "count_part", "counted_parts", "part_size"]
 
@@ -121,7 +124,7 @@ def _blas_threads() -> int | None:
     return max(counts) if counts else None
 
 
-def _model_bytes(model: Any) -> bytes:
+def _model_bytes(model: CountingModel) -> bytes:
     path = model.path  # None for a model made in this process and not saved
     if path is None:
         raise ClusterError(f"{model.name}: --cluster sends the model file to the workers; save the model first")
@@ -133,7 +136,7 @@ def _model_bytes(model: Any) -> bytes:
 
 def counted_parts(
     client: Any,
-    model: Any,
+    model: CountingModel,
     paths: Sequence[str],
     *,
     zones: Sequence[Any] = (),
@@ -191,7 +194,7 @@ def _result_of(future: Any) -> tuple[Any, dict | None]:
 
 def count_on_cluster(
     client: Any,
-    model: Any,
+    model: CountingModel,
     paths: Sequence[str],
     *,
     zones: Sequence[Any] = (),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -18,6 +18,9 @@ from counting.apply.video import annotate, overlay_label, overlay_note
 from counting.apply.zone_drawing import draw_zones
 from counting.apply.zone_specs import Zone, check_zone_names, load_zones, parse_zone, zones_from_entries
 from counting.apply.zones import check_localises, count_frames, count_frames_with_density
+
+if TYPE_CHECKING:  # annotations only: the model is imported where it counts
+    from counting.model.counting_model import CountingModel
 
 
 def camera_zones(zones_file: Any, zones_inline: Sequence[Any], where: str) -> list[Zone]:
@@ -36,7 +39,7 @@ class FrameCounter:
     """Counts frames with a shared model (one lock per model: its backbone is not re-entrant
     for the first call, and on 2 cores serial passes are as fast as parallel ones)."""
 
-    def __init__(self, model: Any, lock: threading.Lock, zones: Sequence[Zone] = ()) -> None:
+    def __init__(self, model: CountingModel, lock: threading.Lock, zones: Sequence[Zone] = ()) -> None:
         self.model = model
         self.lock = lock
         self.zones = list(zones)
