@@ -34,7 +34,7 @@ def annotated_frame(
     """
     rgb = np.asarray(frame)
     picture = np.ascontiguousarray(rgb[:, :, ::-1])  # OpenCV draws on BGR
-    head = getattr(model, "density_head", None)
+    head = model.density_head
     if head is None and not zones:
         (record,) = count_frames(model, [rgb], ())
     else:
@@ -49,6 +49,6 @@ def annotated_frame(
             # Counted by the crowd model's detector (its sparse gate): its people, not a heat map.
             draw_people(picture, record["people"])
         draw_zones(picture, zones, record["zones"])
-    names = getattr(model, "class_names", None)
+    names = model.class_names
     label = overlay_label(record) if not names else f"count {record['count']:.1f}"
     return record, annotate(picture, label, overlay_note(record))

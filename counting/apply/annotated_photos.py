@@ -35,7 +35,7 @@ BATCH = 8
 
 def check_annotated_model(model: CountingModel) -> None:
     """CountingError unless the model has something to draw: the detector's boxes or a density map."""
-    if _is_detector(model) or getattr(model, "density_head", None) is not None:
+    if _is_detector(model) or model.density_head is not None:
         return
     raise CountingError(
         f"{model.name}: --annotated draws a detector's boxes or a density map; this model has neither "

@@ -710,14 +710,14 @@ def count_video(
     zone_kinds = ["count"] + (["low", "high"] if model.interval is not None else [])
     fields += [zone_column(kind, zone.name) for zone in zones for kind in zone_kinds]
     fields += ["familiarity", "unfamiliar"]  # empty for a model file without a familiarity section
-    if getattr(model, "sparse_gate", None) is not None:  # which route counted each frame (count's columns)
+    if model.sparse_gate is not None:  # which route counted each frame (count's columns)
         fields += ["counted_by", "disputed"]
     smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
     # A crowd model's smoothed count as it would be with each disputed frame at its other reading
     # (CountingModel.intervals' readings): the smoothed interval covers both (_smoothed_fields).
     other_smoother = (
         CausalSmoother(smooth_window)
-        if smoother is not None and getattr(model, "sparse_gate", None) is not None
+        if smoother is not None and model.sparse_gate is not None
         else None
     )
     sink = None
@@ -764,7 +764,7 @@ def count_video(
                 writer = open_video_writer(video_temporary, reader.fps / stride, annotated_size(reader.frame_size))
             try:
                 # A density-head model draws its map on the annotated video: one pass gives both.
-                head = getattr(model, "density_head", None)
+                head = model.density_head
                 with_density = (writer is not None or bool(zones)) and head is not None
                 heat_top = 0.0  # the heat map's top so far (video_heat_top)
                 for batch, counted in _counted_batches(model, reader.batches(batch_size), with_density):

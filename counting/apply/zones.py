@@ -178,10 +178,10 @@ def detections_in_zones(
 
 def check_localises(model: CountingModel) -> None:
     """ZoneError unless ``model`` can say where in the frame it counts (a density head)."""
-    if getattr(model, "density_head", None) is not None:
+    if model.density_head is not None:
         return
-    name = getattr(model, "name", "model")
-    if getattr(model, "class_density_head", None) is not None:
+    name = model.name
+    if model.class_density_head is not None:
         raise ZoneError(
             f"{name}: per-class density models do not count zones yet; use a single-count density model "
             "(e.g. models/mall-accurate.npz)"
@@ -276,7 +276,7 @@ def counted_zones(weights: np.ndarray) -> np.ndarray:
 
 def interval_level(model: CountingModel) -> float:
     """The nominal coverage of ``model``'s intervals (:data:`_SCATTER_LEVEL` where it says none)."""
-    level = getattr(getattr(model, "interval", None), "level", None)
+    level = getattr(model.interval, "level", None)
     return float(level) if level is not None and 0 < float(level) < 1 else _SCATTER_LEVEL
 
 
@@ -295,7 +295,7 @@ def count_frames(model: CountingModel, frames: Sequence[Any], zones: Sequence[Zo
     Without zones any model counts (``"zones": {}``); a per-class model's record then also holds
     ``"classes": {name: {"count", "low", "high"}}`` and its ``count`` is the total.
     """
-    if not zones and getattr(model, "density_head", None) is None:
+    if not zones and model.density_head is None:
         return _whole_frame_records(model, frames)
     # A detector-based model (issue 22) would branch here: its boxes' centres through
     # detections_in_zones, after check_localises lets it through.
@@ -361,7 +361,7 @@ def _whole_frame_records(model: CountingModel, frames: Sequence[Any]) -> list[di
         return []
     batch = model.count_batch([model.prepare_image(frame) for frame in frames])
     counts, familiarity, low, high = np.asarray(batch.counts, dtype=float), batch.familiarity, batch.low, batch.high
-    names = getattr(model, "class_names", None)
+    names = model.class_names
     records = []
     for k in range(len(counts)):
         if names:

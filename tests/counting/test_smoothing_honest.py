@@ -103,6 +103,7 @@ class JumpingModel:
 
     class_names = None
     density_head = None
+    sparse_gate = None
 
     def __init__(self) -> None:
         self.interval = ConformalInterval(level=0.9, quantile=np.asarray(2.0), scale="absolute")

@@ -45,7 +45,7 @@ class FrameCounter:
         self.zones = list(zones)
         if self.zones:
             check_localises(model)
-        head = getattr(model, "density_head", None)
+        head = model.density_head
         self.has_density = head is not None
         # The heat map's highest level the model allows (people a map cell), None: a frame's own peak.
         self.model_top: float | None = head.settings.get("display_max") if head is not None else None
