@@ -715,11 +715,7 @@ def count_video(
     smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
     # A crowd model's smoothed count as it would be with each disputed frame at its other reading
     # (CountingModel.intervals' readings): the smoothed interval covers both (_smoothed_fields).
-    other_smoother = (
-        CausalSmoother(smooth_window)
-        if smoother is not None and model.sparse_gate is not None
-        else None
-    )
+    other_smoother = CausalSmoother(smooth_window) if smoother is not None and model.sparse_gate is not None else None
     sink = None
     writer = None
     video_temporary: Path | None = None
