@@ -24,7 +24,6 @@ import os
 import queue
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,7 +41,7 @@ from counting.apply.zones import Zone, check_localises, density_records, zone_fi
 from counting.core import defaults
 from counting.core.columns import class_column, zone_column
 from counting.core.errors import CountingError, StreamError
-from counting.core.files import open_descriptor, reason
+from counting.core.files import flush_standard_streams, open_descriptor, reason
 from counting.core.inflight import computed_in_order
 from counting.core.signals import sigterm_as_interrupt
 from counting.heads.sparse_gate import BY_BOTH
@@ -446,8 +445,7 @@ class RecordSink:
         if descriptor is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             return open(self.path, "wb", buffering=0)  # noqa: SIM115 - closed in close()
-        for stream in (sys.stdout, sys.stderr):  # what was printed before comes first
-            stream.flush()
+        flush_standard_streams()  # what was printed before comes first
         return os.fdopen(os.dup(descriptor), "wb", buffering=0)
 
     @staticmethod

@@ -521,21 +521,22 @@ def keep_counted_rows(
         "skipped": messages,
         "incomplete": {"counted": len(rows), "pictures": total},
     }
+    text = dumps_json(document) + "\n"
+    # Each output as a finished run writes it: into stdout for "-", else whole or not at all.
     writers = (
-        (csv, lambda handle: write_rows_csv_to(handle, rows), {"newline": ""}),
-        (json_path, lambda handle: handle.write(dumps_json(document) + "\n"), {}),
+        (csv, lambda handle: write_rows_csv_to(handle, rows), lambda path: write_rows_csv(path, rows)),
+        (json_path, lambda handle: handle.write(text), lambda path: atomic_write_text(path, text)),
     )
     written, failures = [], []
-    for output, write, options in writers:
+    for output, to_stream, to_file in writers:
         if output is None:
             continue
         try:
             if is_stdout(output):
-                write(sys.stdout)
+                to_stream(sys.stdout)
                 sys.stdout.flush()
             else:
-                with atomic_write(output, **options) as handle:
-                    write(handle)
+                to_file(output)
             written.append("stdout" if is_stdout(output) else printable(str(output)))
         except OSError as error:  # an OutputError names its file; stdout's own failure does not
             failures.append(
@@ -547,7 +548,7 @@ def keep_counted_rows(
     else:
         parts = [f"{counts} were counted" + ("" if failures else "; none written (no --csv or --json)")]
     parts += failures
-    if cache is not None and getattr(cache, "enabled", False):
+    if cache is not None and cache.enabled:
         parts.append("the descriptors computed so far are in the feature cache")
     return "; ".join(parts)
 

@@ -54,6 +54,7 @@ __all__ = [
     "check_new_files",
     "check_writable_folder",
     "dumps_json",
+    "flush_standard_streams",
     "is_regular_file",
     "open_descriptor",
     "printable",
@@ -410,11 +411,7 @@ def _copy_into_descriptor(source: Path, descriptor: int, named: Path) -> None:
     problem = _descriptor_problem(descriptor)
     if problem is not None:
         raise OutputError(f"{named}: cannot write ({problem})")
-    for stream in (sys.stdout, sys.stderr):  # what Python still holds for the descriptor goes first
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
+    flush_standard_streams()  # what Python still holds for the descriptor goes first
     duplicate = os.dup(descriptor)
     try:
         start = _end_of_regular_file(duplicate)
@@ -433,6 +430,17 @@ def _copy_into_descriptor(source: Path, descriptor: int, named: Path) -> None:
             raise
     finally:
         os.close(duplicate)
+
+
+def flush_standard_streams() -> None:
+    """Write out what Python holds for stdout and stderr, before bytes go to their descriptors
+    another way (a duplicate of /dev/stdout): what was printed first stays first. A closed or
+    failed stream is left to its own writer to report."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def _end_of_regular_file(descriptor: int) -> int | None:
