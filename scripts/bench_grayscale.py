@@ -15,7 +15,7 @@ head limit where a picture lies near it (docs/density.md, "The people mask with 
 Prints per set of the crowd validation parts (counting.data.datasets.crowd): pictures, the
 model's MAE in colour and in grayscale, the ratio of the grayscale to the colour count summed over
 the set, the share of grayscale copies the familiarity score marks, and how many pictures the
-sparse gate disputes in colour and in grayscale (counting.heads.sparse_gate, "Disputed counts":
+sparse gate disputes in colour and in grayscale (counting.heads.crowd.sparse_gate, "Disputed counts":
 the heads' count above the gate's limit stands where the gate says sparse; marked unreliable). Add ``--json FILE`` for
 the figures in a file.
 """

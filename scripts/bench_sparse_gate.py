@@ -1,4 +1,4 @@
-"""Time fit_sparse_gate (counting.heads.sparse_gate) on synthetic gate rows of the crowd model's size.
+"""Time fit_sparse_gate (counting.heads.crowd.sparse_gate) on synthetic gate rows of the crowd model's size.
 
     python scripts/bench_sparse_gate.py                  # 300 and 1,125 pictures, each with a copy
     python scripts/bench_sparse_gate.py --pictures 1125 --repeats 3

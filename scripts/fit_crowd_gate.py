@@ -1,4 +1,4 @@
-"""Fit the crowd model's sparse gate (counting.heads.sparse_gate) and print the validation figures.
+"""Fit the crowd model's sparse gate (counting.heads.crowd.sparse_gate) and print the validation figures.
 
     export COUNTING_CACHE_DIR=/work/cache-crowd     # optional: reuses the training maps
     python scripts/fit_crowd_gate.py --data ../shared/data -m crowd-fam.npz -o crowd.npz --out-of-fold crowd-oof.csv

@@ -7,7 +7,7 @@
 The crowd model's general heads put 85-87 % of their mass on everyday photos off the people, on
 textures read as a distant crowd (docs/density.md, "Where the heads' excess lies"): a brick wall
 above a class photo's children, gravel, a placemat. This study fits a classifier of map cells
-(counting.heads.density.people_mask: each cell's standardised channels and their mean over the
+(counting.heads.crowd.people_mask: each cell's standardised channels and their mean over the
 11x11 cells about it) on the frozen maps of every train picture of the crowd model's sets, people
 being cells near a head dot and background cells far from any (``--coco-labels boxes``: on
 coco-voc20, inside / outside the person boxes instead), then multiplies each validation picture's

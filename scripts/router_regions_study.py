@@ -4,7 +4,7 @@
         [--cache-dir DIR] [--grids 1x1 2x2 3x3 2x1 1x2]
 
 The crowd model's density heads (a general head and specialists) are mixed by a router that reads
-the statistics of the whole picture's feature maps (counting.heads.density.routing). A picture
+the statistics of the whole picture's feature maps (counting.heads.crowd.routing). A picture
 wider than 2:1 is routed tile by tile, each tile as the photo of at most 2:1 the router learnt on
 (ConvDensityHead._density_by_tiles): a crowd beside an empty photo was otherwise sent to the
 general head and undercounted by a quarter. This study asks whether the same helps within 2:1:

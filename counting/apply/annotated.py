@@ -13,7 +13,7 @@ from counting.apply.people_drawing import draw_people
 from counting.apply.video import annotate, overlay_label, overlay_note
 from counting.apply.zone_drawing import draw_zones
 from counting.apply.zones import Zone, count_frames, count_frames_with_density
-from counting.heads.sparse_gate import BY_BOTH
+from counting.heads.crowd.sparse_gate import BY_BOTH
 
 if TYPE_CHECKING:  # annotations only: the model is imported where it counts
     from counting.model.counting_model import CountingModel

@@ -21,7 +21,7 @@ model file without a familiarity section ("unknown"). A crowd model with a spars
 ``counted_by`` (what counted the picture: ``density``, ``detector`` or ``density+detector``) and
 ``disputed`` (True where its detector evidence said sparse but the density heads' count, beyond
 anything the gate saw of a sparse picture, stood: the count is unreliable;
-:mod:`counting.heads.sparse_gate`, "Disputed counts").
+:mod:`counting.heads.crowd.sparse_gate`, "Disputed counts").
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def familiarity_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
 def disputed_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
     """The one summary line for records marked ``disputed`` (None when none is)."""
-    from counting.heads.sparse_gate import disputed_summary
+    from counting.heads.crowd.sparse_gate import disputed_summary
 
     return disputed_summary(sum(bool(row.get("disputed")) for row in rows), len(rows))
 

@@ -44,7 +44,7 @@ from counting.core.errors import CountingError, StreamError
 from counting.core.files import flush_standard_streams, open_descriptor, reason
 from counting.core.inflight import computed_in_order
 from counting.core.signals import sigterm_as_interrupt
-from counting.heads.sparse_gate import BY_BOTH
+from counting.heads.crowd.sparse_gate import BY_BOTH
 from counting.model.results import CountBatch
 
 if TYPE_CHECKING:  # annotations only: the model is imported where it counts
@@ -535,7 +535,7 @@ def video_heat_top(top: float, density: np.ndarray, model_top: float | None) -> 
 
 def overlay_note(record: dict) -> str | None:
     """The marks of a count its record says is unreliable, as count's table shows them ("unlike
-    training": ``unfamiliar``; "disputed": a crowd model's sparse gate, counting.heads.sparse_gate),
+    training": ``unfamiliar``; "disputed": a crowd model's sparse gate, counting.heads.crowd.sparse_gate),
     or None: drawn under the count, so a picture shared without its records keeps the warning."""
     marks = [mark for key, mark in UNRELIABLE_MARKS if record.get(key)]
     return ", ".join(marks) if marks else None
@@ -629,7 +629,7 @@ class VideoRun:
     # (counting.heads.familiarity); both 0 for a model file without a familiarity section.
     scored_frames: int = 0
     unfamiliar_frames: int = 0
-    # Frames a crowd model's sparse gate disputed (counting.heads.sparse_gate, "Disputed counts").
+    # Frames a crowd model's sparse gate disputed (counting.heads.crowd.sparse_gate, "Disputed counts").
     disputed_frames: int = 0
     records: list[dict] = field(default_factory=list)
     problems: list[DecodeProblem] = field(default_factory=list)  # frames that could not be decoded
@@ -824,7 +824,7 @@ def count_video(
                             if found is not None:
                                 # Counted by the crowd model's detector: its people, not a heat map.
                                 from counting.apply.people_drawing import draw_people
-                                from counting.heads.sparse_gate import people_in_pixels
+                                from counting.heads.crowd.sparse_gate import people_in_pixels
 
                                 picture = picture.copy()
                                 draw_people(picture, people_in_pixels(found, picture.shape[:2]))

@@ -329,9 +329,9 @@ def _with_route(
     """A gated crowd model's records say what counted each frame: ``counted_by`` "detector" (with
     the ``people`` it counted: boxes ``[x1, y1, x2, y2, score]`` in the frame's pixels),
     "density" (the density head), or "density+detector" (a wide frame, the head in some tiles and
-    the detector, with its ``people``, in the others); and ``disputed`` (counting.heads.sparse_gate,
+    the detector, with its ``people``, in the others); and ``disputed`` (counting.heads.crowd.sparse_gate,
     "Disputed counts")."""
-    from counting.heads.sparse_gate import people_in_pixels, routes
+    from counting.heads.crowd.sparse_gate import people_in_pixels, routes
 
     for record, route, boxes, doubted in zip(records, routes(people), people, disputed, strict=True):
         record["counted_by"] = route

@@ -54,8 +54,8 @@ from counting.core.columns import zone_column
 from counting.core.files import is_stdout
 from counting.core.signals import EXIT_TERMINATED, was_terminated
 from counting.core.terminal import on_terminal
+from counting.heads.crowd.sparse_gate import disputed_summary
 from counting.heads.familiarity import unfamiliar_summary
-from counting.heads.sparse_gate import disputed_summary
 
 
 def records_file(csv: Path | None, jsonl: Path | None, counts: Path | None) -> tuple[Path | None, str | None]:
@@ -295,7 +295,7 @@ def video(
 
 def say_marked_frames(run: Any, prefix: str = "") -> None:
     """One warning line each for a run's unfamiliar frames (counting.heads.familiarity) and its
-    disputed ones (counting.heads.sparse_gate, "Disputed counts"); ``run``: a VideoRun or a
+    disputed ones (counting.heads.crowd.sparse_gate, "Disputed counts"); ``run``: a VideoRun or a
     stream's StreamOutcome (both count them)."""
     for warning in (
         unfamiliar_summary(run.unfamiliar_frames, run.scored_frames, "frames"),

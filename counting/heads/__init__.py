@@ -15,7 +15,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         ".uncertainty": "ConformalInterval fit_class_group_interval group_coverage miss_floor",
         ".familiarity": "fit_familiarity map_statistics",
-        ".sparse_gate": (
+        ".crowd.sparse_gate": (
             "BY_BOTH HEAD_LIMIT_FACTOR SparseGate WEIGHT_FLOOR fit_sparse_gate gate_features per_photo photos_in routes"
         ),
         # per-class counts (VOC)
@@ -23,20 +23,20 @@ __getattr__, __dir__, __all__ = lazy_exports(
         # density heads on frozen feature maps
         ".density": "DensityHead extract_maps fit_density_head",
         ".density.maps": "layer_channels maps_on_grid",
-        ".density.routing": "SetRouter fit_set_router",
-        ".density.fitting": "COUNT_WEIGHTS",
+        ".crowd.routing": "SetRouter fit_set_router",
+        ".density.ridge.fitting": "COUNT_WEIGHTS",
         ".density.data": "TargetSettings density_targets",
-        ".density.people_mask": "PeopleMask cell_labels fit_people_mask mask_cells",
+        ".crowd.people_mask": "PeopleMask cell_labels fit_people_mask mask_cells",
         # the conv density head, its ensemble and the AGP's correction of the ensemble's sum
-        ".density.conv_fitting": "ConvSettings fit_conv_heads stride8_maps",
-        ".density.conv_head": "ensemble",
-        ".density.conv_training": (
+        ".density.conv.fitting": "ConvSettings fit_conv_heads stride8_maps",
+        ".density.conv.head": "ensemble",
+        ".density.conv.training": (
             "CONV_LAYERS CORRECTION_WEIGHT DEFAULT_CONV_SETTINGS=DEFAULT_SETTINGS "
             "corrected_counts correction_targets validation_parts"
         ),
         # the per-class density head (VOC)
-        ".density.class_training": "DEFAULT_CLASS_LAYERS DEFAULT_SPREAD fit_class_head_descriptors",
-        ".density.multiclass": (
+        ".density.classes.training": "DEFAULT_CLASS_LAYERS DEFAULT_SPREAD fit_class_head_descriptors",
+        ".density.classes.head": (
             "accumulate_grams annotation_path class_density_targets class_head_features extract_class_maps read_boxes"
         ),
     },

@@ -84,7 +84,7 @@ class PathRows:
     # (n, 2) each picture's density-map (h, w) for a density head (0 where unread), else None.
     grids: np.ndarray | None = None
     # A density head's maps of the pictures the detector sees in tiles (wider than 2:1), by
-    # index: a crowd model's sparse gate reads them tile by tile (counting.heads.sparse_gate).
+    # index: a crowd model's sparse gate reads them tile by tile (counting.heads.crowd.sparse_gate).
     # Few and small (a 3:1 picture's map is ~40x120 cells), so memory stays flat.
     wide_maps: dict[int, np.ndarray] | None = None
     # Their tiles' own familiarity probes (sparse_gate.tile_probes), when probes are asked for.
@@ -400,8 +400,8 @@ class DensityHeadApplied:
     ) -> PathRows:
         # ``extract`` (a cluster's extractor) makes descriptors, not maps: maps are made here.
         from counting.features.detector.evidence import map_tiles
+        from counting.heads.crowd.sparse_gate import tile_probes
         from counting.heads.density.maps import HEAD_STRIDE
-        from counting.heads.sparse_gate import tile_probes
 
         head = self.head
         features = np.full((len(sources), model.feature_dim), np.nan)
@@ -450,8 +450,8 @@ class DensityHeadApplied:
         self, model: ModelParts, tensors: Sequence[Any], weights: str | Path | None, chunking: Chunking
     ) -> PreparedRows:
         from counting.features.detector.evidence import map_tiles
+        from counting.heads.crowd.sparse_gate import tile_probes
         from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
-        from counting.heads.sparse_gate import tile_probes
 
         head = self.head
         backbone = model.get_backbone(weights)
@@ -532,12 +532,12 @@ class ClassDensityHeadApplied(DescriptorHead):
 
     @classmethod
     def from_document(cls, record: Any, source: str) -> Any:
-        from counting.heads.density.multiclass import class_head_from_document
+        from counting.heads.density.classes.head import class_head_from_document
 
         return class_head_from_document(record, source)
 
     def document(self) -> dict[str, Any]:
-        from counting.heads.density.multiclass import class_head_to_document
+        from counting.heads.density.classes.head import class_head_to_document
 
         return {"class_density_head": class_head_to_document(self.head)}
 
@@ -545,7 +545,7 @@ class ClassDensityHeadApplied(DescriptorHead):
         return {"density_head": "per class: " + ",".join(self.head.layers)}
 
     def check_backbone(self, model: ModelParts, backbone: Any) -> None:
-        from counting.heads.density.multiclass import check_class_head
+        from counting.heads.density.classes.head import check_class_head
 
         check_class_head(self.head, backbone, model.feature_dim, model.name)
 
@@ -559,7 +559,7 @@ class ClassDensityHeadApplied(DescriptorHead):
         progress: bool,
         extract: Any,
     ) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
-        from counting.heads.density.multiclass import class_head_features
+        from counting.heads.density.classes.head import class_head_features
 
         backbone = model.get_backbone(weights)
         features, ok, errors = class_head_features(
@@ -568,7 +568,7 @@ class ClassDensityHeadApplied(DescriptorHead):
         return features, np.asarray(ok, dtype=bool), dict(errors)
 
     def _prepared(self, model: ModelParts, tensors: Sequence[Any], weights: str | Path | None) -> np.ndarray:
-        from counting.heads.density.multiclass import class_head_batch_features
+        from counting.heads.density.classes.head import class_head_batch_features
 
         batch = np.stack([np.asarray(tensor) for tensor in tensors])
         return np.asarray(class_head_batch_features(self.head, model.get_backbone(weights), batch))

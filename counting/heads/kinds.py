@@ -176,7 +176,7 @@ class DensityRows:
         if config.density_kind == "conv":
             # The AGP corrects the ensemble's count rather than replacing it (chosen on `train`'s
             # procedure nested inside the train ranges, scripts/conv_agp_study.py).
-            from counting.heads.density.conv_training import CORRECTION_WEIGHT
+            from counting.heads.density.conv.training import CORRECTION_WEIGHT
 
             rows.count_offset, rows.correction_weight = "head_sum", CORRECTION_WEIGHT
         return rows
@@ -195,7 +195,7 @@ class ClassDensityRows:
             )
 
     def rows(self, inputs: TrainingInputs) -> HeadRows:
-        from counting.heads.density.class_training import fit_class_head_descriptors
+        from counting.heads.density.classes.training import fit_class_head_descriptors
 
         config = inputs.config
         head, frame = fit_class_head_descriptors(

@@ -12,13 +12,13 @@ mean width when errors grow with the count. ``choose_scale`` picks one on the ca
 alone.
 
 **Per route (Mondrian conformal, Vovk et al. 2005, ch. 4):** a model whose pictures are counted by
-different heads (a crowd model's specialists, :mod:`counting.heads.density.routing`) errs
+different heads (a crowd model's specialists, :mod:`counting.heads.crowd.routing`) errs
 differently on each: one interval calibrated on all of them is too wide where a specialist counts
 (a Mall frame of 33 people got [8, 59]). ``by_route`` holds one interval per route, each
 calibrated on pictures of that route alone; a picture of another route (or one whose route is not
 known) gets the interval of the whole. The guarantee then holds within each calibrated route, not
 only on average over all pictures. (A crowd model also splits the detector's route by whether the
-detector found anyone: ``detector-none``, counting.heads.sparse_gate.)
+detector found anyone: ``detector-none``, counting.heads.crowd.sparse_gate.)
 
 **Per class group (multi-class models, VOC):** most photo-class pairs hold no object and are
 predicted ~0, so a quantile over all pairs is ~0 and the intervals of the pairs that matter were

@@ -20,10 +20,10 @@ from counting.core.errors import BackboneError, CountingError, ModelFileError
 from counting.core.version import __version__
 from counting.features.layouts import LAYOUTS, frame_counts, predict_rows, split_views
 from counting.heads.applied import AppliedHead, Chunking, DensityHeadApplied
-from counting.heads.density.routing import ROUTE_GENERAL
+from counting.heads.crowd.routing import ROUTE_GENERAL
+from counting.heads.crowd.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE, by_detector_alone, person_density, routes
 from counting.heads.multiclass import apply_gate, inverse_transform
 from counting.heads.registry import applied_head_for, read_head_sections
-from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE, by_detector_alone, person_density, routes
 from counting.heads.uncertainty import ConformalInterval
 from counting.model.default_path import default_model_path
 from counting.model.results import CountBatch, CountResult
@@ -126,7 +126,7 @@ class CountingModel:
     descriptor: Any = None
     # counting.heads.density.DensityHead: the regressor's rows are its density sums (whole ROI, cells).
     density_head: Any = None
-    # counting.heads.density.multiclass.ClassDensityHead (VOC): the regressor's rows are its per-class sums.
+    # counting.heads.density.classes.head.ClassDensityHead (VOC): the regressor's rows are its per-class sums.
     class_density_head: Any = None
     # One of COUNT_OFFSETS; "head_sum" needs a density head and no target transform. With it, the
     # count is the head's sum plus ``correction_weight`` times the regressor's correction.
@@ -134,7 +134,7 @@ class CountingModel:
     correction_weight: float = 1.0
     # counting.heads.familiarity.Familiarity: how much a picture resembles the training pictures.
     familiarity: Any = None
-    # counting.heads.sparse_gate.SparseGate (crowd density models): sparse photos are counted by
+    # counting.heads.crowd.sparse_gate.SparseGate (crowd density models): sparse photos are counted by
     # the detector's person count instead of the density head's sum.
     sparse_gate: Any = None
     # A head of a kind registered in counting.heads.applied that has no field of its own above.
@@ -413,7 +413,7 @@ class CountingModel:
         summed = frame_counts(predicted, n_images)
         if self.count_offset == "head_sum":
             # The regressor predicted the count minus the head's sum.
-            from counting.heads.density.conv_training import corrected_counts
+            from counting.heads.density.conv.training import corrected_counts
 
             summed = corrected_counts(array, summed[:, 0], self.correction_weight)[:, None]
         counts = inverse_transform(summed, self.target_transform)
@@ -429,7 +429,7 @@ class CountingModel:
         has one (a crowd model's specialists, general heads, detector), the model's interval
         elsewhere and without them. ``readings`` (a crowd model's, :meth:`count_batch`'s
         ``readings``): where finite, the picture's count is disputed and its interval is the
-        union with the detector's route's interval about that reading (counting.heads.sparse_gate,
+        union with the detector's route's interval about that reading (counting.heads.crowd.sparse_gate,
         "Disputed counts")."""
         if self.interval is None:
             return None, None
@@ -510,7 +510,7 @@ class CountingModel:
 
     def seeing(self, **changes: bool) -> CountingModel:
         """A copy of the model whose backbone's preprocessing has ``changes`` (``grayscale``,
-        ``degraded``: the copy kinds training draws, counting.heads.density.conv_training.copy_kinds)."""
+        ``degraded``: the copy kinds training draws, counting.heads.density.conv.training.copy_kinds)."""
         from dataclasses import replace as copied
 
         # Its own cache dict (replace() would share this one): the backbone is shared, the
@@ -632,7 +632,7 @@ class CountingModel:
         wide_maps: Mapping[int, np.ndarray],
         wide_probes: Mapping[int, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, list, dict[int, np.ndarray], np.ndarray]:
-        """``(counts, people, mixed, readings)``: the sparse gate's counts (counting.heads.sparse_gate) and,
+        """``(counts, people, mixed, readings)``: the sparse gate's counts (counting.heads.crowd.sparse_gate) and,
         per picture, the person boxes the detector's count took where the gate handed it over
         (``SparseGate.counted_boxes``), None where the head counted it, ``PartPeople`` where it
         handed over some tiles of a wide picture (``mixed``: the maps of those,
@@ -645,7 +645,7 @@ class CountingModel:
         tiles allow (the gate reads it tile by tile, "Wide pictures" in sparse_gate), and
         ``wide_probes`` their tiles' own familiarity probes (``sparse_gate.tile_probes``)."""
         from counting.features.detector.evidence import PERSON_QUANTITIES
-        from counting.heads.sparse_gate import PartPeople, boxes_in_tiles, tile_shares, tiled_density
+        from counting.heads.crowd.sparse_gate import PartPeople, boxes_in_tiles, tile_shares, tiled_density
 
         gate = self.sparse_gate
         people: list = [None] * len(counts)
@@ -987,7 +987,7 @@ def _read_sparse_gate(record: Any) -> Any:
     """The model file's sparse-gate section, or None (models without one count by the head alone)."""
     if record is None:
         return None
-    from counting.heads.sparse_gate import SparseGate, SparseGateError
+    from counting.heads.crowd.sparse_gate import SparseGate, SparseGateError
 
     try:
         return SparseGate.from_document(record)

@@ -30,7 +30,7 @@ class CountResult:
     # photo) or "density" (the head); None for other models.
     counted_by: np.ndarray | None = None
     # (n,) bool, for a crowd model with a sparse gate: True where the gate's inputs said sparse but
-    # the heads' count, above its limit, stood (counting.heads.sparse_gate, "Disputed counts": the
+    # the heads' count, above its limit, stood (counting.heads.crowd.sparse_gate, "Disputed counts": the
     # count is unreliable, its interval reaches the detector's reading too); None for other models.
     disputed: np.ndarray | None = None
 
@@ -54,7 +54,7 @@ class CountBatch:
     # picture, then the score) its detector's count took, or None where the head counted it.
     people: list[Any] | None = None
     # The same model: where the gate disputes a count, the count with the head limit lifted
-    # (NaN elsewhere): the interval reaches it (counting.heads.sparse_gate, "Disputed counts").
+    # (NaN elsewhere): the interval reaches it (counting.heads.crowd.sparse_gate, "Disputed counts").
     readings: np.ndarray | None = None
     # The interval route of each picture (``CountingModel.interval_routes``), None with one interval.
     routes: np.ndarray | None = None
@@ -65,7 +65,7 @@ class CountBatch:
         crowd model, else None."""
         if self.people is None:
             return None
-        from counting.heads.sparse_gate import routes
+        from counting.heads.crowd.sparse_gate import routes
 
         return routes(self.people)
 

@@ -223,7 +223,7 @@ _COUNTING_FIELDS = (
     "correction_weight",
     # counting.heads.familiarity (checked where it is read, Familiarity.from_document)
     "familiarity",
-    # counting.heads.sparse_gate (checked where it is read, SparseGate.from_document)
+    # counting.heads.crowd.sparse_gate (checked where it is read, SparseGate.from_document)
     "sparse_gate",
 )
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from counting.core.files import atomic_write_text
 from counting.core.metrics import crowd_metrics
-from counting.heads.density.conv_fitting import ConvSettings
+from counting.heads.density.conv.fitting import ConvSettings
 from counting.heads.kinds import HeadRows
 from counting.model.counting_model import CountingModel
 from counting.train.pipeline import TrainingConfig, assemble_model, calibrate, fit_rows, plan_training
@@ -108,7 +108,7 @@ class CrowdSettings:
     # grayscale copy of a photo of 12 children on grass (docs/density.md, "Grayscale and blurred
     # copies for the gate").
     gate_copy_family: str = "wider"
-    # A people mask on the general heads (counting.heads.density.people_mask): their density kept
+    # A people mask on the general heads (counting.heads.crowd.people_mask): their density kept
     # where a cell classifier sees people; the specialists, trained on their own scenes, get none.
     # Off in the shipped model: fitted on the pictures alone, it took most of the heads' excess
     # off everyday photos (coco-voc20 validation RMSE 5.97 -> 3.37) but not off their grayscale
@@ -236,7 +236,7 @@ def add_specialists(
     gate_out_of_fold: GateOutOfFold | None = None,
 ) -> CountingModel:
     """The crowd model with a specialist head for each set in ``sets``, the router that mixes
-    them into its density (:mod:`counting.heads.density.routing`), and its interval per route
+    them into its density (:mod:`counting.heads.crowd.routing`), and its interval per route
     (:func:`route_intervals`).
 
     Each specialist is a conv head trained as the general head is (``settings``: input size,
@@ -250,9 +250,9 @@ def add_specialists(
     ``gate_out_of_fold`` (what :func:`fit_crowd_gate` found for this gate), or else the gate is
     fitted again as fit_crowd_gate fitted it (same pictures and seed: the same fit). The model's
     count, gate and familiarity are kept."""
-    from counting.heads.density.conv_training import copy_kinds
-    from counting.heads.density.routing import ROUTE_GENERAL, fit_set_router
-    from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
+    from counting.heads.crowd.routing import ROUTE_GENERAL, fit_set_router
+    from counting.heads.crowd.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
+    from counting.heads.density.conv.training import copy_kinds
 
     head = model.density_head
     if getattr(head, "kind", None) != "conv":
@@ -389,8 +389,8 @@ def route_intervals(
     with too few of them for the level, they stay on ``detector``).
 
     A route with too few pictures for the level keeps the model's interval (``record`` says so)."""
-    from counting.heads.density.routing import ROUTE_GENERAL
-    from counting.heads.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
+    from counting.heads.crowd.routing import ROUTE_GENERAL
+    from counting.heads.crowd.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
 
     head = model.density_head
     names = list(head.specialists)
@@ -478,7 +478,7 @@ def _route_interval(truth: np.ndarray, counts: np.ndarray, level: float, seed: i
 
 def _crowd_plan(dataset: Any, settings: CrowdSettings, cache: Any, progress: bool, log: Any) -> Any:
     """The training plan of the crowd route's conv heads (maps of CONV_LAYERS, no ROI)."""
-    from counting.heads.density.conv_training import CONV_LAYERS
+    from counting.heads.density.conv.training import CONV_LAYERS
 
     config = TrainingConfig(
         input_size=settings.input_size,
@@ -502,7 +502,7 @@ def _fit_crowd_heads(
     sample_weights: np.ndarray | None = None,
 ) -> tuple[Any, np.ndarray]:
     """``(head, out-of-fold region sums)``: the conv heads ``settings`` describe, on the plan's pictures."""
-    from counting.heads.density.conv_training import CONV_LAYERS, fit_conv_descriptors
+    from counting.heads.density.conv.training import CONV_LAYERS, fit_conv_descriptors
 
     inputs = plan.inputs
     return fit_conv_descriptors(
@@ -524,9 +524,9 @@ def _fit_crowd_heads(
 
 def head_validation_samples(dataset: Any, settings: CrowdSettings = CrowdSettings()) -> list:
     """The train pictures a one-head model (``folds=1``) never trained on: the quarter of the
-    thinned train part it is early-stopped on (:func:`~counting.heads.density.conv_training.validation_part`), the rows its
+    thinned train part it is early-stopped on (:func:`~counting.heads.density.conv.training.validation_part`), the rows its
     AGP learns from. What the sparse gate is fitted on."""
-    from counting.heads.density.conv_training import validation_part
+    from counting.heads.density.conv.training import validation_part
 
     train = thinned_train_part(dataset, settings.sequence_stride)
     indices = np.array([sample.index for sample in train.samples])
@@ -545,7 +545,7 @@ def fit_crowd_gate(
     out_of_fold: dict[str, np.ndarray] | None = None,
     gate_out_of_fold: GateOutOfFold | None = None,
 ) -> CountingModel:
-    """The model with a sparse gate (counting.heads.sparse_gate) fitted on the head's held-out
+    """The model with a sparse gate (counting.heads.crowd.sparse_gate) fitted on the head's held-out
     quarter, and its interval recalibrated on the gate's out-of-fold counts there.
 
     The model needs its familiarity section first (``scripts/familiarize_several.py``): the gate
@@ -673,11 +673,11 @@ class GateInputs:
     photos: np.ndarray | None = None
 
     def fitted(self, seed: int, with_sent: bool = False) -> tuple:
-        """:func:`~counting.heads.sparse_gate.fit_sparse_gate` on the pictures and their copies
+        """:func:`~counting.heads.crowd.sparse_gate.fit_sparse_gate` on the pictures and their copies
         (a picture and its copy held out together; the detector's threshold chosen on the
         pictures alone): the gate, then the out-of-fold counts (and the sent mask) of the
         pictures, not of the copies."""
-        from counting.heads.sparse_gate import fit_sparse_gate
+        from counting.heads.crowd.sparse_gate import fit_sparse_gate
 
         parts = [self] if self.copies is None else [self, self.copies]
         n = len(self.paths)
@@ -711,7 +711,7 @@ def gate_inputs(
     log: Callable[[str], None] | None = None,
 ) -> GateInputs:
     """The gate's pictures (every one with ``out_of_fold`` rows, else the one head's held-out
-    quarter) and what :func:`~counting.heads.sparse_gate.fit_sparse_gate` reads of them.
+    quarter) and what :func:`~counting.heads.crowd.sparse_gate.fit_sparse_gate` reads of them.
     ``known_probes`` (path -> probe, of readable pictures): probes already made, not made again."""
     samples = _gate_samples(dataset, settings, out_of_fold)
     paths = [str(sample.path) for sample in samples]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from counting.heads.density.conv_training import CORRECTION_WEIGHT, corrected_counts, correction_targets
+from counting.heads.density.conv.training import CORRECTION_WEIGHT, corrected_counts, correction_targets
 from counting.train.pipeline import TrainingConfig, make_regressor
 
 

@@ -326,7 +326,7 @@ def fit_rows(plan: TrainingPlan, rows: HeadRows, log: Callable[[str], None] | No
     config = plan.config
     targets = forward_transform(rows.counts, config.target_transform)
     if rows.count_offset == "head_sum":
-        from counting.heads.density.conv_training import correction_targets
+        from counting.heads.density.conv.training import correction_targets
 
         targets = correction_targets(rows.frame, targets)
     indices = rows.indices

@@ -11,9 +11,9 @@ import pytest
 
 from counting.cli.app import app
 from counting.data.imaging import load_image
-from counting.heads.density import conv_training
-from counting.heads.density.conv_fitting import ConvSettings
-from counting.heads.density.conv_head import ConvDensityHead
+from counting.heads.density.conv import training as conv_training
+from counting.heads.density.conv.fitting import ConvSettings
+from counting.heads.density.conv.head import ConvDensityHead
 from counting.model.counting_model import load_model
 
 pytestmark = pytest.mark.slow  # end-to-end: run by CI (.ci/run), not the default suite

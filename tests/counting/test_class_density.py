@@ -1,4 +1,4 @@
-"""Per-class density heads (counting.heads.density.multiclass) on real coco-voc20 photos and boxes."""
+"""Per-class density heads (counting.heads.density.classes.head) on real coco-voc20 photos and boxes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from counting.core.errors import ModelFileError
-from counting.heads.density.multiclass import (
+from counting.heads.density.classes.head import (
     annotation_path,
     class_density_targets,
     class_head_from_document,
@@ -116,7 +116,7 @@ def test_voc_model_with_a_class_density_head_saves_loads_and_counts(
     in_memory = np.concatenate([loaded.count_images([load_image(path)]) for path in paths])
     assert counts == pytest.approx(in_memory, abs=1e-3)
     # Counts are the regressor's output on the head's class sums, back-transformed and gated.
-    from counting.heads.density.multiclass import class_head_features
+    from counting.heads.density.classes.head import class_head_features
 
     features, ok, errors = class_head_features(head, paths, loaded.get_backbone(), loaded.preprocessing(), cache)
     assert ok.all() and not errors

@@ -13,10 +13,10 @@ import torch
 from counting.data.datasets import load_dataset
 from counting.data.imaging import load_image
 from counting.features import FeatureCache
-from counting.heads.density import conv_training
-from counting.heads.density.conv_fitting import ConvSettings, fit_conv_head, stride8_maps
-from counting.heads.density.conv_head import ConvDensityHead, build_network, parameter_shapes
-from counting.heads.density.conv_persistence import conv_head_from_document, conv_head_to_document
+from counting.heads.density.conv import training as conv_training
+from counting.heads.density.conv.fitting import ConvSettings, fit_conv_head, stride8_maps
+from counting.heads.density.conv.head import ConvDensityHead, build_network, parameter_shapes
+from counting.heads.density.conv.persistence import conv_head_from_document, conv_head_to_document
 from counting.heads.density.maps import extract_maps
 from counting.heads.density.persistence import DensityHeadError, head_from_document, head_to_document
 from counting.model.counting_model import load_model

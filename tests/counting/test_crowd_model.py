@@ -151,7 +151,7 @@ def test_an_ensemble_crowd_model_gives_every_train_picture_an_out_of_fold_count(
     """folds=2: two heads, each validated on half the train pictures; every train picture gets the
     region sums of the head that never trained on it (what the sparse gate can be fitted on)."""
     from counting.features import FeatureCache
-    from counting.heads.density.conv_head import ConvDensityHead
+    from counting.heads.density.conv.head import ConvDensityHead
     from counting.train.crowd import CrowdSettings, thinned_train_part, train_crowd_model
 
     crowd = read_crowd(shared_data, sets=("shanghaitech-B", "coco-voc20"))

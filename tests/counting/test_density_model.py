@@ -114,7 +114,7 @@ def test_density_head_needs_dots_of_one_kind(tmp_path: Path) -> None:
     samples = [Sample(path=tmp_path / f"{i}.jpg", count=1.0, split="train", index=i) for i in range(12)]
     with pytest.raises(DatasetError, match="needs head dots, which folder does not have"):
         train_model(CountingDataset(name="folder", root=tmp_path, samples=samples), TrainingConfig(density_head=True))
-    # Several classes: the per-class head (counting.heads.density.multiclass) needs each photo's VOC boxes.
+    # Several classes: the per-class head (counting.heads.density.classes.head) needs each photo's VOC boxes.
     several = CountingDataset(name="voc", root=tmp_path, samples=samples, class_names=["person", "car"])
     with pytest.raises(DatasetError, match=r"Annotations/0.xml: --density-head needs the photo's boxes"):
         train_model(several, TrainingConfig(density_head=True))

@@ -1,4 +1,4 @@
-"""Disputed counts (counting.heads.sparse_gate, "Disputed counts"): where the crowd model's gate
+"""Disputed counts (counting.heads.crowd.sparse_gate, "Disputed counts"): where the crowd model's gate
 says sparse but the heads' count is above its limit, the heads' count stands and every output
 marks it unreliable: CountResult, the records of files, arrays, zones and video, the CLI's table,
 JSON and one warning line.

@@ -12,8 +12,8 @@ from PIL import Image
 
 from counting.features import FeatureCache
 from counting.features.backbones.preprocessing import Normalisation, Preprocessing, grayscale_pixels, prepare_image
-from counting.heads.density import conv_fitting
-from counting.heads.density.conv_fitting import ConvSettings, fit_conv_heads
+from counting.heads.density.conv import fitting as conv_fitting
+from counting.heads.density.conv.fitting import ConvSettings, fit_conv_heads
 from counting.model.counting_model import load_model
 
 NORMALISATION = Normalisation(mean=(127.0, 127.0, 127.0), std=(128.0, 128.0, 128.0))
@@ -79,7 +79,7 @@ def test_degraded_is_part_of_the_preprocessing_key_and_made_after_resizing(share
 def test_each_kind_of_copy_is_trained_on_its_share_of_the_time(monkeypatch) -> None:
     """Grayscale and degraded copies together: every copy is drawn (none of a held-out picture),
     with its kind's share of the crops."""
-    from counting.heads.density.conv_training import copy_kinds
+    from counting.heads.density.conv.training import copy_kinds
 
     settings = ConvSettings(gray_share=0.2, degraded_share=0.3)
     assert copy_kinds(settings) == [(0.2, {"grayscale": True}), (0.3, {"degraded": True})]

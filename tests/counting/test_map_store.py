@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from counting.features.backbones import Preprocessing, get_backbone
-from counting.heads.density import conv_fitting, conv_training, map_store
-from counting.heads.density.conv_fitting import ConvSettings, fit_conv_head, stride8_maps
+from counting.heads.density.conv import conv_training, map_store
+from counting.heads.density.conv import fitting as conv_fitting
+from counting.heads.density.conv.fitting import ConvSettings, fit_conv_head, stride8_maps
 from counting.heads.density.map_store import MapStore, StoredMap
 
 
@@ -128,7 +129,7 @@ def test_the_ridge_head_reads_its_maps_from_disk_and_fits_as_in_memory(
     """The closed-form route (`train --density-head`) fits from a float32 store, which it removes
     afterwards: the head is the one fitted on the same maps held in memory."""
     from counting.heads.density import training
-    from counting.heads.density.fitting import fit_density_head
+    from counting.heads.density.ridge.fitting import fit_density_head
 
     seen: list = []
 

@@ -9,8 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from counting.heads.density.conv_persistence import FORMAT_VERSION, conv_head_from_document, conv_head_to_document
-from counting.heads.density.people_mask import (
+from counting.heads.crowd.people_mask import (
     CELLS_PER_CLASS,
     PeopleMask,
     cell_features,
@@ -18,6 +17,7 @@ from counting.heads.density.people_mask import (
     fit_people_mask,
     mask_cells,
 )
+from counting.heads.density.conv.persistence import FORMAT_VERSION, conv_head_from_document, conv_head_to_document
 from counting.heads.density.persistence import DensityHeadError
 from counting.heads.density.targets import density_map
 from tests.counting.test_conv_head import random_head

@@ -74,7 +74,7 @@ def test_scripts_import_only_the_public_surfaces() -> None:
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("from counting.heads.density.conv_fitting import fit_conv_heads", "below a package surface"),
+        ("from counting.heads.density.conv.fitting import fit_conv_heads", "below a package surface"),
         ("import counting.features.backbones.runtime", "below a package surface"),
         ("def f():\n    from counting.heads import fit_conv_heads, not_exported\n", "not in its __all__"),
         ("from counting.core.lazy import lazy_exports", "below a package surface"),
@@ -113,7 +113,7 @@ def test_exports_are_the_defining_objects_renamed_or_modules() -> None:
     import counting.heads
     from counting.core import defaults
     from counting.evaluate.comparison import study
-    from counting.heads.density import conv_training
+    from counting.heads.density.conv import training as conv_training
 
     assert counting.heads.DEFAULT_CONV_SETTINGS is conv_training.DEFAULT_SETTINGS
     assert counting.heads.CORRECTION_WEIGHT == conv_training.CORRECTION_WEIGHT == 0.5

@@ -1,4 +1,4 @@
-"""The sparse gate (counting.heads.sparse_gate): fitting, routing, its model-file section, and the
+"""The sparse gate (counting.heads.crowd.sparse_gate): fitting, routing, its model-file section, and the
 familiarity a training picture gets without its own reference."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from counting.features.detector.descriptor import QUANTITIES, THRESHOLDS
+from counting.heads.crowd.sparse_gate import SparseGate, SparseGateError, fit_sparse_gate, gate_features
 from counting.heads.familiarity import fit_familiarity
-from counting.heads.sparse_gate import SparseGate, SparseGateError, fit_sparse_gate, gate_features
 
 
 def _pictures(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -127,7 +127,7 @@ def test_the_section_round_trips_and_damaged_sections_are_refused() -> None:
 def test_no_picture_is_handed_over_beyond_the_heads_limit() -> None:
     """The limit: twice the largest head count of a sparse fitting picture the detector counted
     closer. A dense picture the linear gate would send (odd familiarity) keeps the head's count."""
-    from counting.heads.sparse_gate import HEAD_LIMIT_FACTOR
+    from counting.heads.crowd.sparse_gate import HEAD_LIMIT_FACTOR
 
     head, persons, familiarity, projected, truth = _pictures(300)
     gate, oof, sent = fit_sparse_gate(head, persons, familiarity, projected, truth, with_sent=True)
@@ -168,7 +168,7 @@ def test_no_picture_is_handed_over_beyond_the_heads_limit() -> None:
 def test_the_heads_limit_comes_from_the_pictures_not_their_copies() -> None:
     """Copies where the heads count hundreds more (grayscale grass) and the detector is as right
     as on the picture: pooled, they would raise the limit; marked as copies, they leave it."""
-    from counting.heads.sparse_gate import HEAD_LIMIT_FACTOR
+    from counting.heads.crowd.sparse_gate import HEAD_LIMIT_FACTOR
 
     head, persons, familiarity, projected, truth = _pictures(300)
     n = len(truth)
@@ -200,7 +200,7 @@ def test_rows_of_photos_are_fitted_and_routed_as_their_photos() -> None:
     times their head count and people. Fitted and applied with ``photos``, the gate reads the
     average photo: a row goes where its photos go. The limit is still set from whole pictures'
     head counts (a row of textures is evidence that so high a count can be sparse)."""
-    from counting.heads.sparse_gate import HEAD_LIMIT_FACTOR, per_photo
+    from counting.heads.crowd.sparse_gate import HEAD_LIMIT_FACTOR, per_photo
 
     head, persons, familiarity, projected, truth = _pictures(300)
     rows = np.arange(len(truth)) < 60  # the first 60 pictures are rows of four such photos

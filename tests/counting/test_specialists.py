@@ -1,4 +1,4 @@
-"""Specialist heads and their router (counting.heads.density.routing): the mixture of densities,
+"""Specialist heads and their router (counting.heads.crowd.routing): the mixture of densities,
 the router's fit, and the model-file section (format version 3)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from counting.heads.density.conv_head import ConvDensityHead, parameter_shapes
-from counting.heads.density.conv_persistence import conv_head_from_document, conv_head_to_document
+from counting.heads.crowd.routing import MIN_WEIGHT, SetRouter, fit_set_router
+from counting.heads.density.conv.head import ConvDensityHead, parameter_shapes
+from counting.heads.density.conv.persistence import conv_head_from_document, conv_head_to_document
 from counting.heads.density.persistence import DensityHeadError
-from counting.heads.density.routing import MIN_WEIGHT, SetRouter, fit_set_router
 from counting.heads.density.sections import encode_array
 from counting.heads.familiarity import map_statistics
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from counting.heads.density.conv_training import CORRECTION_WEIGHT
+from counting.heads.density.conv.training import CORRECTION_WEIGHT
 from counting.train import agp_counts, conv_ensemble_counts, fit_agp
 from counting.train.pipeline import TrainingConfig, make_regressor
 

@@ -1,5 +1,5 @@
 """Pictures wider than 2:1: the detector sees them in tiles, and the sparse gate reads them tile
-by tile (counting.features.detector.evidence, counting.heads.sparse_gate, "Wide pictures")."""
+by tile (counting.features.detector.evidence, counting.heads.crowd.sparse_gate, "Wide pictures")."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from counting.features.detector.evidence import TILE_ASPECT, TILE_MARGIN, detector_tiles
-from counting.heads.sparse_gate import (
+from counting.heads.crowd.sparse_gate import (
     BY_BOTH,
     PartPeople,
     boxes_in_tiles,

@@ -26,17 +26,17 @@ from robust_helpers import (
     write_model,
 )
 
-from counting.heads.density import conv_training
-from counting.heads.density.conv_fitting import ConvSettings
-from counting.heads.density.conv_head import ConvDensityHead, parameter_shapes
-from counting.heads.density.conv_persistence import conv_head_from_document, conv_head_to_document
+from counting.heads.density.conv import training as conv_training
+from counting.heads.density.conv.fitting import ConvSettings
+from counting.heads.density.conv.head import ConvDensityHead, parameter_shapes
+from counting.heads.density.conv.persistence import conv_head_from_document, conv_head_to_document
 from counting.heads.density.persistence import DensityHeadError
 from counting.model.counting_model import load_model
 
 QUICK = ConvSettings(width=8, depth=1, batch=4, max_steps=40, eval_every=20, ema=0.9, keep="last", folds=3)
 QUICK_SOURCE = (
-    "from counting.heads.density import conv_training\n"
-    "from counting.heads.density.conv_fitting import ConvSettings\n"
+    "from counting.heads.density.conv import training as conv_training\n"
+    "from counting.heads.density.conv.fitting import ConvSettings\n"
     "conv_training.DEFAULT_SETTINGS = ConvSettings(width=8, depth=1, batch=4, max_steps={steps}, eval_every=20, "
     "ema=0.9, keep='last', folds=3)\n"
 )
@@ -320,7 +320,7 @@ def test_ctrl_c_between_ensemble_members_exits_130_and_keeps_the_model(
     # A real SIGINT, sent while the second member trains.
     preamble = QUICK_SOURCE.format(steps=400) + (
         "import os, signal\n"
-        "from counting.heads.density import conv_fitting\n"
+        "from counting.heads.density.conv import fitting as conv_fitting\n"
         "calls = []\n"
         "def interrupting(*args, **kwargs):\n"
         "    calls.append(1)\n"

@@ -25,8 +25,8 @@ from agp import AGPRegressor
 from counting.core.errors import CountingError
 from counting.evaluate.comparison.data import ComparisonData
 from counting.evaluate.comparison.models import run_model
-from counting.heads.density.conv_head import ConvDensityHead, parameter_shapes
-from counting.heads.density.conv_persistence import conv_head_from_document, conv_head_to_document
+from counting.heads.density.conv.head import ConvDensityHead, parameter_shapes
+from counting.heads.density.conv.persistence import conv_head_from_document, conv_head_to_document
 from counting.heads.density.persistence import DensityHeadError
 from counting.model.counting_model import CountingModel, load_model
 

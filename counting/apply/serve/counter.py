@@ -73,7 +73,7 @@ def annotated_jpeg(
     """The frame as a JPEG with the heat map (density models; the people a crowd model's detector
     counted, for a frame its sparse gate handed over), each zone's outline and count,
     and the frame's count with its interval in the corner (video --annotated's label)."""
-    from counting.heads.sparse_gate import BY_BOTH
+    from counting.heads.crowd.sparse_gate import BY_BOTH
 
     image = np.ascontiguousarray(bgr)
     whole = "people" in record and record.get("counted_by") != BY_BOTH

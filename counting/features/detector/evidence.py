@@ -2,7 +2,7 @@
 
 A crowd density model counts textures as crowds on sparse everyday photos, where the detector
 counts people well (issue 21: on the coco-voc20 validation photos the detector's count at score
-0.2 has RMSE 1.4, the density head's sum 23). The sparse gate (:mod:`counting.heads.sparse_gate`)
+0.2 has RMSE 1.4, the density head's sum 23). The sparse gate (:mod:`counting.heads.crowd.sparse_gate`)
 reads both. So that every path through a model sees the same evidence (photos from files, video
 frames, arrays, served uploads), it is computed from the *prepared* backbone input every path
 already makes: the normalised tensor is turned back into pixels and stretched to the detector's
@@ -141,7 +141,7 @@ def person_evidence(
     with ``with_boxes``, ``(rows, boxes)``: each picture's person boxes of :func:`person_boxes`;
     with ``with_tiles`` as well, ``(rows, boxes, tiled)``: per picture its tiles and their own
     ``(tiles, len(PERSON_QUANTITIES))`` rows (one tile, its row, for a picture within the aspect),
-    which the sparse gate reads tile by tile (:mod:`counting.heads.sparse_gate`, "Wide pictures").
+    which the sparse gate reads tile by tile (:mod:`counting.heads.crowd.sparse_gate`, "Wide pictures").
 
     ``normalisation``: the backbone's (``backbone.normalisation``) that made ``tensors``;
     ``detector``: a :class:`~counting.features.detector.runner.CenterNet` (default: the shared one).

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from agp.persistence import NPY_READ_ERRORS, npy_problem
-from counting.heads.density.head import HEAD_KINDS, DensityHead
+from counting.heads.density.ridge.head import HEAD_KINDS, DensityHead
 from counting.heads.density.sections import (
     DensityHeadError,
     checked_layers,
@@ -134,7 +134,7 @@ def load_head(path: str | Path) -> DensityHead:
 def head_to_document(head: DensityHead) -> dict[str, Any]:
     """The head as a JSON-ready dict (arrays as base64 little-endian float64) for a model file."""
     if getattr(head, "kind", None) == "conv":
-        from counting.heads.density.conv_persistence import conv_head_to_document
+        from counting.heads.density.conv.persistence import conv_head_to_document
 
         return conv_head_to_document(head)  # type: ignore[arg-type]
     arrays, document = _state(head)
@@ -145,7 +145,7 @@ def head_to_document(head: DensityHead) -> dict[str, Any]:
 def head_from_document(document: Any, source: str) -> DensityHead:
     """Inverse of :func:`head_to_document`, validated (errors name ``source``)."""
     if isinstance(document, dict) and document.get("head_kind") == "conv":
-        from counting.heads.density.conv_persistence import conv_head_from_document
+        from counting.heads.density.conv.persistence import conv_head_from_document
 
         return conv_head_from_document(document, source)  # type: ignore[return-value]
     if not isinstance(document, dict) or not isinstance(document.get("arrays"), dict):

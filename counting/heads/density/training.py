@@ -16,10 +16,10 @@ import numpy as np
 from counting.core.defaults import DENSITY_KINDS
 from counting.core.errors import DatasetError, TrainingError
 from counting.heads.density.data import TargetSettings, density_targets
-from counting.heads.density.fitting import fit_density_head
-from counting.heads.density.head import DensityHead
 from counting.heads.density.map_store import maps_in_chunks
 from counting.heads.density.maps import extract_maps
+from counting.heads.density.ridge.fitting import fit_density_head
+from counting.heads.density.ridge.head import DensityHead
 
 __all__ = [
     "DEFAULT_COUNT_WEIGHTS",
@@ -51,7 +51,7 @@ def density_choice(config: Any) -> dict[str, Any]:
         raise TrainingError(f"--head-kind must be one of {', '.join(DENSITY_KINDS)}, got {kind!r}")
     layers = config.density_layers
     if not layers:
-        from counting.heads.density.conv_training import CONV_LAYERS
+        from counting.heads.density.conv.training import CONV_LAYERS
 
         layers = CONV_LAYERS if kind == "conv" else DEFAULT_LAYERS
     return {"kind": kind, "layers": tuple(layers)}
@@ -76,7 +76,7 @@ def fit_head_descriptors(
 ) -> tuple[DensityHead, np.ndarray]:
     """``(head fitted on every sample, (n, 1 + cells) out-of-fold region sums)``.
 
-    ``kind`` ``conv``: :func:`counting.heads.density.conv_training.fit_conv_descriptors` (its rows are
+    ``kind`` ``conv``: :func:`counting.heads.density.conv.training.fit_conv_descriptors` (its rows are
     NaN outside the quarter it was early-stopped on).
     """
     from counting.data.datasets.splits import cv_folds
@@ -86,7 +86,7 @@ def fit_head_descriptors(
     if any(sample.dots is None for sample in samples):
         raise DatasetError(f"{dataset.root}: --density-head needs head dots, which {dataset.name} does not have")
     if kind == "conv":
-        from counting.heads.density.conv_training import fit_conv_descriptors
+        from counting.heads.density.conv.training import fit_conv_descriptors
 
         return fit_conv_descriptors(  # type: ignore[return-value]
             samples,

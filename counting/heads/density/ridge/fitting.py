@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from counting.heads.density.head import HEAD_KINDS, DensityHead
 from counting.heads.density.regions import region_weights
+from counting.heads.density.ridge.head import HEAD_KINDS, DensityHead
 
 __all__ = ["PENALTIES", "HeadFit", "fit_density_head"]
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from counting.heads.density.conv_head import CONV_STRIDE, ConvDensityHead, folded_weights, parameter_shapes
-from counting.heads.density.people_mask import PeopleMask
-from counting.heads.density.routing import SetRouter
+from counting.heads.crowd.people_mask import PeopleMask
+from counting.heads.crowd.routing import SetRouter
+from counting.heads.density.conv.head import CONV_STRIDE, ConvDensityHead, folded_weights, parameter_shapes
 from counting.heads.density.sections import (
     DensityHeadError,
     checked_layers,
@@ -28,9 +28,9 @@ KIND = "counting-density-head"
 # Version 2: an ensemble (``members`` > 1, arrays ``member{m}_weight{n}`` for members after the
 # first). A single head is still written as version 1, which earlier readers take.
 # Version 3: ``specialists`` (set name -> a conv head section of the same layers) and the
-# ``router`` that mixes them (counting.heads.density.routing); earlier readers refuse such a file
+# ``router`` that mixes them (counting.heads.crowd.routing); earlier readers refuse such a file
 # in one line rather than count with the general head alone.
-# Version 4: a ``people_mask`` (counting.heads.density.people_mask) that the density is multiplied
+# Version 4: a ``people_mask`` (counting.heads.crowd.people_mask) that the density is multiplied
 # by; earlier readers refuse such a file rather than count without it.
 FORMAT_VERSION = 4
 _MASK_MAGNITUDE = 1e6
@@ -220,7 +220,7 @@ def _integer(document: dict, name: str, low: int, high: int, fail) -> int:
 
 def _check_float32(prefix: str, weights: list[np.ndarray], mean: np.ndarray, spread: np.ndarray, fail) -> None:
     """The network runs in float32 with the standardisation folded into its first conv (see
-    :func:`counting.heads.density.conv_head.folded_weights`): every value it holds must be a finite
+    :func:`counting.heads.density.conv.head.folded_weights`): every value it holds must be a finite
     float32, or each count would come out NaN without a word."""
     with np.errstate(over="ignore", invalid="ignore"):
         for number, value in enumerate(folded_weights(weights, mean, spread)):

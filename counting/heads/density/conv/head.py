@@ -1,6 +1,6 @@
 """ConvDensityHead: a small convolutional density head on frozen feature maps at stride 8.
 
-The closed-form heads (:mod:`counting.heads.density.head`) map one stride-16 cell's channels to its
+The closed-form heads (:mod:`counting.heads.density.ridge.head`) map one stride-16 cell's channels to its
 density. In dense crowds a cell holds several people and the evidence for a head lies in its
 neighbours, so this head reads a finer grid (stride 8: block4's own resolution, coarser layers
 upsampled bilinearly onto it) through a few 3x3 convolutions:
@@ -13,7 +13,7 @@ a model file holds them without pickle. A head may be an ensemble: ``more_weight
 networks of the same shape (trained on other folds of the train images), and the density is the
 mean of all members' densities; inference runs them through torch, with a trunk's output
 never leaving float32. The trunk is not trained: the head learns from cached maps
-(:mod:`counting.heads.density.conv_fitting`).
+(:mod:`counting.heads.density.conv.fitting`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from counting.heads.density.head import DensityHead, MapHead
-from counting.heads.density.people_mask import PeopleMask
-from counting.heads.density.routing import SetRouter
+from counting.heads.crowd.people_mask import PeopleMask
+from counting.heads.crowd.routing import SetRouter
+from counting.heads.density.ridge.head import DensityHead, MapHead
 from counting.heads.familiarity import map_statistics
 
 __all__ = ["CONV_STRIDE", "ConvDensityHead", "build_network", "ensemble", "folded_weights", "parameter_shapes"]
@@ -85,12 +85,12 @@ class ConvDensityHead(MapHead):
     settings: dict[str, Any] = field(default_factory=dict)
     more_weights: list[list[np.ndarray]] = field(default_factory=list)
     # Heads trained on one set each (set name -> head on the same layers), mixed into the density
-    # by ``router`` (counting.heads.density.routing); empty: the head alone.
+    # by ``router`` (counting.heads.crowd.routing); empty: the head alone.
     specialists: dict[str, ConvDensityHead] = field(default_factory=dict)
     router: SetRouter | None = None
     kind: str = "conv"
     stride: int = CONV_STRIDE
-    # Which cells hold people (counting.heads.density.people_mask): the head's density is kept in
+    # Which cells hold people (counting.heads.crowd.people_mask): the head's density is kept in
     # proportion, so textures it reads as a distant crowd lose their mass. A crowd model's general
     # heads trained with CrowdSettings.people_mask have one (the shipped one's do not); a
     # specialist, trained on its own scenes, never has.
@@ -221,6 +221,6 @@ class ConvDensityHead(MapHead):
 
 def ensemble(heads: list[ConvDensityHead]) -> ConvDensityHead:
     """One head counting with the mean density of ``heads`` (same layers, shapes and
-    standardisation, as :func:`counting.heads.density.conv_fitting.fit_conv_heads` trains them); the
+    standardisation, as :func:`counting.heads.density.conv.fitting.fit_conv_heads` trains them); the
     first head's settings."""
     return replace(heads[0], more_weights=[head.weights for head in heads[1:]])

@@ -1,6 +1,6 @@
 """The per-class density head inside ``counting train -d voc --density-head``.
 
-Fits :class:`counting.heads.density.multiclass.ClassDensityHead` on the train photos' boxes and gives
+Fits :class:`counting.heads.density.classes.head.ClassDensityHead` on the train photos' boxes and gives
 the regressor its rows: each photo's 20 class sums (and each class's sums over the cells of
 ``--grid``), out of fold: summed by a head fitted without the photo's fold, so the AGP learns how
 the head errs on photos it has not seen.
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from counting.core.errors import DatasetError
-from counting.heads.density.multiclass import (
+from counting.heads.density.classes.head import (
     annotation_path,
     class_density_targets,
     extract_class_maps,

@@ -11,7 +11,7 @@ The maps are on their own grid (stride 32: the final 1280-channel map and blocks
 that resolution; finer layers are average-pooled onto it), cached per layer in the feature
 cache under their own key (:mod:`counting.heads.density.maps` keeps stride 16 for Mall/ShanghaiTech).
 
-The fit is the Gram-matrix machinery of :mod:`counting.heads.density.fitting` with a 20-column
+The fit is the Gram-matrix machinery of :mod:`counting.heads.density.ridge.fitting` with a 20-column
 right-hand side: Gram matrices are accumulated image by image *per fold*, so a head fitted
 without any set of folds is one Cholesky solve (total minus those folds) for all 20 classes,
 and an image's region sums of its features give its counts under any such head without another
@@ -34,10 +34,10 @@ from counting.core.errors import ModelFileError
 from counting.features.backbones import Backbone, Preprocessing
 from counting.features.cache import FeatureCache
 from counting.features.extract import batch_shape
-from counting.heads.density.fitting import channel_statistics
-from counting.heads.density.head import MapHead
 from counting.heads.density.maps import extract_maps, head_grid, resample
 from counting.heads.density.regions import region_weights
+from counting.heads.density.ridge.fitting import channel_statistics
+from counting.heads.density.ridge.head import MapHead
 from counting.heads.density.sections import checked_layers, checked_settings, decode_array, encode_array
 from counting.heads.density.targets import density_map
 

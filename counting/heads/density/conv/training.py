@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from counting.core.errors import DatasetError
-from counting.heads.density.conv_fitting import ConvSettings, fit_conv_heads, stride8_maps
-from counting.heads.density.conv_head import ConvDensityHead, ensemble
+from counting.heads.crowd.people_mask import PeopleMask, fit_people_mask, mask_cells
+from counting.heads.density.conv.fitting import ConvSettings, fit_conv_heads, stride8_maps
+from counting.heads.density.conv.head import ConvDensityHead, ensemble
 from counting.heads.density.data import TargetSettings, density_targets
-from counting.heads.density.people_mask import PeopleMask, fit_people_mask, mask_cells
 
 __all__ = [
     "CONV_LAYERS",

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from counting.heads.density.conv_head import CONV_STRIDE, ConvDensityHead, build_network
-from counting.heads.density.fitting import channel_statistics
+from counting.heads.density.conv.head import CONV_STRIDE, ConvDensityHead, build_network
 from counting.heads.density.map_store import MapStore, maps_in_chunks
 from counting.heads.density.maps import extract_maps, head_grid, resample
 from counting.heads.density.regions import region_weights, roi_weights
+from counting.heads.density.ridge.fitting import channel_statistics
 
 __all__ = [
     "ConvFit",
@@ -71,7 +71,7 @@ class ConvSettings:
     # Share drawn from degraded copies (counting.data.copies.degraded_pixels: blurred or smaller,
     # saved again), as gray_share; the two shares together stay under 1.
     degraded_share: float = 0.0
-    # Fit a people mask (counting.heads.density.people_mask) on the heads' pictures and their
+    # Fit a people mask (counting.heads.crowd.people_mask) on the heads' pictures and their
     # copies, and multiply their density by it: each head's out-of-fold sums then by a mask fitted
     # without its fold too.
     people_mask: bool = False
