@@ -100,6 +100,8 @@ class PreparedRows:
     density: np.ndarray | None = None  # (n, h, w) density maps of a density head
     # The tiles' own familiarity probes of pictures the detector sees in tiles (PathRows.wide_probes).
     wide_probes: dict[int, np.ndarray] | None = None
+    # Not kept apart: the batch's maps are all in ``density`` (PathRows keeps the wide pictures').
+    wide_maps: dict[int, np.ndarray] | None = None
 
 
 class AppliedHead(Protocol):
@@ -401,7 +403,6 @@ class DensityHeadApplied:
         # ``extract`` (a cluster's extractor) makes descriptors, not maps: maps are made here.
         from counting.features.detector.evidence import map_tiles
         from counting.heads.crowd.sparse_gate import tile_probes
-        from counting.heads.density.maps import HEAD_STRIDE
 
         head = self.head
         features = np.full((len(sources), model.feature_dim), np.nan)
@@ -411,7 +412,7 @@ class DensityHeadApplied:
         grids = np.zeros((len(sources), 2), dtype=int)
         wide_maps: dict[int, np.ndarray] = {}
         wide_probes: dict[int, np.ndarray] = {}
-        stride = getattr(head, "stride", HEAD_STRIDE)
+        stride = head.stride
         maps = self.each_picture_maps(model, sources, weights, cache, batch_size, progress, chunking, ok, errors)
         for k, item in maps:
             density = head.density(item)  # what head.region_counts sums
@@ -451,11 +452,11 @@ class DensityHeadApplied:
     ) -> PreparedRows:
         from counting.features.detector.evidence import map_tiles
         from counting.heads.crowd.sparse_gate import tile_probes
-        from counting.heads.density.maps import HEAD_STRIDE, maps_on_grid
+        from counting.heads.density.maps import maps_on_grid
 
         head = self.head
         backbone = model.get_backbone(weights)
-        stride = getattr(head, "stride", HEAD_STRIDE)  # 8 for the conv head
+        stride = head.stride  # 8 for the conv head
         densities, probes = [], []
         wide_probes: dict[int, np.ndarray] = {}
         # At most ``per_pass`` frames through the network at once, as for files: the runtime's
@@ -490,7 +491,7 @@ class DensityHeadApplied:
         chunk: memory stays flat in the number of pictures (2000 frames held every map at once,
         11.7 GB). Fills ``ok`` and ``errors`` (unreadable pictures are skipped) as the chunks go."""
         from counting.features.extract import chunk_slices, whole_batches
-        from counting.heads.density.maps import HEAD_STRIDE, extract_maps
+        from counting.heads.density.maps import extract_maps
 
         head = self.head
         backbone = model.get_backbone(weights)
@@ -505,7 +506,7 @@ class DensityHeadApplied:
                 batch_size,
                 False,
                 on_error="skip",
-                stride=getattr(head, "stride", HEAD_STRIDE),
+                stride=head.stride,
             )
             for offset, item in enumerate(map_set.maps):
                 if item is not None:

@@ -26,10 +26,14 @@ scripts/familiarity_study.py measured the choices (PCA dimension, whitening, nei
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from counting.heads.results import CountBatch
+    from counting.heads.stage import Pictures
 
 __all__ = [
     "FAMILIARITY_VERSION",
@@ -206,6 +210,21 @@ class Familiarity:
             probe=probe,
             settings=settings,
         )
+
+
+@dataclass(frozen=True)
+class FamiliarityStage:
+    """The count's familiarity stage (counting.heads.stage): each picture's familiarity from the
+    probe its head's rows hold. Owns the model file's ``familiarity`` section."""
+
+    familiarity: Familiarity
+
+    def __call__(self, batch: CountBatch, pictures: Pictures) -> CountBatch:
+        probes = pictures.rows.probes
+        if probes is None:
+            return batch
+        array = np.asarray(probes, dtype=float)
+        return replace(batch, familiarity=self.familiarity.scores(array.reshape(len(array), -1)))
 
 
 def fit_familiarity(

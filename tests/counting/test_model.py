@@ -11,13 +11,10 @@ import pytest
 from agp import AGPRegressor
 from counting.core.errors import ModelFileError
 from counting.heads.uncertainty import ConformalInterval
-from counting.model.counting_model import (
-    FORMAT_VERSION,
-    CountingModel,
-    FeatureDimensionError,
-    decode_mask,
-    encode_mask,
-)
+from counting.model.counting_model import CountingModel
+from counting.model.file import FORMAT_VERSION
+from counting.model.regression import FeatureDimensionError
+from counting.model.sections import decode_mask, encode_mask
 
 D = 12
 

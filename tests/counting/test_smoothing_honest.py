@@ -27,7 +27,7 @@ from counting.evaluate.evaluation import EvaluationResult, score_predictions
 from counting.evaluate.report import figure_rows
 from counting.heads.uncertainty import ConformalInterval
 from counting.model.counting_model import default_model_path, load_model
-from counting.model.results import CountBatch
+from counting.heads.results import CountBatch
 
 LABEL = re.compile(r"(count|smoothed) (-?\d+\.\d) \[(\d+)-(\d+)\]")
 

@@ -154,7 +154,7 @@ def test_pyramid_model_is_saved_and_counts_images(mall_small, session_cache_dir:
     # `count --features` takes the documented (n, 1 + cells, D) array: the frame, then its cells
     from counting.features.backbones import Preprocessing, get_backbone
     from counting.features.layouts import extract_views, stack_views
-    from counting.model.counting_model import FeatureDimensionError
+    from counting.model.regression import FeatureDimensionError
 
     frame, cells = extract_views(
         test.paths[:4], get_backbone(loaded.backbone), Preprocessing(112, mall_small.roi_mask), "pyramid", (2, 2), cache

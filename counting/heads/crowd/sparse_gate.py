@@ -34,7 +34,7 @@ the weighted label, tile by tile): docs/sparse-gate.md; the measurements: docs/d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -589,6 +589,210 @@ class SparseGate:
         )
 
 
+@dataclass(frozen=True)
+class _GateRows:
+    """What :func:`fit_sparse_gate` reads of its pictures: the whole pictures' head counts, the
+    detector's person rows, true counts and familiarity axes, the head counts and gate inputs of
+    each picture's average photo (:func:`per_photo`), and which rows the fit can use, which are
+    sparse and which are pictures rather than copies."""
+
+    head: np.ndarray
+    people: np.ndarray
+    truth: np.ndarray
+    projected: np.ndarray
+    each: np.ndarray  # the head count of each picture's average photo
+    features: np.ndarray  # gate_features of each picture's average photo
+    keep: np.ndarray  # every input known
+    sparse: np.ndarray  # at most sparse_max people
+    pictures: np.ndarray  # pictures, not copies (``originals``)
+
+
+def _gate_rows(
+    head_counts: np.ndarray,
+    persons: np.ndarray,
+    familiarity: np.ndarray,
+    projected: np.ndarray,
+    truth: np.ndarray,
+    sparse_max: float,
+    originals: np.ndarray | None,
+    photos: np.ndarray | None,
+) -> _GateRows:
+    """:class:`_GateRows` of :func:`fit_sparse_gate`'s arguments; one clear error where too few
+    pictures are usable or none of them is sparse."""
+    head = np.asarray(head_counts, dtype=np.float64).reshape(-1)
+    people = np.asarray(persons, dtype=np.float64)
+    truth = np.asarray(truth, dtype=np.float64).reshape(-1)
+    projected = np.asarray(projected, dtype=np.float64).reshape(len(head), -1)
+    each, each_people = per_photo(head, people, photos)
+    features = gate_features(each, each_people, familiarity, projected)
+    keep = np.isfinite(features).all(axis=1) & np.isfinite(truth)
+    sparse = truth <= sparse_max
+    if keep.sum() < 2 * FOLDS or not (keep & sparse).any():
+        raise ValueError(
+            f"the sparse gate needs at least {2 * FOLDS} pictures, some of them sparse (<= {sparse_max:g}) "
+            f"({int(keep.sum())} usable, {int((keep & sparse).sum())} sparse)"
+        )
+    pictures = np.ones(len(head), dtype=bool) if originals is None else np.asarray(originals, dtype=bool)
+    return _GateRows(head, people, truth, projected, each, features, keep, sparse, pictures)
+
+
+def _detector_threshold(rows: _GateRows) -> tuple[int, list[float]]:
+    """``(index, MAE by threshold)``: the detector's threshold that counts the usable sparse
+    pictures (not their copies) best."""
+    from counting.features.detector.descriptor import THRESHOLDS
+
+    chosen_on = rows.keep & rows.sparse & rows.pictures
+    sparse_truth = rows.truth[chosen_on]
+    people = rows.people[chosen_on]
+    errors = [np.mean(np.abs(np.rint(np.square(people[:, k])) - sparse_truth)) for k in range(len(THRESHOLDS))]
+    return int(np.argmin(errors)), errors
+
+
+def _gate_label(rows: _GateRows, count_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(label, weight)`` of each usable row: whether the detector's count is the closer one,
+    weighted by ``log(1 + |head error - detector error|)`` plus :data:`WEIGHT_FLOOR`."""
+    truth = rows.truth[rows.keep]
+    detector = np.rint(np.square(rows.people[rows.keep, count_index]))
+    saved = np.abs(rows.head[rows.keep] - truth) - np.abs(detector - truth)
+    y = saved > 0  # the detector's count is the closer one
+    weight = np.log1p(np.abs(saved)) + WEIGHT_FLOOR
+    if y.all() or not y.any():
+        raise ValueError("the sparse gate needs pictures where the detector counts better and some where it does not")
+    return y, weight
+
+
+def _head_limit(rows: _GateRows, y: np.ndarray) -> float | None:
+    """The head's limit (module docstring): :data:`HEAD_LIMIT_FACTOR` times the largest head count
+    of a sparse picture the detector counted closer; None where there is none."""
+    # The limit comes from the pictures: a copy (grayscale grass) can lead the heads to hundreds
+    # where the detector finds a few people, and through one the limit doubled.
+    handed = y & rows.sparse[rows.keep] & rows.pictures[rows.keep]
+    # Whole pictures' counts, though the limit is applied to a picture's average photo: a row of
+    # photos the heads read as textures is evidence that so high a count can be sparse. From
+    # its average photo the limit halved, and an empty texture photo (the heads 528) kept the
+    # heads' count.
+    return HEAD_LIMIT_FACTOR * float(np.max(rows.head[rows.keep][handed])) if handed.any() else None
+
+
+@dataclass(frozen=True)
+class _GateChoice:
+    """The familiarity axes and regularisation the gate reads, chosen by cross-validated
+    weighted log-loss, and that choice's out-of-fold probabilities of the usable rows."""
+
+    axes: int
+    C: float
+    loss: float
+    probability: np.ndarray
+
+
+def _choose_by_cross_validation(
+    rows: _GateRows, y: np.ndarray, weight: np.ndarray, seed: int, groups: np.ndarray | None
+) -> _GateChoice:
+    """The ``(axes, C)`` of :data:`AXES_GRID` x :data:`C_GRID` with the lowest weighted log-loss
+    out of fold (``groups``: held out together)."""
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+
+    if groups is None:
+        folds, fold_groups = StratifiedKFold(FOLDS, shuffle=True, random_state=seed), None
+    else:
+        folds = StratifiedGroupKFold(FOLDS, shuffle=True, random_state=seed)
+        fold_groups = np.asarray(groups).reshape(-1)[rows.keep]
+    choices = [(k, c) for k in AXES_GRID if k <= rows.projected.shape[1] for c in C_GRID]
+    probabilities = _out_of_fold_probabilities(rows, y, weight, choices, folds.split, fold_groups)
+    losses = [log_loss(y, probability, sample_weight=weight, labels=[False, True]) for probability in probabilities]
+    best = int(np.argmin(losses))
+    axes, c = choices[best]
+    return _GateChoice(axes, c, losses[best], probabilities[best])
+
+
+def _out_of_fold_probabilities(
+    rows: _GateRows,
+    y: np.ndarray,
+    weight: np.ndarray,
+    choices: list[tuple[int, float]],
+    split: Callable[..., Any],
+    fold_groups: np.ndarray | None,
+) -> list[np.ndarray]:
+    """Each ``(axes, C)``'s out-of-fold probabilities of the usable rows, the standardisation
+    refitted inside every fold, so nothing of a held picture leaks into its own route.
+
+    The folds are split and standardised once for every choice: per column, so a choice's first
+    columns are standardised as they would be alone (what cross_val_predict with a
+    StandardScaler pipeline computed, choice by choice, splitting the folds 36 times: 12 times
+    the cost on 2,250 grouped rows)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    base = 2 + rows.people.shape[1]
+    widest = base + max(k for k, _ in choices)
+    probabilities = [np.zeros(int(rows.keep.sum())) for _ in choices]
+    inputs = rows.features[rows.keep][:, :widest]
+    for train, held in split(inputs, y, fold_groups):
+        standardised = StandardScaler().fit(inputs[train])
+        fitted_on, scored = standardised.transform(inputs[train]), standardised.transform(inputs[held])
+        for probability, (k, c) in zip(probabilities, choices, strict=True):
+            regression = LogisticRegression(C=c, max_iter=5000)
+            regression.fit(fitted_on[:, : base + k], y[train], sample_weight=weight[train])
+            probability[held] = regression.predict_proba(scored[:, : base + k])[:, 1]
+    return probabilities
+
+
+def _fitted_gate(
+    rows: _GateRows,
+    y: np.ndarray,
+    weight: np.ndarray,
+    choice: _GateChoice,
+    count_index: int,
+    errors: list[float],
+    sparse_max: float,
+) -> tuple[SparseGate, np.ndarray]:
+    """``(gate, its inputs before standardising)``: the logistic regression of ``choice`` fitted on
+    every usable row, with the settings a model file records (its screen not yet fitted)."""
+    from sklearn.linear_model import LogisticRegression
+
+    from counting.features.detector.descriptor import THRESHOLDS
+
+    X = rows.features[rows.keep, : 2 + rows.people.shape[1] + choice.axes]
+    mean, scale = X.mean(axis=0), np.maximum(X.std(axis=0), 1e-9)
+    final = LogisticRegression(C=choice.C, max_iter=5000).fit((X - mean) / scale, y, sample_weight=weight)
+    gate = SparseGate(
+        mean=mean,
+        scale=scale,
+        coef=final.coef_[0].astype(np.float64),
+        intercept=float(final.intercept_[0]),
+        count_index=count_index,
+        sparse_max=float(sparse_max),
+        axes=int(choice.axes),
+        head_limit=_head_limit(rows, y),
+        settings={
+            "C": choice.C,
+            "axes": int(choice.axes),
+            "log_loss": round(float(choice.loss), 4),
+            "n_pictures": int(rows.keep.sum()),
+            "n_sparse": int((rows.keep & rows.sparse).sum()),
+            "n_detector_closer": int(y.sum()),
+            "label": "the detector's count closer than the head's, weighted by log(1 + |head error - detector error|) + 0.1",
+            "detector_threshold": float(THRESHOLDS[count_index]),
+            "detector_mae_by_threshold": {
+                f"{t:g}": round(float(e), 4) for t, e in zip(THRESHOLDS, errors, strict=True)
+            },
+        },
+    )
+    return gate, X
+
+
+def _out_of_fold_counts(rows: _GateRows, gate: SparseGate, probability: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(counts, sent)``: each usable picture gated by the fits without it (``probability``,
+    out of fold, within the gate's head limit), NaN and not sent elsewhere."""
+    handed_over = (probability > 0.5) & gate.within_limit(rows.each[rows.keep])
+    oof = np.full(len(rows.head), np.nan)
+    oof[rows.keep] = np.where(handed_over, gate.detector_counts(rows.people[rows.keep]), rows.head[rows.keep])
+    sent = np.zeros(len(rows.head), dtype=bool)
+    sent[rows.keep] = handed_over
+    return oof, sent
+
+
 def fit_sparse_gate(
     head_counts: np.ndarray,
     persons: np.ndarray,
@@ -620,109 +824,16 @@ def fit_sparse_gate(
     (:func:`per_photo`), as :meth:`SparseGate.apply` does; its counts, label and the head limit's
     evidence stay the picture's.
     """
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import log_loss
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
-    from sklearn.preprocessing import StandardScaler
-
-    from counting.features.detector.descriptor import THRESHOLDS
-
-    head = np.asarray(head_counts, dtype=np.float64).reshape(-1)
-    people = np.asarray(persons, dtype=np.float64)
-    truth = np.asarray(truth, dtype=np.float64).reshape(-1)
-    projected = np.asarray(projected, dtype=np.float64).reshape(len(head), -1)
-    each, each_people = per_photo(head, people, photos)
-    features = gate_features(each, each_people, familiarity, projected)
-    keep = np.isfinite(features).all(axis=1) & np.isfinite(truth)
-    sparse = truth <= sparse_max
-    if keep.sum() < 2 * FOLDS or not (keep & sparse).any():
-        raise ValueError(
-            f"the sparse gate needs at least {2 * FOLDS} pictures, some of them sparse (<= {sparse_max:g}) "
-            f"({int(keep.sum())} usable, {int((keep & sparse).sum())} sparse)"
-        )
-    pictures = np.ones(len(head), dtype=bool) if originals is None else np.asarray(originals, dtype=bool)
-    # The detector's threshold: the one that counts the sparse pictures best.
-    chosen_on = keep & sparse & pictures
-    sparse_truth = truth[chosen_on]
-    errors = [np.mean(np.abs(np.rint(np.square(people[chosen_on, k])) - sparse_truth)) for k in range(len(THRESHOLDS))]
-    count_index = int(np.argmin(errors))
-    detector = np.rint(np.square(people[keep, count_index]))
-    saved = np.abs(head[keep] - truth[keep]) - np.abs(detector - truth[keep])
-    y = saved > 0  # the detector's count is the closer one
-    weight = np.log1p(np.abs(saved)) + WEIGHT_FLOOR
-    if y.all() or not y.any():
-        raise ValueError("the sparse gate needs pictures where the detector counts better and some where it does not")
-    # The head's limit comes from the pictures: a copy (grayscale grass) can lead the heads to
-    # hundreds where the detector finds a few people, and through one the limit doubled.
-    handed = y & sparse[keep] & pictures[keep]
-    # Whole pictures' counts, though the limit is applied to a picture's average photo: a row of
-    # photos the heads read as textures is evidence that so high a count can be sparse. From
-    # its average photo the limit halved, and an empty texture photo (the heads 528) kept the
-    # heads' count.
-    head_limit = HEAD_LIMIT_FACTOR * float(np.max(head[keep][handed])) if handed.any() else None
-    base = 2 + people.shape[1]
-    if groups is None:
-        folds, fold_groups = StratifiedKFold(FOLDS, shuffle=True, random_state=seed), None
-    else:
-        folds = StratifiedGroupKFold(FOLDS, shuffle=True, random_state=seed)
-        fold_groups = np.asarray(groups).reshape(-1)[keep]
-    # Each (axes, C)'s out-of-fold probabilities (the standardisation refitted inside every fold,
-    # so nothing of a held picture leaks into its own route); the lowest weighted log-loss wins.
-    # The folds are split and standardised once for every choice: per column, so a choice's
-    # first columns are standardised as they would be alone (what cross_val_predict with a
-    # StandardScaler pipeline computed, choice by choice, splitting the folds 36 times: 12 times
-    # the cost on 2,250 grouped rows).
-    choices = [(k, c) for k in AXES_GRID if k <= projected.shape[1] for c in C_GRID]
-    widest = base + max(k for k, _ in choices)
-    probabilities = [np.zeros(int(keep.sum())) for _ in choices]
-    inputs = features[keep][:, :widest]
-    for train, held in folds.split(inputs, y, fold_groups):
-        standardised = StandardScaler().fit(inputs[train])
-        fitted_on, scored = standardised.transform(inputs[train]), standardised.transform(inputs[held])
-        for probability, (k, c) in zip(probabilities, choices, strict=True):
-            regression = LogisticRegression(C=c, max_iter=5000)
-            regression.fit(fitted_on[:, : base + k], y[train], sample_weight=weight[train])
-            probability[held] = regression.predict_proba(scored[:, : base + k])[:, 1]
-    losses = [log_loss(y, probability, sample_weight=weight, labels=[False, True]) for probability in probabilities]
-    best = int(np.argmin(losses))
-    axes, chosen = choices[best]
-    X = features[keep, : base + axes]
-    mean, scale = X.mean(axis=0), np.maximum(X.std(axis=0), 1e-9)
-    final = LogisticRegression(C=chosen, max_iter=5000).fit((X - mean) / scale, y, sample_weight=weight)
-    gate = SparseGate(
-        mean=mean,
-        scale=scale,
-        coef=final.coef_[0].astype(np.float64),
-        intercept=float(final.intercept_[0]),
-        count_index=count_index,
-        sparse_max=float(sparse_max),
-        axes=int(axes),
-        head_limit=head_limit,
-        settings={
-            "C": chosen,
-            "axes": int(axes),
-            "log_loss": round(float(losses[best]), 4),
-            "n_pictures": int(keep.sum()),
-            "n_sparse": int((keep & sparse).sum()),
-            "n_detector_closer": int(y.sum()),
-            "label": "the detector's count closer than the head's, weighted by log(1 + |head error - detector error|) + 0.1",
-            "detector_threshold": float(THRESHOLDS[count_index]),
-            "detector_mae_by_threshold": {
-                f"{t:g}": round(float(e), 4) for t, e in zip(THRESHOLDS, errors, strict=True)
-            },
-        },
-    )
-    known = np.asarray(familiarity, dtype=np.float64).reshape(-1)[keep]
-    gate.screen = _fit_screen(each[keep], known, projected[keep, :axes], gate, X)
+    rows = _gate_rows(head_counts, persons, familiarity, projected, truth, sparse_max, originals, photos)
+    count_index, errors = _detector_threshold(rows)
+    y, weight = _gate_label(rows, count_index)
+    choice = _choose_by_cross_validation(rows, y, weight, seed, groups)
+    gate, X = _fitted_gate(rows, y, weight, choice, count_index, errors, sparse_max)
+    known = np.asarray(familiarity, dtype=np.float64).reshape(-1)[rows.keep]
+    gate.screen = _fit_screen(rows.each[rows.keep], known, rows.projected[rows.keep, : choice.axes], gate, X)
     gate.settings["screen_threshold"] = None if gate.screen is None else gate.screen.threshold
-    handed_over = (probabilities[best] > 0.5) & gate.within_limit(each[keep])
-    oof = np.full(len(head), np.nan)
-    oof[keep] = np.where(handed_over, gate.detector_counts(people[keep]), head[keep])
-    if with_sent:
-        sent = np.zeros(len(head), dtype=bool)
-        sent[keep] = handed_over
-        return gate, oof, sent
-    return gate, oof
+    oof, sent = _out_of_fold_counts(rows, gate, choice.probability)
+    return (gate, oof, sent) if with_sent else (gate, oof)
 
 
 def _fit_screen(

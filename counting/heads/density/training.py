@@ -16,7 +16,7 @@ import numpy as np
 from counting.core.defaults import DENSITY_KINDS
 from counting.core.errors import DatasetError, TrainingError
 from counting.heads.density.data import TargetSettings, density_targets
-from counting.heads.density.map_store import maps_in_chunks
+from counting.heads.density.map_store import MapStore, maps_in_chunks
 from counting.heads.density.maps import extract_maps
 from counting.heads.density.ridge.fitting import fit_density_head
 from counting.heads.density.ridge.head import DensityHead
@@ -57,6 +57,45 @@ def density_choice(config: Any) -> dict[str, Any]:
     return {"kind": kind, "layers": tuple(layers)}
 
 
+def _check_dotted_single_kind(samples: Sequence[Any], dataset: Any) -> None:
+    """One clear line where the dataset cannot train a density head: several kinds of object, or no dots."""
+    if dataset.class_names is not None:
+        raise DatasetError(f"{dataset.root}: --density-head counts one kind of object; {dataset.name} has several")
+    if any(sample.dots is None for sample in samples):
+        raise DatasetError(f"{dataset.root}: --density-head needs head dots, which {dataset.name} does not have")
+
+
+def _stored_maps(
+    samples: Sequence[Any], backbone: Any, prep: Any, layers: Sequence[str], cache: Any, batch_size: int, progress: bool
+) -> MapStore:
+    """The samples' maps of ``layers``, on disk and read back one picture at a time by the fit
+    (memory flat in the pictures); float32, as the maps are made, so the head is the one fitted
+    in memory. A picture that cannot be read is a DatasetError."""
+
+    def make(chunk: list[str], show: bool) -> list[np.ndarray]:
+        found = extract_maps(chunk, backbone, prep, layers, cache=cache, batch_size=batch_size, progress=show)
+        if found.errors:
+            path, message = next(iter(found.errors.items()))
+            raise DatasetError(message if path in message else f"{path}: {message}")
+        return found.maps  # type: ignore[return-value]
+
+    paths = [str(sample.path) for sample in samples]
+    return maps_in_chunks(paths, make, dtype=np.float32, progress=progress, label=f"{backbone.name} maps")
+
+
+def _head_folds(samples: Sequence[Any], is_sequence: bool, seed: int) -> np.ndarray:
+    """Each sample's fold (of :data:`HEAD_FOLDS`): sequences dealt in runs of frames."""
+    from counting.data.datasets.splits import cv_folds
+
+    indices = np.array([sample.index for sample in samples])
+    fold_of = np.zeros(len(samples), dtype=int)
+    # Each fold gets at least two runs, so that on a short sequence no fold is one long stretch.
+    run = max(1, min(SEQUENCE_RUN, len(samples) // (2 * HEAD_FOLDS)))
+    for number, members in enumerate(cv_folds(indices, HEAD_FOLDS, is_sequence, seed, run if is_sequence else None)):
+        fold_of[members] = number
+    return fold_of
+
+
 def fit_head_descriptors(
     samples: Sequence[Any],
     dataset: Any,
@@ -79,12 +118,7 @@ def fit_head_descriptors(
     ``kind`` ``conv``: :func:`counting.heads.density.conv.training.fit_conv_descriptors` (its rows are
     NaN outside the quarter it was early-stopped on).
     """
-    from counting.data.datasets.splits import cv_folds
-
-    if dataset.class_names is not None:
-        raise DatasetError(f"{dataset.root}: --density-head counts one kind of object; {dataset.name} has several")
-    if any(sample.dots is None for sample in samples):
-        raise DatasetError(f"{dataset.root}: --density-head needs head dots, which {dataset.name} does not have")
+    _check_dotted_single_kind(samples, dataset)
     if kind == "conv":
         from counting.heads.density.conv.training import fit_conv_descriptors
 
@@ -103,38 +137,14 @@ def fit_head_descriptors(
             layers=layers,
             targets=targets,
         )
-    if targets is None:
-        # Fixed sigma: on Mall, sigma scaled by pMapN gave the same validation figures (head MAE
-        # 1.93 both, AGP 2.35 against 2.29): map cells of 16 px blur the difference away.
-        targets = TargetSettings()
-
-    def make(chunk: list[str], show: bool) -> list[np.ndarray]:
-        found = extract_maps(chunk, backbone, prep, layers, cache=cache, batch_size=batch_size, progress=show)
-        if found.errors:
-            path, message = next(iter(found.errors.items()))
-            raise DatasetError(message if path in message else f"{path}: {message}")
-        return found.maps  # type: ignore[return-value]
-
-    # On disk, read back one picture at a time by the fit (memory flat in the pictures); float32,
-    # as the maps are made, so the head is the one fitted in memory.
-    with maps_in_chunks(
-        [str(sample.path) for sample in samples],
-        make,
-        dtype=np.float32,
-        progress=progress,
-        label=f"{backbone.name} maps",
-    ) as maps:
+    # Fixed sigma: on Mall, sigma scaled by pMapN gave the same validation figures (head MAE
+    # 1.93 both, AGP 2.35 against 2.29): map cells of 16 px blur the difference away.
+    targets = TargetSettings() if targets is None else targets
+    with _stored_maps(samples, backbone, prep, layers, cache, batch_size, progress) as maps:
         density = density_targets(
             samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
         )
-        indices = np.array([sample.index for sample in samples])
-        fold_of = np.zeros(len(samples), dtype=int)
-        # Each fold gets at least two runs, so that on a short sequence no fold is one long stretch.
-        run = max(1, min(SEQUENCE_RUN, len(samples) // (2 * HEAD_FOLDS)))
-        for number, members in enumerate(
-            cv_folds(indices, HEAD_FOLDS, is_sequence, seed, run if is_sequence else None)
-        ):
-            fold_of[members] = number
+        fold_of = _head_folds(samples, is_sequence, seed)
         if log is not None:
             log(f"fitting the {kind} density head on {', '.join(layers)} maps of {len(samples)} images")
         fit = fit_density_head(
@@ -149,8 +159,7 @@ def fit_head_descriptors(
             seed=seed,
             count_weights=DEFAULT_COUNT_WEIGHTS,
         )
-    head = fit.head
-    head.settings |= {
+    fit.head.settings |= {
         "grid": None if grid is None else list(grid),
         "target": targets.record(),
         "out_of_fold_mae": fit.penalty_mae,
@@ -160,4 +169,4 @@ def fit_head_descriptors(
     if log is not None:
         mae = fit.penalty_mae[f"{fit.penalty:g}/{fit.count_weight:g}"]
         log(f"density head: penalty {fit.penalty:g}, out-of-fold count MAE {mae:.3f}")
-    return head, fit.out_of_fold
+    return fit.head, fit.out_of_fold

@@ -225,6 +225,261 @@ def _crop_batch(
     return x, y, w
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """The images a head trains on and the ones it is validated on (indices into the maps), and
+    each trained image's chance to be drawn for a crop (None: uniform)."""
+
+    fit: np.ndarray
+    validation: np.ndarray
+    draw: np.ndarray | None
+
+
+def _parts(validation: np.ndarray, unused: np.ndarray | None, sample_weights: np.ndarray | None) -> _Parts:
+    """:class:`_Parts` from ``fit_conv_head``'s masks; one clear error where either part is empty."""
+    validation = np.asarray(validation, dtype=bool)
+    skipped = np.zeros_like(validation) if unused is None else np.asarray(unused, dtype=bool)
+    fit_part, val_part = np.flatnonzero(~validation & ~skipped), np.flatnonzero(validation)
+    if not len(fit_part) or not len(val_part):
+        raise ValueError("the conv head needs images both to fit on and to validate on")
+    return _Parts(fit_part, val_part, _draw_chances(sample_weights, fit_part))
+
+
+def _draw_chances(sample_weights: np.ndarray | None, fit_part: np.ndarray) -> np.ndarray | None:
+    """The trained images' chances to be drawn (summing to 1), from every image's weight."""
+    if sample_weights is None:
+        return None
+    chances = np.asarray(sample_weights, dtype=float)[fit_part]
+    if chances.shape != fit_part.shape or not np.isfinite(chances).all() or (chances < 0).any() or chances.sum() <= 0:
+        raise ValueError("sample_weights must be one finite, non-negative weight per image, not all zero")
+    return chances / chances.sum()
+
+
+def _check_training_settings(settings: ConvSettings) -> None:
+    """Refuse a schedule, a choice of kept weights or a weight average the training does not know."""
+    if settings.schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule must be 'constant' or 'cosine', got {settings.schedule!r}")
+    if settings.keep not in ("best", "last"):
+        raise ValueError(f"keep must be 'best' or 'last', got {settings.keep!r}")
+    if not 0.0 <= settings.ema < 1.0:
+        raise ValueError(f"ema must be in [0, 1), got {settings.ema!r}")
+
+
+@dataclass(frozen=True)
+class _Standardisation:
+    """The channels' ``(mean, scale)``, and the same as float32 tensors shaped to standardise a
+    ``(N, C, h, w)`` batch (made once: every crop batch and every validation image uses them)."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    shift: torch.Tensor
+    inverse: torch.Tensor
+
+    @classmethod
+    def of(cls, statistics: tuple[np.ndarray, np.ndarray]) -> _Standardisation:
+        mean, scale = statistics
+        shift = torch.from_numpy(mean.astype(np.float32))[None, :, None, None]
+        inverse = torch.from_numpy((1.0 / scale).astype(np.float32))[None, :, None, None]
+        return cls(mean, scale, shift, inverse)
+
+    def __call__(self, batch: torch.Tensor) -> torch.Tensor:
+        return (batch - self.shift) * self.inverse
+
+
+@dataclass(frozen=True)
+class _CropSource:
+    """What the training crops are drawn from: every image's map, target density and ROI weights,
+    and the trained images with their chances (:class:`_Parts`)."""
+
+    maps: Sequence[np.ndarray]
+    targets: Sequence[np.ndarray]
+    roi: Sequence[np.ndarray]
+    fit: np.ndarray
+    draw: np.ndarray | None
+
+    def batch(self, settings: ConvSettings, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(maps, targets, weights)`` of one batch of random crops (:func:`_crop_batch`)."""
+        choice = rng.choice(self.fit, settings.batch, p=self.draw)
+        return _crop_batch(self.maps, self.targets, self.roi, choice, settings.crop, rng)
+
+
+@dataclass
+class _Trainer:
+    """The network, its Adam optimiser, the cosine schedule where ``settings.schedule`` asks for
+    it and the running average of the weights where ``settings.ema`` does."""
+
+    network: torch.nn.Module
+    optimiser: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None
+    averaged: torch.optim.swa_utils.AveragedModel | None
+
+    @classmethod
+    def build(cls, channels: int, settings: ConvSettings) -> _Trainer:
+        network = build_network(channels, settings.width, settings.depth)
+        optimiser = torch.optim.Adam(network.parameters(), lr=settings.learning_rate)
+        averaged = (
+            torch.optim.swa_utils.AveragedModel(
+                network, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(settings.ema)
+            )
+            if settings.ema
+            else None
+        )
+        cosine = settings.schedule == "cosine"
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, settings.max_steps) if cosine else None
+        return cls(network, optimiser, scheduler, averaged)
+
+    @property
+    def evaluated(self) -> torch.nn.Module:
+        """The weights that are evaluated and kept: the running average when there is one."""
+        return self.averaged.module if self.averaged is not None else self.network
+
+    def step(self, loss: torch.Tensor) -> None:
+        """One Adam step on ``loss``, then the schedule's and the average's."""
+        self.optimiser.zero_grad()
+        loss.backward()
+        self.optimiser.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        if self.averaged is not None:
+            self.averaged.update_parameters(self.network)
+
+
+def _crop_loss(
+    network: torch.nn.Module,
+    batch: tuple[np.ndarray, np.ndarray, np.ndarray],
+    standardise: _Standardisation,
+    settings: ConvSettings,
+) -> torch.Tensor:
+    """The module docstring's loss on one batch of crops: squared error per cell inside the ROI,
+    plus ``count_weight`` times each crop's squared count error divided by its cells."""
+    x, y, w = batch
+    inputs = standardise(torch.from_numpy(x).float())
+    target = torch.from_numpy(y) * settings.output_scale
+    weight = torch.from_numpy(w)
+    predicted = network(inputs)[:, 0]
+    difference = (predicted - target) * weight
+    loss = (difference**2).mean()
+    if settings.count_weight:
+        cells = difference.shape[1] * difference.shape[2]
+        loss = loss + settings.count_weight * (difference.sum(dim=(1, 2)) ** 2).mean() / cells
+    return loss
+
+
+@dataclass(frozen=True)
+class _Validation:
+    """The validation images, their true counts, and how a head's region sums of them are made."""
+
+    maps: Sequence[np.ndarray]
+    indices: np.ndarray
+    truth: np.ndarray
+    standardise: _Standardisation
+    roi_mask: np.ndarray | None
+    grid: tuple[int, int] | None
+    output_scale: float
+
+    def sums(self, model: torch.nn.Module) -> np.ndarray:
+        """``(n_validation, 1 + cells)`` region sums of the whole images by ``model``."""
+        model.eval()
+        sums = []
+        with torch.inference_mode():
+            for index in self.indices:
+                x = self.standardise(torch.from_numpy(np.asarray(self.maps[index], dtype=np.float32))[None])
+                density = model(x)[0, 0].double().numpy() / self.output_scale
+                sums.append(region_weights(self.roi_mask, density.shape, self.grid) @ density.ravel())
+        model.train()
+        return np.stack(sums)
+
+    def mae(self, model: torch.nn.Module) -> float:
+        """``model``'s count MAE on the validation images."""
+        return float(np.mean(np.abs(self.sums(model)[:, 0] - self.truth)))
+
+
+@dataclass
+class _KeptWeights:
+    """The weights ``settings.keep`` keeps so far: the lowest validation MAE's ("best", with the
+    evaluations waited since it for early stopping) or the last evaluated ("last": ``state`` None,
+    the weights as they are)."""
+
+    keep: str
+    patience: int
+    may_stop: bool  # early stopping; a cosine schedule runs to its end
+    mae: float
+    step: int
+    state: dict | None
+    waited: int = 0
+
+    @classmethod
+    def start(cls, model: torch.nn.Module, settings: ConvSettings) -> _KeptWeights:
+        """The untrained weights, kept until an evaluation beats them."""
+        may_stop = settings.schedule != "cosine"
+        return cls(settings.keep, settings.patience, may_stop, np.inf, 0, copy.deepcopy(model.state_dict()))
+
+    def record(self, step: int, mae: float, model: torch.nn.Module) -> bool:
+        """Take the evaluation at ``step`` into account; True where the patience has run out."""
+        if self.keep == "last":
+            self.mae, self.step, self.state = mae, step, None
+            return False
+        if mae < self.mae:
+            self.mae, self.step, self.state = mae, step, copy.deepcopy(model.state_dict())
+            self.waited = 0
+            return False
+        self.waited += 1
+        return self.waited >= self.patience and self.may_stop
+
+    def restore(self, model: torch.nn.Module) -> torch.nn.Module:
+        """``model`` with the kept weights loaded into it."""
+        if self.state is not None:
+            model.load_state_dict(self.state)
+        return model
+
+
+def _train(
+    trainer: _Trainer,
+    crops: _CropSource,
+    validation: _Validation,
+    settings: ConvSettings,
+    rng: np.random.Generator,
+    log: Callable[[str], None] | None,
+) -> tuple[_KeptWeights, list[tuple[int, float]]]:
+    """Adam on random crops for ``settings.max_steps`` steps (fewer where early stopping ends it),
+    the evaluated weights counted every ``eval_every`` steps and at the last: the weights kept,
+    and the ``(step, validation count MAE)`` of each evaluation."""
+    kept = _KeptWeights.start(trainer.evaluated, settings)
+    history: list[tuple[int, float]] = []
+    trainer.network.train()
+    for step in range(1, settings.max_steps + 1):
+        loss = _crop_loss(trainer.network, crops.batch(settings, rng), validation.standardise, settings)
+        trainer.step(loss)
+        if step % settings.eval_every == 0 or step == settings.max_steps:
+            mae = validation.mae(trainer.evaluated)
+            history.append((step, mae))
+            if log is not None:
+                log(f"step {step}: loss {loss.item():.4f}, validation count MAE {mae:.3f}")
+            if kept.record(step, mae, trainer.evaluated):
+                break
+    return kept, history
+
+
+def _trained_head(
+    network: torch.nn.Module,
+    layers: Sequence[str],
+    standardise: _Standardisation,
+    settings: ConvSettings,
+    kept: _KeptWeights,
+) -> ConvDensityHead:
+    """The head of the kept weights, with the settings it was trained by and what it measured."""
+    return ConvDensityHead(
+        layers=tuple(layers),
+        width=settings.width,
+        depth=settings.depth,
+        x_mean=standardise.mean,
+        x_scale=standardise.scale,
+        weights=[parameter.detach().double().numpy().copy() for parameter in network.parameters()],
+        output_scale=settings.output_scale,
+        settings={"training": settings.record(), "best_step": kept.step, "validation_mae": kept.mae},
+    )
+
+
 def fit_conv_head(
     maps: Sequence[np.ndarray],
     targets: Sequence[np.ndarray],
@@ -250,115 +505,24 @@ def fit_conv_head(
     an ensemble share one. ``sample_weights``: how often each image is drawn for a crop, relative
     to the others (default: uniform); the crowd model balances its sets with it.
     """
-    validation = np.asarray(validation, dtype=bool)
-    skipped = np.zeros_like(validation) if unused is None else np.asarray(unused, dtype=bool)
-    fit_part, val_part = np.flatnonzero(~validation & ~skipped), np.flatnonzero(validation)
-    if not len(fit_part) or not len(val_part):
-        raise ValueError("the conv head needs images both to fit on and to validate on")
-    draw = None
-    if sample_weights is not None:
-        chances = np.asarray(sample_weights, dtype=float)[fit_part]
-        if (
-            chances.shape != fit_part.shape
-            or not np.isfinite(chances).all()
-            or (chances < 0).any()
-            or chances.sum() <= 0
-        ):
-            raise ValueError("sample_weights must be one finite, non-negative weight per image, not all zero")
-        draw = chances / chances.sum()
+    parts = _parts(validation, unused, sample_weights)
+    _check_training_settings(settings)
     start = time.perf_counter()
+    # The seeds, then the network's initial weights, then the crops: the order of the random draws.
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    mean, scale = statistics or sampled_statistics([maps[i] for i in fit_part])
-    shift = torch.from_numpy(mean.astype(np.float32))[None, :, None, None]
-    inverse = torch.from_numpy((1.0 / scale).astype(np.float32))[None, :, None, None]
+    standardise = _Standardisation.of(statistics or sampled_statistics([maps[i] for i in parts.fit]))
     roi = [roi_weights(roi_mask, item.shape[1:]).astype(np.float32) for item in maps]
-    network = build_network(maps[0].shape[0], settings.width, settings.depth)
-    optimiser = torch.optim.Adam(network.parameters(), lr=settings.learning_rate)
-    if settings.schedule not in ("constant", "cosine"):
-        raise ValueError(f"schedule must be 'constant' or 'cosine', got {settings.schedule!r}")
-    if settings.keep not in ("best", "last"):
-        raise ValueError(f"keep must be 'best' or 'last', got {settings.keep!r}")
-    if not 0.0 <= settings.ema < 1.0:
-        raise ValueError(f"ema must be in [0, 1), got {settings.ema!r}")
-    cosine = settings.schedule == "cosine"
-    averaged = (
-        torch.optim.swa_utils.AveragedModel(
-            network, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(settings.ema)
-        )
-        if settings.ema
-        else None
-    )
-    # The weights that are evaluated and kept: the running average when there is one.
-    evaluated: torch.nn.Module = averaged.module if averaged is not None else network
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, settings.max_steps) if cosine else None
-
-    def validation_sums(model: torch.nn.Module) -> np.ndarray:
-        model.eval()
-        sums = []
-        with torch.inference_mode():
-            for index in val_part:
-                x = (torch.from_numpy(np.asarray(maps[index], dtype=np.float32))[None] - shift) * inverse
-                density = model(x)[0, 0].double().numpy() / settings.output_scale
-                sums.append(region_weights(roi_mask, density.shape, grid) @ density.ravel())
-        model.train()
-        return np.stack(sums)
-
-    truth = np.asarray(counts, dtype=float)[val_part]
-    best: tuple[float, int, dict | None] = (np.inf, 0, copy.deepcopy(evaluated.state_dict()))
-    history: list[tuple[int, float]] = []
-    waited = 0
-    network.train()
-    for step in range(1, settings.max_steps + 1):
-        choice = rng.choice(fit_part, settings.batch, p=draw)
-        x, y, w = _crop_batch(maps, targets, roi, choice, settings.crop, rng)
-        inputs = (torch.from_numpy(x).float() - shift) * inverse
-        target = torch.from_numpy(y) * settings.output_scale
-        weight = torch.from_numpy(w)
-        predicted = network(inputs)[:, 0]
-        difference = (predicted - target) * weight
-        loss = (difference**2).mean()
-        if settings.count_weight:
-            cells = difference.shape[1] * difference.shape[2]
-            loss = loss + settings.count_weight * (difference.sum(dim=(1, 2)) ** 2).mean() / cells
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        if scheduler is not None:
-            scheduler.step()
-        if averaged is not None:
-            averaged.update_parameters(network)
-        if step % settings.eval_every == 0 or step == settings.max_steps:
-            mae = float(np.mean(np.abs(validation_sums(evaluated)[:, 0] - truth)))
-            history.append((step, mae))
-            if log is not None:
-                log(f"step {step}: loss {loss.item():.4f}, validation count MAE {mae:.3f}")
-            if settings.keep == "last":
-                best = (mae, step, None)
-            elif mae < best[0]:
-                best = (mae, step, copy.deepcopy(evaluated.state_dict()))
-                waited = 0
-            else:
-                waited += 1
-                if waited >= settings.patience and not cosine:
-                    break
-    if best[2] is not None:
-        evaluated.load_state_dict(best[2])
-    network = evaluated
-    head = ConvDensityHead(
-        layers=tuple(layers),
-        width=settings.width,
-        depth=settings.depth,
-        x_mean=mean,
-        x_scale=scale,
-        weights=[parameter.detach().double().numpy().copy() for parameter in network.parameters()],
-        output_scale=settings.output_scale,
-        settings={"training": settings.record(), "best_step": best[1], "validation_mae": best[0]},
-    )
+    trainer = _Trainer.build(maps[0].shape[0], settings)
+    crops = _CropSource(maps, targets, roi, parts.fit, parts.draw)
+    truth = np.asarray(counts, dtype=float)[parts.validation]
+    check = _Validation(maps, parts.validation, truth, standardise, roi_mask, grid, settings.output_scale)
+    kept, history = _train(trainer, crops, check, settings, rng, log)
+    network = kept.restore(trainer.evaluated)
     return ConvFit(
-        head=head,
-        validation_sums=validation_sums(network),
-        best_step=best[1],
+        head=_trained_head(network, layers, standardise, settings, kept),
+        validation_sums=check.sums(network),
+        best_step=kept.step,
         history=history,
         seconds=time.perf_counter() - start,
     )

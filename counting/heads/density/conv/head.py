@@ -165,7 +165,7 @@ class ConvDensityHead(MapHead):
     def member_densities(self, maps: np.ndarray) -> np.ndarray:
         """``(1 + specialists, n, h, w)``: the general head's density maps, then each specialist's
         (in ``specialists`` order, the router's columns), unmixed: what :meth:`density` mixes by
-        the router's weights (scripts/router_regions_study.py mixes them by other regions)."""
+        the router's weights (scripts/studies/router_regions_study.py mixes them by other regions)."""
         array = self.check_maps(maps)
         return np.stack([self._own_density(array), *(head.density(array) for head in self.specialists.values())])
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from counting.heads.crowd.people_mask import PeopleMask, fit_people_mask, mask_c
 from counting.heads.density.conv.fitting import ConvSettings, fit_conv_heads, stride8_maps
 from counting.heads.density.conv.head import ConvDensityHead, ensemble
 from counting.heads.density.data import TargetSettings, density_targets
+from counting.heads.density.map_store import MapStore
 
 __all__ = [
     "CONV_LAYERS",
@@ -140,6 +141,101 @@ def _masked_rows(
     return mask
 
 
+def _check_enough_pictures(samples: Sequence[Any], dataset: Any, settings: ConvSettings) -> None:
+    """One clear line where the train part is too small for the heads and their folds."""
+    if len(samples) < 16 or settings.folds < 1 or len(samples) < 4 * settings.folds:
+        raise DatasetError(
+            f"{dataset.root}: a conv density head needs at least 16 train images and 4 per fold "
+            f"({len(samples)} given, {settings.folds} folds)"
+        )
+
+
+@dataclass(frozen=True)
+class _MapMaking:
+    """How the heads' stride-8 maps are made (:func:`stride8_maps`), whatever the preprocessing."""
+
+    backbone: Any
+    layers: Sequence[str]
+    cache: Any
+    batch_size: int
+    progress: bool
+
+    def entered(self, stack: contextlib.ExitStack, paths: list[str], prep: Any) -> MapStore:
+        """The maps of ``paths`` through ``prep``, their folder removed when ``stack`` closes."""
+        store = stride8_maps(paths, self.backbone, prep, self.layers, self.cache, self.batch_size, self.progress)
+        return stack.enter_context(store)
+
+
+def _picture_and_copy_maps(
+    stack: contextlib.ExitStack, paths: list[str], prep: Any, making: _MapMaking, settings: ConvSettings
+) -> tuple[MapStore, list[tuple[float, MapStore]]]:
+    """The pictures' maps, and ``(share of the crops, maps)`` of each kind of augmented copy
+    ``settings`` draws (grayscale, degraded); a picture that cannot be read is a DatasetError."""
+    try:
+        maps = making.entered(stack, paths, prep)
+        kinds = [(share, change) for share, change in copy_kinds(settings) if share]
+        copied = [(share, making.entered(stack, paths, replace(prep, **change))) for share, change in kinds]
+    except ValueError as error:
+        raise DatasetError(str(error)) from None
+    return maps, copied
+
+
+@dataclass(frozen=True)
+class _HeadInputs:
+    """What the heads train on (:func:`fit_conv_heads`'s arguments): the pictures, then their
+    copies of each kind, each copy with its picture's target and count (``copy_of``: its picture;
+    None without copies), and every map's chance to be drawn for a crop."""
+
+    maps: list[Any]
+    targets: list[np.ndarray]
+    counts: np.ndarray
+    copy_of: np.ndarray | None
+    weights: np.ndarray | None
+
+
+def _head_inputs(
+    maps: Sequence[Any],
+    density: Sequence[np.ndarray],
+    counts: np.ndarray,
+    copied: Sequence[tuple[float, Sequence[Any]]],
+    sample_weights: np.ndarray | None,
+) -> _HeadInputs:
+    """:class:`_HeadInputs`: each kind of copy drawn its share of the time, the pictures the rest
+    (each in proportion to ``sample_weights``, uniform without them)."""
+    if not copied:
+        return _HeadInputs(list(maps), list(density), counts, None, sample_weights)
+    base = np.ones(len(maps)) if sample_weights is None else np.asarray(sample_weights, dtype=float)
+    every_map, every_target = list(maps), list(density)
+    weight_parts = [base * (1.0 - sum(share for share, _ in copied))]
+    for share, copy_maps in copied:
+        every_map += list(copy_maps)
+        every_target += list(density)
+        weight_parts.append(base * share)
+    copy_of = np.tile(np.arange(len(maps)), len(copied))
+    return _HeadInputs(every_map, every_target, np.tile(counts, 1 + len(copied)), copy_of, np.concatenate(weight_parts))
+
+
+def _trained_record(
+    rows: np.ndarray,
+    density: Sequence[np.ndarray],
+    counts: np.ndarray,
+    grid: tuple[int, int] | None,
+    targets: TargetSettings,
+    members: int,
+) -> dict[str, Any]:
+    """What the ensemble's settings record of its training beside each member's."""
+    validated = ~np.isnan(rows[:, 0])
+    return {
+        "grid": None if grid is None else list(grid),
+        "target": targets.record(),
+        # Heat maps are drawn from 0 to this many people per map cell (a busy cell in training).
+        "display_max": float(np.percentile(np.concatenate([item.ravel() for item in density]), 99.9)),
+        # Out of fold over every validated image (one head: its validation part).
+        "validation_mae": float(np.mean(np.abs(np.clip(rows[validated, 0], 0, None) - counts[validated]))),
+        "members": members,
+    }
+
+
 def fit_conv_descriptors(
     samples: Sequence[Any],
     dataset: Any,
@@ -163,61 +259,30 @@ def fit_conv_descriptors(
     ``sample_weights``: relative chance of each sample to be drawn for a training crop."""
     targets = targets or TargetSettings()
     settings = settings or replace(DEFAULT_SETTINGS, seed=seed)
-    indices = np.array([sample.index for sample in samples])
-    if len(samples) < 16 or settings.folds < 1 or len(samples) < 4 * settings.folds:
-        raise DatasetError(
-            f"{dataset.root}: a conv density head needs at least 16 train images and 4 per fold "
-            f"({len(samples)} given, {settings.folds} folds)"
-        )
-    parts = validation_parts(indices, is_sequence, seed, settings.folds)
+    _check_enough_pictures(samples, dataset, settings)
+    parts = validation_parts(np.array([sample.index for sample in samples]), is_sequence, seed, settings.folds)
     paths = [str(sample.path) for sample in samples]
+    making = _MapMaking(backbone, layers, cache, batch_size, progress)
     # The maps live in temporary folders (conv_fitting.stride8_maps): removed once trained.
     with contextlib.ExitStack() as stack:
-        try:
-            maps = stack.enter_context(stride8_maps(paths, backbone, prep, layers, cache, batch_size, progress))
-            # Augmented copies of every picture, each kind drawn its share of the time.
-            kinds = [(share, change) for share, change in copy_kinds(settings) if share]
-            copied = [
-                (
-                    share,
-                    stack.enter_context(
-                        stride8_maps(paths, backbone, replace(prep, **change), layers, cache, batch_size, progress)
-                    ),
-                )
-                for share, change in kinds
-            ]
-        except ValueError as error:
-            raise DatasetError(str(error)) from None
+        maps, copied = _picture_and_copy_maps(stack, paths, prep, making, settings)
         density = density_targets(
             samples, [item.shape[1:] for item in maps], targets, dataset.perspective_map, str(dataset.root)
         )
         counts = np.array([float(sample.count) for sample in samples])
-        # What the heads train on: the pictures, then their copies of each kind (grayscale,
-        # degraded), each copy with its picture's targets and drawn its kind's share of the time.
-        every_map, every_target, every_count = list(maps), list(density), counts
-        copy_of, weights = None, sample_weights
-        if copied:
-            base = np.ones(len(samples)) if sample_weights is None else np.asarray(sample_weights, dtype=float)
-            weight_parts = [base * (1.0 - sum(share for share, _ in copied))]
-            for share, copy_maps in copied:
-                every_map += list(copy_maps)
-                every_target += list(density)
-                weight_parts.append(base * share)
-            every_count = np.tile(counts, 1 + len(copied))
-            copy_of = np.tile(np.arange(len(samples)), len(copied))
-            weights = np.concatenate(weight_parts)
+        inputs = _head_inputs(maps, density, counts, copied, sample_weights)
         fits, rows = fit_conv_heads(
-            every_map,
-            every_target,
-            every_count,
+            inputs.maps,
+            inputs.targets,
+            inputs.counts,
             layers,
             parts,
             roi_mask=prep.roi_mask,
             grid=grid,
             settings=settings,
             log=log,
-            sample_weights=weights,
-            copy_of=copy_of,
+            sample_weights=inputs.weights,
+            copy_of=inputs.copy_of,
         )
         # Inside the maps' folders: the mask reads them, the pictures' and their copies'.
         people_mask = (
@@ -236,19 +301,9 @@ def fit_conv_descriptors(
             if settings.people_mask
             else None
         )
-    heads = [fit.head for fit in fits]
-    head = ensemble(heads)
+    head = ensemble([fit.head for fit in fits])
     head.people_mask = people_mask
-    validated = ~np.isnan(rows[:, 0])
-    head.settings |= {
-        "grid": None if grid is None else list(grid),
-        "target": targets.record(),
-        # Heat maps are drawn from 0 to this many people per map cell (a busy cell in training).
-        "display_max": float(np.percentile(np.concatenate([item.ravel() for item in density]), 99.9)),
-        # Out of fold over every validated image (one head: its validation part).
-        "validation_mae": float(np.mean(np.abs(np.clip(rows[validated, 0], 0, None) - counts[validated]))),
-        "members": len(heads),
-    }
-    if log is not None and len(heads) > 1:
-        log(f"conv density head: {len(heads)} heads, out-of-fold count MAE {head.settings['validation_mae']:.3f}")
+    head.settings |= _trained_record(rows, density, counts, grid, targets, len(fits))
+    if log is not None and len(fits) > 1:
+        log(f"conv density head: {len(fits)} heads, out-of-fold count MAE {head.settings['validation_mae']:.3f}")
     return head, rows

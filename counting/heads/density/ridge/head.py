@@ -10,10 +10,11 @@ The count of a region is the density summed over it (:mod:`counting.heads.densit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from counting.heads.density.maps import HEAD_STRIDE
 from counting.heads.density.regions import region_weights
 
 __all__ = ["HEAD_KINDS", "DensityHead"]
@@ -66,6 +67,14 @@ class DensityHead(MapHead):
     projection: np.ndarray | None = None
     phase: np.ndarray | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    # What every density head tells the count (the conv head's differ): the stride of the grid it
+    # reads, and no router or specialists of its own.
+    stride: ClassVar[int] = HEAD_STRIDE
+    router: ClassVar[None] = None
+
+    @property
+    def specialists(self) -> dict[str, Any]:
+        return {}
 
     @property
     def n_features(self) -> int:

@@ -43,7 +43,7 @@ class CountBatch:
 
     counts: np.ndarray  # (n,) or (n, K)
     # The interval of each count, on its route and reaching a disputed count's other reading
-    # (``CountingModel.intervals``); None for a model without calibration.
+    # (counting.heads.crowd.intervals); None for a model without calibration.
     low: np.ndarray | None
     high: np.ndarray | None
     familiarity: np.ndarray | None = None  # (n,) in (0, 1], None for a file without the section
@@ -56,18 +56,11 @@ class CountBatch:
     # The same model: where the gate disputes a count, the count with the head limit lifted
     # (NaN elsewhere): the interval reaches it (counting.heads.crowd.sparse_gate, "Disputed counts").
     readings: np.ndarray | None = None
-    # The interval route of each picture (``CountingModel.interval_routes``), None with one interval.
+    # The interval route of each picture (counting.heads.crowd.intervals), None with one interval.
     routes: np.ndarray | None = None
-
-    @property
-    def counted_by(self) -> np.ndarray | None:
-        """(n,) what counted each picture ("detector", "density", "density+detector") for a gated
-        crowd model, else None."""
-        if self.people is None:
-            return None
-        from counting.heads.crowd.sparse_gate import routes
-
-        return routes(self.people)
+    # (n,) what counted each picture ("detector", "density", "density+detector") for a gated
+    # crowd model (counting.heads.crowd.sparse_gate.routes), else None.
+    counted_by: np.ndarray | None = None
 
     @property
     def disputed(self) -> np.ndarray | None:
