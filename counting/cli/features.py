@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -74,32 +75,50 @@ ForModelOption = Annotated[
 ]
 
 
+FeaturesOutOption = Annotated[Path | None, out_option("Write the descriptors to this .npy or .csv file.")]
+PooledOption = Annotated[
+    bool,
+    typer.Option(
+        "--pooled",
+        help="Pooled trunk features instead of class scores (= --descriptor pooled).",
+        rich_help_panel=DESCRIPTORS,
+    ),
+]
+FeaturesStrictOption = Annotated[
+    bool,
+    strict_option(
+        "Stop at the first image that cannot be read (exit 1; the images extracted before it stay in the "
+        "feature cache). Without it such an image is skipped with a line on stderr (a NaN row in a .npy)."
+    ),
+]
+
+
+@dataclass(frozen=True)
+class DescriptorReading:
+    """How `counting features` alone (without -m) reads the pictures: the network, its weights,
+    the input size, the grid and the descriptor kind."""
+
+    backbone: BackboneOption = defaults.BACKBONE
+    weights: WeightsOption = None
+    input_size: InputSizeOption = INPUT_SIZE_DEFAULT
+    grid: GridOption = GRID_DEFAULT
+    pooled: PooledOption = False
+    descriptor: DescriptorOption = "scores"
+
+    def with_detector_spelling(self) -> DescriptorReading:
+        """``--backbone centernet`` read as ``--descriptor detector`` (:func:`detector_spelling`)."""
+        backbone, descriptor = detector_spelling(self.backbone, self.descriptor)
+        return dataclasses.replace(self, backbone=backbone, descriptor=descriptor)
+
+
 @with_groups
 def features(
     inputs: Annotated[
         list[str], typer.Argument(help="Image files, folders (their images) or glob patterns.", metavar="IMAGES")
     ],
-    out: Annotated[Path | None, out_option("Write the descriptors to this .npy or .csv file.")] = None,
-    backbone: BackboneOption = defaults.BACKBONE,
-    weights: WeightsOption = None,
-    input_size: InputSizeOption = INPUT_SIZE_DEFAULT,
-    grid: GridOption = GRID_DEFAULT,
-    pooled: Annotated[
-        bool,
-        typer.Option(
-            "--pooled",
-            help="Pooled trunk features instead of class scores (= --descriptor pooled).",
-            rich_help_panel=DESCRIPTORS,
-        ),
-    ] = False,
-    descriptor: DescriptorOption = "scores",
-    strict: Annotated[
-        bool,
-        strict_option(
-            "Stop at the first image that cannot be read (exit 1; the images extracted before it stay in the "
-            "feature cache). Without it such an image is skipped with a line on stderr (a NaN row in a .npy)."
-        ),
-    ] = False,
+    out: FeaturesOutOption = None,
+    reading: DescriptorReading = DescriptorReading(),
+    strict: FeaturesStrictOption = False,
     skip_bad: Annotated[bool, retired_flag("--skip-bad", SKIPPED_BY_DEFAULT)] = False,
     run: PictureRun = PictureRun(),
     cluster: ClusterOption = None,
@@ -113,40 +132,62 @@ def features(
     """
     if model is not None:
         refuse_settings_beside_model(model, cluster)
-    backbone, descriptor = detector_spelling(backbone, descriptor)
+    reading = reading.with_detector_spelling()
     use_runtime(run.runtime, run.threads)
-    if out is not None and out.suffix.lower() not in (".npy", ".csv"):
-        raise CountingError(f"{out}: output must end in .npy or .csv")
-    if out is not None:
-        check_writable(out)  # before any work: a bad output path must not waste it
-        if out.suffix.lower() == ".npy":
-            check_writable(out.with_suffix(".files.txt"))
-        if not special_kind(out):
-            check_writable(record_path(out))
+    check_features_output(out)
     paths, problems = expand_image_paths(inputs)
     cache = feature_cache(run.cache_dir, not run.no_cache)
     refuse_cache_among_pictures(run.cache_dir, cache, named_folders(inputs), folders_of(paths))
     if out is not None:
-        listing = out.with_suffix(".files.txt") if out.suffix.lower() == ".npy" and not special_kind(out) else None
-        record_file = None if special_kind(out) else record_path(out)
-        refuse_outputs_on_inputs([out, listing, record_file], inputs=[*paths, weights, model], cache=cache)
+        refuse_outputs_on_inputs(features_outputs(out), inputs=[*paths, reading.weights, model], cache=cache)
     if problems:
         raise CountingError(problems[0])
     if model is not None:
         counting_model = load_model_option(model)
         refuse_gated_model(counting_model)
-        rows, record = rows_of_model(counting_model, paths, weights, cache, run, strict)
+        rows, record = rows_of_model(counting_model, paths, reading.weights, cache, run, strict)
         finish(out, rows, record, f"rows as {counting_model.name} reads them", run.quiet)
         return
+    result, record = extract_descriptors(paths, reading, cache, run, strict, cluster)
+    finish(out, result, record, f"{result.n_cached} from cache, {result.n_computed} computed", run.quiet)
+
+
+def check_features_output(out: Path | None) -> None:
+    """The descriptors file and the files written beside it (a .npy's listing, the record),
+    checked before any work: a bad output path must not waste it."""
+    if out is None:
+        return
+    if out.suffix.lower() not in (".npy", ".csv"):
+        raise CountingError(f"{out}: output must end in .npy or .csv")
+    check_writable(out)
+    if out.suffix.lower() == ".npy":
+        check_writable(out.with_suffix(".files.txt"))
+    if not special_kind(out):
+        check_writable(record_path(out))
+
+
+def features_outputs(out: Path) -> list[Path | None]:
+    """The files ``-o out`` writes: the rows, a .npy's listing and the record (none beside a
+    device or a pipe)."""
+    listing = out.with_suffix(".files.txt") if out.suffix.lower() == ".npy" and not special_kind(out) else None
+    record_file = None if special_kind(out) else record_path(out)
+    return [out, listing, record_file]
+
+
+def extract_descriptors(
+    paths: list[Path], reading: DescriptorReading, cache: Any, run: PictureRun, strict: bool, cluster: str | None
+) -> tuple[FeatureSet, FeaturesRecord]:
+    """The pictures' descriptors as ``reading`` says (here or on ``cluster``), and their record."""
     # torch: imported once the options and the pictures have passed, so a mistake in them is said at once.
     from counting.features.backbones import Preprocessing, get_backbone
 
+    descriptor = reading.descriptor
     # A descriptor kind with its own network (detector) names its backbone itself.
     if descriptor in OWN_BACKBONE and option_given("input_size"):  # was ignored, yet written in the record
         raise typer.BadParameter(
             f"--descriptor {descriptor}: the detector reads pictures at its own input size; leave out --input-size"
         )
-    network = get_backbone(OWN_BACKBONE.get(descriptor, backbone), weights)
+    network = get_backbone(OWN_BACKBONE.get(descriptor, reading.backbone), reading.weights)
     kind = (
         None
         if descriptor == "scores"
@@ -157,13 +198,13 @@ def features(
             cluster,
             paths,
             network,
-            Preprocessing(input_size=input_size),
-            grid=grid,
+            Preprocessing(input_size=reading.input_size),
+            grid=reading.grid,
             cache=cache,
             batch_size=run.batch_size,
             progress=run.shows_progress,
             on_error="raise" if strict else "skip",
-            pooled=pooled,
+            pooled=reading.pooled,
             descriptor=kind,
         )
     except ImageError as error:
@@ -177,14 +218,14 @@ def features(
     record = FeaturesRecord(
         backbone=network.name,
         weights_sha256=getattr(network, "weights_sha256", None),
-        input_size=input_size,
+        input_size=reading.input_size,
         roi_sha256=None,  # `counting features` alone reads whole pictures; -m reads inside a model's ROI
-        grid=grid,
-        layout="frame" if grid is None else "tiles",
-        descriptor="pooled" if pooled else descriptor if kind is None else kind.text,
+        grid=reading.grid,
+        layout="frame" if reading.grid is None else "tiles",
+        descriptor="pooled" if reading.pooled else descriptor if kind is None else kind.text,
         flip_average=False,
     )
-    finish(out, result, record, f"{result.n_cached} from cache, {result.n_computed} computed", run.quiet)
+    return result, record
 
 
 def finish(out: Path | None, result: FeatureSet, record: FeaturesRecord, origin: str, quiet: bool) -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from counting.features.backbones import Preprocessing, get_backbone
 from counting.heads.density import map_store
-from counting.heads.density.conv import training as conv_training
 from counting.heads.density.conv import fitting as conv_fitting
+from counting.heads.density.conv import training as conv_training
 from counting.heads.density.conv.fitting import ConvSettings, fit_conv_head, stride8_maps
 from counting.heads.density.map_store import MapStore, StoredMap
 

@@ -105,27 +105,12 @@ def extract_features_distributed(
     ``num_workers`` (decode threads) is accepted for compatibility and unused.
     """
     del num_workers
-    if descriptor is not None:
-        from counting.features.descriptors import DescriptorError, as_descriptor
-
-        described = as_descriptor(descriptor, pooled)
-        if described.uses_maps:
-            # Workers run the classic outputs only; feature-map sums run in one process for now.
-            raise DescriptorError(f"descriptor {described.text!r}: not available with --cluster yet (run without it)")
-        pooled = described.pooled
+    pooled = _cluster_pooled(descriptor, pooled)
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    prep = prep if prep is not None else Preprocessing()
-    if prep.flip:
-        # Workers rebuild the preprocessing from its input size and ROI: they would not mirror.
-        raise ClusterError("flip-averaged descriptors (--flip-average) are not computed on a cluster; drop --cluster")
-    rebuilt = Preprocessing(input_size=prep.input_size, roi_mask=prep.roi_mask)
-    if prep != rebuilt:
-        # Nor anything else the workers' Preprocessing would lack (a grayscale copy, say).
-        extra = ", ".join(sorted(set(prep.fingerprint()) - set(rebuilt.fingerprint())))
-        raise ClusterError(f"the cluster's workers rebuild only the input size and ROI, not {extra}; drop --cluster")
+    prep = _cluster_preprocessing(prep if prep is not None else Preprocessing())
     grid = check_grid(grid) if grid is not None else None
     path_list = [str(path) for path in paths]
     n_images = len(path_list)
@@ -137,8 +122,102 @@ def extract_features_distributed(
 
     spec = BackboneSpec.of(backbone)
     _install_plugin(client, spec)
+    job = _extraction_job(spec, backbone, prep, grid, pooled, threads, row_shape, cache)
+    items = [Item(k, path, os.path.abspath(path)) for k, path in enumerate(path_list)]
+    console = console if console is not None else Console(stderr=True)
+    show = progress and on_terminal(console) and n_images > 0
+    with _Bar(console, show, backbone.name, n_images, on_chunk) as bar:
+        n_cached = 0
+        if cache is not None and n_images:
+            items, n_cached = _survey(client, job, items, features, ok)
+            bar.advance(n_cached)
+        chunks, order = _todo_chunks(client, items, ok, path_list, prep, batch_size, batches_per_task)
+        sub_batches = _run_chunks(client, job, chunks, features, ok, errors, bar, on_error, order)
+        if on_error == "raise" and errors:
+            # The image a single process would have stopped at: the first bad one in batch order.
+            raise ImageError(errors[min(errors, key=order.__getitem__)])
+        # Replay the single-process tracing rule in global order; re-run where a worker differed.
+        redo = _mode_mismatches(sub_batches, _history.setdefault(backbone, {}), spec)
+        if redo:
+            by_index = {item.index: item for item in items}
+            fixes = [
+                ChunkJob((tuple(by_index[i] for i in sub.indices),), first_batch=sub.batch, mode=mode)
+                for sub, mode in redo
+            ]
+            _run_chunks(client, job, fixes, features, ok, errors, None, on_error, order)
+    n_computed = int(ok.sum()) - n_cached
+    by_path = {path_list[index]: message for index, message in sorted(errors.items())}
+    return FeatureSet(
+        features=features, ok=ok, errors=by_path, paths=path_list, n_cached=n_cached, n_computed=n_computed
+    )
+
+
+def _todo_chunks(
+    client: Any,
+    items: list[Item],
+    ok: np.ndarray,
+    path_list: list[str],
+    prep: Preprocessing,
+    batch_size: int,
+    batches_per_task: int | None,
+) -> tuple[list[ChunkJob], dict[int, int]]:
+    """The tasks: the images not yet ``ok`` cut into the single process's batches (its order,
+    one input shape each), runs of consecutive batches per task; and each image's position in
+    that order (the first bad image is the one a single process would have stopped at)."""
+    by_index = {item.index: item for item in items}
+    todo = [item.index for item in items if not ok[item.index]]
+    batches = [tuple(by_index[i] for i in batch) for batch in batches_by_shape(todo, path_list, prep, batch_size)]
+    order = {item.index: position for position, item in enumerate(item for batch in batches for item in batch)}
+    per_task = batches_per_task or _batches_per_task(client, len(batches))
+    chunks = [
+        ChunkJob(tuple(batches[start : start + per_task]), first_batch=start)
+        for start in range(0, len(batches), per_task)
+    ]
+    return chunks, order
+
+
+def _cluster_pooled(descriptor: Any, pooled: bool) -> bool:
+    """Whether the rows are the pooled trunk features: the workers run the classic outputs only
+    (class scores or pooled features), so a descriptor of feature-map sums is refused."""
+    if descriptor is None:
+        return pooled
+    from counting.features.descriptors import DescriptorError, as_descriptor
+
+    described = as_descriptor(descriptor, pooled)
+    if described.uses_maps:
+        # Workers run the classic outputs only; feature-map sums run in one process for now.
+        raise DescriptorError(f"descriptor {described.text!r}: not available with --cluster yet (run without it)")
+    return described.pooled
+
+
+def _cluster_preprocessing(prep: Preprocessing) -> Preprocessing:
+    """``prep``, refused when it holds what the workers cannot rebuild: they make their own
+    Preprocessing from its input size and ROI alone."""
+    if prep.flip:
+        # Workers rebuild the preprocessing from its input size and ROI: they would not mirror.
+        raise ClusterError("flip-averaged descriptors (--flip-average) are not computed on a cluster; drop --cluster")
+    rebuilt = Preprocessing(input_size=prep.input_size, roi_mask=prep.roi_mask)
+    if prep != rebuilt:
+        # Nor anything else the workers' Preprocessing would lack (a grayscale copy, say).
+        extra = ", ".join(sorted(set(prep.fingerprint()) - set(rebuilt.fingerprint())))
+        raise ClusterError(f"the cluster's workers rebuild only the input size and ROI, not {extra}; drop --cluster")
+    return prep
+
+
+def _extraction_job(
+    spec: BackboneSpec,
+    backbone: Any,
+    prep: Preprocessing,
+    grid: tuple[int, int] | None,
+    pooled: bool,
+    threads: int | None,
+    row_shape: tuple[int, ...],
+    cache: Any,
+) -> ExtractionJob:
+    """What every task of this extraction shares: the backbone's plugin, the preprocessing, the
+    rows' shape, the thread count and the shared cache's folder and key."""
     settings = extraction_settings(backbone, prep, grid, pooled) if cache is not None else None
-    job = ExtractionJob.build(
+    return ExtractionJob.build(
         spec.plugin_name,
         prep,
         grid,
@@ -149,41 +228,6 @@ def extract_features_distributed(
         cache_key=None if settings is None else settings_key(settings),
         cache_settings=settings,
         run_id=uuid.uuid4().hex,
-    )
-    items = [Item(k, path, os.path.abspath(path)) for k, path in enumerate(path_list)]
-    console = console if console is not None else Console(stderr=True)
-    show = progress and on_terminal(console) and n_images > 0
-    with _Bar(console, show, backbone.name, n_images, on_chunk) as bar:
-        n_cached = 0
-        if cache is not None and n_images:
-            items, n_cached = _survey(client, job, items, features, ok)
-            bar.advance(n_cached)
-        by_index = {item.index: item for item in items}
-        todo = [item.index for item in items if not ok[item.index]]
-        batches = [tuple(by_index[i] for i in batch) for batch in batches_by_shape(todo, path_list, prep, batch_size)]
-        order = {item.index: position for position, item in enumerate(item for batch in batches for item in batch)}
-        per_task = batches_per_task or _batches_per_task(client, len(batches))
-        chunks = [
-            ChunkJob(tuple(batches[start : start + per_task]), first_batch=start)
-            for start in range(0, len(batches), per_task)
-        ]
-        sub_batches = _run_chunks(client, job, chunks, features, ok, errors, bar, on_error, order)
-        if on_error == "raise" and errors:
-            # The image a single process would have stopped at: the first bad one in batch order.
-            raise ImageError(errors[min(errors, key=order.__getitem__)])
-        # Replay the single-process tracing rule in global order; re-run where a worker differed.
-        history = _history.setdefault(backbone, {})
-        redo = _mode_mismatches(sub_batches, history, spec)
-        if redo:
-            fixes = [
-                ChunkJob((tuple(by_index[i] for i in sub.indices),), first_batch=sub.batch, mode=mode)
-                for sub, mode in redo
-            ]
-            _run_chunks(client, job, fixes, features, ok, errors, None, on_error, order)
-    n_computed = int(ok.sum()) - n_cached
-    by_path = {path_list[index]: message for index, message in sorted(errors.items())}
-    return FeatureSet(
-        features=features, ok=ok, errors=by_path, paths=path_list, n_cached=n_cached, n_computed=n_computed
     )
 
 

@@ -15,7 +15,8 @@ With a token, every route needs ``Authorization: Bearer TOKEN``; the page itself
 as ``/?token=TOKEN`` (a browser cannot send a header when opening a page; the same for /docs and
 the /openapi.json it reads) and sends the header
 on its own requests. No route reads a file path from the request: cameras are looked up by
-name among the configured ones; the page is one document built at start-up.
+name among the configured ones; the page is one document built at start-up. The handlers
+are grouped by what they serve, one APIRouter each (pages, cameras, history, pictures, health).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
@@ -74,8 +75,22 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
-    page = dashboard_page()
-    config = service.config
+    add_guard_and_timing(app, service, token)
+    # In this order: the OpenAPI document lists the routes as they are added.
+    for router in (
+        page_routes(dashboard_page(), token),
+        camera_routes(service),
+        history_routes(service),
+        picture_routes(service),
+        health_routes(service),
+    ):
+        app.include_router(router)
+    return app
+
+
+def add_guard_and_timing(app: FastAPI, service: Service, token: str | None) -> None:
+    """Every request: refused (401) without the token when one is set, and timed in the
+    metrics by its route's template."""
 
     @app.middleware("http")
     async def guard_and_time(request: Request, call_next: Any) -> Response:
@@ -94,7 +109,12 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         service.metrics.requests.labels(method, label, str(response.status_code)).observe(time.perf_counter() - started)
         return response
 
-    @app.get("/docs", include_in_schema=False)
+
+def page_routes(page: str, token: str | None) -> APIRouter:
+    """The pages a browser opens: the dashboard (``page``) and the API's docs."""
+    router = APIRouter()
+
+    @router.get("/docs", include_in_schema=False)
     def docs(request: Request) -> Response:
         given = request.query_params.get("token")  # only reached with a valid one when a token is set
         schema = "/openapi.json" + (f"?{urlencode({'token': given})}" if token is not None and given else "")
@@ -106,22 +126,43 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
         )
 
-    @app.get("/", include_in_schema=False)
+    @router.get("/", include_in_schema=False)
     def dashboard() -> Response:
         return Response(page, media_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"})
 
-    @app.get("/api/cameras", summary="Cameras, their state and latest counts")
+    return router
+
+
+def camera_routes(service: Service) -> APIRouter:
+    """The cameras, their state and their latest counts."""
+    router = APIRouter()
+
+    @router.get("/api/cameras", summary="Cameras, their state and latest counts")
     def cameras() -> list[dict[str, Any]]:
         return service.cameras()
 
-    @app.get("/api/latest", summary="The latest count of each camera (None before its first frame)")
+    @router.get("/api/latest", summary="The latest count of each camera (None before its first frame)")
     def latest() -> dict[str, Any]:
         return {camera["name"]: camera["latest"] for camera in service.cameras()}
 
-    def checked_camera(camera: str | None) -> str | None:
-        if camera is not None and camera not in service.workers:
-            raise HTTPException(404, f"no camera named {camera!r:.80}")
-        return camera
+    return router
+
+
+def checked_camera(service: Service, camera: str | None) -> str | None:
+    """``camera`` when it is one of the configured cameras (or None), else a 404."""
+    if camera is not None and camera not in service.workers:
+        raise HTTPException(404, f"no camera named {camera!r:.80}")
+    return camera
+
+
+_TIME_HELP = "Unix time in seconds"
+_RESOLUTION_HELP = "Average the rows over buckets of this many seconds (computed in SQL); none: every row"
+_POINTS_HELP = "Average over buckets wide enough for about this many points per camera and zone over the rows in range"
+
+
+def history_routes(service: Service) -> APIRouter:
+    """The history of the counts: rows as JSON (at most ROW_LIMIT) or all of them as CSV."""
+    router = APIRouter()
 
     def history_query(
         camera: str | None,
@@ -132,7 +173,7 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         points: int | None,
     ) -> dict[str, Any]:
         return {
-            "camera": checked_camera(camera),
+            "camera": checked_camera(service, camera),
             "zone": zone,
             "start": start,
             "end": end,
@@ -140,34 +181,28 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             "points": points,
         }
 
-    time_help = "Unix time in seconds"
-    resolution_help = "Average the rows over buckets of this many seconds (computed in SQL); none: every row"
-    points_help = (
-        "Average over buckets wide enough for about this many points per camera and zone over the rows in range"
-    )
-
-    @app.get("/api/history", summary="Counts over a time range, optionally averaged per time bucket")
+    @router.get("/api/history", summary="Counts over a time range, optionally averaged per time bucket")
     def history(
         camera: str | None = Query(None, max_length=64),
         zone: str | None = Query(None, max_length=64, description="'' is the whole frame; none: every zone"),
-        start: float | None = Query(None, description=time_help),
-        end: float | None = Query(None, description=time_help),
-        resolution: float | None = Query(None, gt=0, le=366 * 86400, description=resolution_help),
-        points: int | None = Query(None, ge=1, le=5000, description=points_help),
+        start: float | None = Query(None, description=_TIME_HELP),
+        end: float | None = Query(None, description=_TIME_HELP),
+        resolution: float | None = Query(None, gt=0, le=366 * 86400, description=_RESOLUTION_HELP),
+        points: int | None = Query(None, ge=1, le=5000, description=_POINTS_HELP),
     ) -> dict[str, Any]:
         query = history_query(camera, zone, start, end, resolution, points)
         rows = service.history.query(**query, limit=ROW_LIMIT + 1)
         # More than the limit: the first ROW_LIMIT, and "truncated" says so (narrow the range, or use CSV).
         return {"query": query, "rows": rows[:ROW_LIMIT], "truncated": len(rows) > ROW_LIMIT}
 
-    @app.get("/api/history.csv", summary="The history as CSV", response_class=StreamingResponse)
+    @router.get("/api/history.csv", summary="The history as CSV", response_class=StreamingResponse)
     def history_csv(
         camera: str | None = Query(None, max_length=64),
         zone: str | None = Query(None, max_length=64),
-        start: float | None = Query(None, description=time_help),
-        end: float | None = Query(None, description=time_help),
-        resolution: float | None = Query(None, gt=0, le=366 * 86400, description=resolution_help),
-        points: int | None = Query(None, ge=1, le=5000, description=points_help),
+        start: float | None = Query(None, description=_TIME_HELP),
+        end: float | None = Query(None, description=_TIME_HELP),
+        resolution: float | None = Query(None, gt=0, le=366 * 86400, description=_RESOLUTION_HELP),
+        points: int | None = Query(None, ge=1, le=5000, description=_POINTS_HELP),
     ) -> StreamingResponse:
         query = history_query(camera, zone, start, end, resolution, points)
         return StreamingResponse(
@@ -176,44 +211,54 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             headers={"Content-Disposition": 'attachment; filename="counting-history.csv"'},
         )
 
-    @app.get(
+    return router
+
+
+# What POST /api/count accepts, in the OpenAPI document (the body is read by the handler itself).
+_UPLOAD_BODY = {
+    "requestBody": {
+        "content": {
+            "image/jpeg": {"schema": {"type": "string", "format": "binary"}},
+            "image/png": {"schema": {"type": "string", "format": "binary"}},
+            "application/json": {
+                "schema": {"type": "object", "properties": {"image": {"type": "string", "format": "base64"}}}
+            },
+            # What HTML forms and `curl -F file=@photo.jpg` send (Swagger UI shows a file picker).
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                    "required": ["file"],
+                }
+            },
+        }
+    }
+}
+
+
+def picture_routes(service: Service) -> APIRouter:
+    """Pictures out and in: a camera's latest counted frame, and one uploaded picture counted."""
+    router = APIRouter()
+    config = service.config
+
+    @router.get(
         "/api/cameras/{name}/frame.jpg",
         summary="The camera's latest counted frame: zones, heat map (density models), count",
         response_class=Response,
         responses={200: {"content": {"image/jpeg": {}}}},
     )
     def frame(name: str) -> Response:
-        checked_camera(name)
+        checked_camera(service, name)
         jpeg = service.frame_jpeg(name)
         if jpeg is None:
             raise HTTPException(404, f"camera {name!r} has not counted a frame yet")
         return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
 
-    @app.post(
-        "/api/count",
-        summary="Count one picture: the JSON `counting count --json` writes",
-        openapi_extra={
-            "requestBody": {
-                "content": {
-                    "image/jpeg": {"schema": {"type": "string", "format": "binary"}},
-                    "image/png": {"schema": {"type": "string", "format": "binary"}},
-                    "application/json": {
-                        "schema": {"type": "object", "properties": {"image": {"type": "string", "format": "base64"}}}
-                    },
-                    # What HTML forms and `curl -F file=@photo.jpg` send (Swagger UI shows a file picker).
-                    "multipart/form-data": {
-                        "schema": {
-                            "type": "object",
-                            "properties": {"file": {"type": "string", "format": "binary"}},
-                            "required": ["file"],
-                        }
-                    },
-                }
-            }
-        },
+    @router.post(
+        "/api/count", summary="Count one picture: the JSON `counting count --json` writes", openapi_extra=_UPLOAD_BODY
     )
     async def count(request: Request, camera: str | None = Query(None, max_length=64)) -> Any:
-        checked_camera(camera)
+        checked_camera(service, camera)
         try:
             body = await _bounded_body(request, config.max_upload_bytes)
             # In a thread: a 10 MB form or base64 document takes 30-80 ms to take apart, which
@@ -231,11 +276,18 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             problem = str(error).splitlines()[0] if str(error) else type(error).__name__
             return JSONResponse({"detail": f"{counted_by} cannot count this picture ({problem})"}, status_code=422)
 
-    @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+    return router
+
+
+def health_routes(service: Service) -> APIRouter:
+    """What watches the service: Prometheus metrics and liveness."""
+    router = APIRouter()
+
+    @router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     def metrics() -> Response:
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/api/health", summary="Liveness: the cameras' states and the history's last write error")
+    @router.get("/api/health", summary="Liveness: the cameras' states and the history's last write error")
     def health() -> dict[str, Any]:
         return {
             "uptime_s": time.time() - service.started,
@@ -244,7 +296,7 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             "history_error": service.history.error,
         }
 
-    return app
+    return router
 
 
 def _authorised(request: Request, token: str) -> bool:
