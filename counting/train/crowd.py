@@ -29,6 +29,7 @@ from counting.core.metrics import crowd_metrics
 from counting.heads.density.conv.fitting import ConvSettings
 from counting.heads.kinds import HeadRows
 from counting.model.counting_model import CountingModel
+from counting.model.pictures import person_rows
 from counting.train.pipeline import TrainingConfig, assemble_model, calibrate, fit_rows, plan_training
 
 __all__ = [
@@ -222,6 +223,124 @@ def train_crowd_model(
     return model
 
 
+def _given_gate_out_of_fold(
+    model: CountingModel,
+    dataset: Any,
+    settings: CrowdSettings,
+    out_of_fold: dict[str, np.ndarray] | None,
+    gate_out_of_fold: GateOutOfFold | None,
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray] | None:
+    """The routes of the gate's out-of-fold counts passed to :func:`add_specialists`, checked to be
+    the model's gate's (before any head is trained); None where none were passed."""
+    if gate_out_of_fold is None:
+        return None
+    if model.sparse_gate is None or out_of_fold is None:
+        raise ValueError(f"{model.name}: the gate's out-of-fold counts need a gate and the heads' out-of-fold rows")
+    return _checked_gate_out_of_fold(model, dataset, settings, out_of_fold, gate_out_of_fold)
+
+
+def _check_specialist_sets(train: Any, sets: tuple[str, ...]) -> None:
+    """One clear line for a set without train pictures, or named as an interval's route is."""
+    from counting.heads.crowd.routing import ROUTE_GENERAL
+    from counting.heads.crowd.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
+
+    known = set(train.source_names().tolist())
+    unknown = [name for name in sets if name not in known]
+    if unknown:
+        raise ValueError(f"no train pictures of set {unknown[0]!r} (sets: {', '.join(sorted(known))})")
+    taken = [name for name in sets if name in (ROUTE_GENERAL, BY_DETECTOR, DETECTOR_FOUND_NONE)]
+    if taken:  # the intervals' routes are named by set, beside these three
+        raise ValueError(f"a set named {taken[0]!r} cannot have a specialist: the name is a route's")
+
+
+def _trained_specialists(
+    train: Any,
+    sets: tuple[str, ...],
+    settings: CrowdSettings,
+    folds: int,
+    cache: Any,
+    progress: bool,
+    log: Callable[[str], None] | None,
+) -> tuple[dict[str, Any], dict[str, tuple[list, np.ndarray]]]:
+    """``(specialists, held_out)``: each set's conv heads, trained on its train pictures alone
+    (``folds`` heads, no people mask), and its pictures with their sums by the heads that never
+    trained on them (what its route's interval is calibrated on)."""
+    specialists = {}
+    held_out: dict[str, tuple[list, np.ndarray]] = {}
+    for name in sets:
+        part = train.of_source(name)
+        plan = _crowd_plan(part, settings, cache, progress, log)
+        if log is not None:
+            log(f"specialist {name}: {len(part.samples)} train pictures")
+        specialist, sums = _fit_crowd_heads(
+            plan, part, replace(settings, folds=folds, people_mask=False), cache, progress, log
+        )
+        specialist.settings |= {"specialist_of": name}
+        specialists[name] = specialist
+        held_out[name] = (list(plan.inputs.samples), sums)
+    return specialists, held_out
+
+
+def _router_pictures(
+    plain: CountingModel, train: Any, settings: CrowdSettings, cache: Any
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """``(statistics, labels, probes)``: the map statistics the router is fitted on, of every
+    readable train picture and of its copies of each kind the specialists trained on, labelled by
+    set, and the pictures' own probes by path. A picture that cannot be read is one clear error."""
+    from counting.heads.density.conv.training import copy_kinds
+
+    paths = [str(sample.path) for sample in train.samples]
+    statistics, ok, errors = plain.probe_paths(paths, cache=cache)
+    if errors:
+        raise ValueError(f"{len(errors)} train pictures could not be read: {next(iter(errors.values()))}")
+    labels = train.source_names()[ok]
+    statistics = statistics[ok]
+    # The specialists learnt their set's copies (grayscale, degraded): the router must send them there too.
+    for share, change in copy_kinds(settings.conv_settings()):
+        if share:
+            copies, seen, _ = plain.seeing(**change).probe_paths(paths, cache=cache)
+            statistics = np.concatenate([statistics, copies[seen]])
+            labels = np.concatenate([labels, train.source_names()[seen]])
+    probes = dict(zip(np.array(paths)[ok].tolist(), statistics[: int(ok.sum())], strict=True))
+    return statistics, labels, probes
+
+
+def _fitted_router(statistics: np.ndarray, labels: np.ndarray, seed: int, log: Callable[[str], None] | None) -> Any:
+    """The set router (counting.heads.crowd.routing) fitted on the pictures' statistics and sets."""
+    from counting.heads.crowd.routing import fit_set_router
+
+    router = fit_set_router(statistics, labels, seed=seed)
+    if log is not None:
+        log(
+            f"router: C={router.settings['C']:g}, train accuracy {router.settings['train_accuracy']:.3f} "
+            f"on {len(labels)} pictures of {len(router.classes)} sets"
+        )
+    return router
+
+
+def _refitted_gate_out_of_fold(
+    model: CountingModel,
+    dataset: Any,
+    settings: CrowdSettings,
+    cache: Any,
+    out_of_fold: dict[str, np.ndarray] | None,
+    probes: dict[str, np.ndarray],
+    log: Callable[[str], None] | None,
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray] | None:
+    """The gate's own out-of-fold routes again (fit_crowd_gate's fit, same pictures and seed), the
+    general and detector routes' calibration; None without a gate or the heads' out-of-fold rows."""
+    if model.sparse_gate is None or out_of_fold is None:
+        return None
+    # As the gate was fitted: with its copies, or without them (a gate fitted before they were),
+    # of the family it recorded (recompressed alone before it recorded one).
+    copies = int(model.sparse_gate.settings.get("copies", 0))
+    family = str(model.sparse_gate.settings.get("copy_family", "recompressed"))
+    refit = replace(settings, gate_copies=copies, gate_copy_family=family)
+    inputs = gate_inputs(model, dataset, refit, cache, 4, out_of_fold, probes, log=log)
+    _, counts, sent = inputs.fitted(settings.seed, with_sent=True)
+    return GateOutOfFold(inputs.paths, inputs.truth, counts, sent).gated()
+
+
 def add_specialists(
     model: CountingModel,
     dataset: Any,
@@ -250,76 +369,22 @@ def add_specialists(
     ``gate_out_of_fold`` (what :func:`fit_crowd_gate` found for this gate), or else the gate is
     fitted again as fit_crowd_gate fitted it (same pictures and seed: the same fit). The model's
     count, gate and familiarity are kept."""
-    from counting.heads.crowd.routing import ROUTE_GENERAL, fit_set_router
-    from counting.heads.crowd.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
-    from counting.heads.density.conv.training import copy_kinds
-
     head = model.density_head
     if getattr(head, "kind", None) != "conv":
         raise ValueError(f"{model.name}: specialists join a conv density head, the model has none")
-    given = None
-    if gate_out_of_fold is not None:
-        if model.sparse_gate is None or out_of_fold is None:
-            raise ValueError(f"{model.name}: the gate's out-of-fold counts need a gate and the heads' out-of-fold rows")
-        # Checked before any head is trained.
-        given = _checked_gate_out_of_fold(model, dataset, settings, out_of_fold, gate_out_of_fold)
+    given = _given_gate_out_of_fold(model, dataset, settings, out_of_fold, gate_out_of_fold)
     started = time.perf_counter()
     train = thinned_train_part(dataset, settings.sequence_stride)
-    known = set(train.source_names().tolist())
-    unknown = [name for name in sets if name not in known]
-    if unknown:
-        raise ValueError(f"no train pictures of set {unknown[0]!r} (sets: {', '.join(sorted(known))})")
-    taken = [name for name in sets if name in (ROUTE_GENERAL, BY_DETECTOR, DETECTOR_FOUND_NONE)]
-    if taken:  # the intervals' routes are named by set, beside these three
-        raise ValueError(f"a set named {taken[0]!r} cannot have a specialist: the name is a route's")
-    specialists = {}
-    held_out: dict[str, tuple[list, np.ndarray]] = {}
-    for name in sets:
-        part = train.of_source(name)
-        plan = _crowd_plan(part, settings, cache, progress, log)
-        if log is not None:
-            log(f"specialist {name}: {len(part.samples)} train pictures")
-        specialist, sums = _fit_crowd_heads(
-            plan, part, replace(settings, folds=folds, people_mask=False), cache, progress, log
-        )
-        specialist.settings |= {"specialist_of": name}
-        specialists[name] = specialist
-        held_out[name] = (list(plan.inputs.samples), sums)
-    paths = [str(sample.path) for sample in train.samples]
-    plain = general_heads(model)
-    statistics, ok, errors = plain.probe_paths(paths, cache=cache)
-    if errors:
-        raise ValueError(f"{len(errors)} train pictures could not be read: {next(iter(errors.values()))}")
-    labels = train.source_names()[ok]
-    statistics = statistics[ok]
-    # The specialists learnt their set's copies (grayscale, degraded): the router must send them there too.
-    for share, change in copy_kinds(settings.conv_settings()):
-        if share:
-            copies, seen, _ = plain.seeing(**change).probe_paths(paths, cache=cache)
-            statistics = np.concatenate([statistics, copies[seen]])
-            labels = np.concatenate([labels, train.source_names()[seen]])
-    probes = dict(zip(np.array(paths)[ok].tolist(), statistics[: int(ok.sum())], strict=True))
-    router = fit_set_router(statistics, labels, seed=settings.seed)
-    if log is not None:
-        log(
-            f"router: C={router.settings['C']:g}, train accuracy {router.settings['train_accuracy']:.3f} "
-            f"on {len(labels)} pictures of {len(router.classes)} sets"
-        )
+    _check_specialist_sets(train, sets)
+    specialists, held_out = _trained_specialists(train, sets, settings, folds, cache, progress, log)
+    statistics, labels, probes = _router_pictures(general_heads(model), train, settings, cache)
+    router = _fitted_router(statistics, labels, settings.seed, log)
     routed = replace(model, density_head=replace(head, specialists=specialists, router=router))
     record: dict[str, Any] = {"sets": list(sets), "folds": folds, "router": router.settings}
     if model.interval is not None:
         gated = given
-        if gated is None and model.sparse_gate is not None and out_of_fold is not None:
-            # The gate's own out-of-fold counts again (fit_crowd_gate's fit, same pictures and
-            # seed): the general and detector routes are calibrated on them.
-            # As the gate was fitted: with its copies, or without them (a gate fitted before they
-            # were), of the family it recorded (recompressed alone before it recorded one).
-            copies = int(model.sparse_gate.settings.get("copies", 0))
-            family = str(model.sparse_gate.settings.get("copy_family", "recompressed"))
-            refit = replace(settings, gate_copies=copies, gate_copy_family=family)
-            inputs = gate_inputs(model, dataset, refit, cache, 4, out_of_fold, probes, log=log)
-            _, counts, sent = inputs.fitted(settings.seed, with_sent=True)
-            gated = GateOutOfFold(inputs.paths, inputs.truth, counts, sent).gated()
+        if gated is None:
+            gated = _refitted_gate_out_of_fold(model, dataset, settings, cache, out_of_fold, probes, log)
         routes, record["intervals"] = route_intervals(
             routed, held_out, probes, out_of_fold, gated, cache=cache, seed=settings.seed, log=log
         )
@@ -352,6 +417,159 @@ def _checked_gate_out_of_fold(
             f"(MAE {recorded}): pass the file fit_crowd_gate.py wrote with this model"
         )
     return found.gated()
+
+
+@dataclass
+class _RouteCalibration:
+    """The intervals calibrated so far, per route, and what each was calibrated on (the record a
+    model keeps); a route with too few pictures for ``level`` keeps the model's interval."""
+
+    level: float
+    seed: int
+    log: Callable[[str], None] | None
+    intervals: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, dict] = field(default_factory=dict)
+
+    def calibrate(self, route: str, truth: np.ndarray, counts: np.ndarray, facts: dict) -> None:
+        """The interval of ``route`` from its pictures' true counts and counts, where they suffice."""
+        self.record[route] = {"pictures": len(truth)} | facts
+        fitted = _route_interval(truth, counts, self.level, self.seed)
+        if fitted is None:
+            self.record[route]["kept"] = "the model's interval: too few pictures for the level"
+        else:
+            self.intervals[route] = fitted
+            self.record[route] |= {
+                "scale": fitted.scale,
+                "out_of_fold_mae": round(float(np.mean(np.abs(counts - truth))), 4),
+            }
+        if self.log is not None:
+            self.log(f"interval for route {route}: {len(truth)} pictures, {self._width(route, truth)}")
+
+    def _width(self, route: str, truth: np.ndarray) -> str:
+        """How wide ``route``'s interval is at its median count (for the log)."""
+        mine = self.intervals.get(route)
+        if mine is None:
+            return "keeps the model's"
+        return (
+            f"{mine.scale} scale, +/- {mine.half_width(np.array([np.median(truth)]))[0]:.1f} "
+            f"at its median count {np.median(truth):g}; out-of-fold MAE {self.record[route]['out_of_fold_mae']:.2f}"
+        )
+
+
+@dataclass(frozen=True)
+class _Mixing:
+    """How counting mixes a picture's heads: the model's router and specialists (``head``) over
+    the specialists' sets (``names``), and the model counting by its general heads alone."""
+
+    head: Any
+    names: list[str]
+    plain: CountingModel
+    cache: Any
+
+    def weights(self, statistics: np.ndarray) -> np.ndarray:
+        """``(n, 1 + sets)`` weights of the general heads and each specialist (SetRouter.mixture)."""
+        return self.head.router.mixture(statistics, self.names)
+
+    def routes(self, weights: np.ndarray) -> np.ndarray:
+        """Each picture's route from its weights (SetRouter.routes)."""
+        return self.head.router.routes(weights, self.names)
+
+    def mixed(
+        self, name: str, weights: np.ndarray, general: np.ndarray, own: np.ndarray, paths: list[str]
+    ) -> np.ndarray:
+        """Region sums of pictures of set ``name`` as counting mixes them: ``weights`` on the general
+        heads' sums, on ``name``'s specialist's (``own``) and on the other specialists' (made here)."""
+        mixed = weights[:, :1] * general + weights[:, 1 + self.names.index(name), None] * own
+        for other, specialist in self.head.specialists.items():
+            share = weights[:, 1 + self.names.index(other)]
+            if other != name and share.any():
+                counted = replace(self.plain, density_head=specialist)
+                mixed[share > 0] += share[share > 0, None] * head_rows(
+                    counted, np.array(paths)[share > 0].tolist(), self.cache
+                )
+        return mixed
+
+
+def _general_part(
+    plain: CountingModel, paths: list[str], general_sums: dict[str, np.ndarray] | None, cache: Any
+) -> tuple[np.ndarray, str]:
+    """``(sums, what they are)`` of the general heads on ``paths``: their out-of-fold rows where
+    ``general_sums`` has every picture, else the general head's own (in-sample) sums."""
+    if general_sums is not None and all(path in general_sums for path in paths):
+        return np.stack([general_sums[path] for path in paths]), "general heads' out-of-fold sums"
+    return head_rows(plain, paths, cache), "general head's own sums (in-sample)"
+
+
+def _specialist_pairs(
+    mixing: _Mixing,
+    name: str,
+    samples: list,
+    sums: np.ndarray,
+    probes: dict[str, np.ndarray],
+    general_sums: dict[str, np.ndarray] | None,
+    sent_paths: set[str],
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """``(truth, counts, facts)`` a specialist's route is calibrated on (:func:`route_intervals`):
+    its set's held-out pictures the router sends it and the gate keeps from the detector, each
+    counted as counting mixes it."""
+    paths = [str(sample.path) for sample in samples]
+    usable = ~np.isnan(sums).any(axis=1) & np.array([path in probes and path not in sent_paths for path in paths])
+    weights = np.zeros((len(paths), 1 + len(mixing.names)))
+    weights[usable] = mixing.weights(np.stack([probes[path] for path in np.array(paths)[usable]]))
+    mine = usable & (mixing.routes(weights) == name)
+    chosen = [path for path, keep in zip(paths, mine, strict=True) if keep]
+    general, source = _general_part(mixing.plain, chosen, general_sums, mixing.cache)
+    mixed = mixing.mixed(name, weights[mine], general, sums[mine], chosen)
+    truth = np.array([float(sample.count) for sample, keep in zip(samples, mine, strict=True) if keep])
+    facts = {
+        "routed_elsewhere": int((usable & ~mine).sum()),
+        "sent_to_detector": sum(path in sent_paths for path in paths),
+        "general_part": source,
+    }
+    return truth, mixing.plain.predict_features(mixed), facts
+
+
+def _gated_routes(
+    mixing: _Mixing, probes: dict[str, np.ndarray], paths: list[str], counts: np.ndarray, sent: np.ndarray
+) -> np.ndarray:
+    """Each gated picture's route: the detector's where the gate sent it, else the router's; ""
+    for a picture without probes or count."""
+    from counting.heads.crowd.sparse_gate import BY_DETECTOR
+
+    known = np.array([path in probes for path in paths]) & np.isfinite(counts)
+    routes = np.full(len(paths), "", dtype=object)
+    statistics = np.stack([probes[path] for path in np.array(paths)[known]])
+    routes[known] = mixing.routes(mixing.weights(statistics))
+    routes[known & sent] = BY_DETECTOR
+    return routes
+
+
+def _calibrate_gated_routes(
+    calibration: _RouteCalibration,
+    mixing: _Mixing,
+    probes: dict[str, np.ndarray],
+    gated: tuple[list[str], np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """The ``detector-none``, ``general`` and ``detector`` routes on the gate's out-of-fold counts
+    (:func:`route_intervals`); ``detector-none`` first, its pictures left on ``detector`` where
+    they are too few."""
+    from counting.heads.crowd.routing import ROUTE_GENERAL
+    from counting.heads.crowd.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
+
+    paths, truth, counts, sent = gated
+    routes = _gated_routes(mixing, probes, paths, counts, sent)
+    found_none = (routes == BY_DETECTOR) & (counts == 0)  # the detector's count: whole people
+    facts = {"counted": "the gate's out-of-fold counts"}
+    calibration.calibrate(DETECTOR_FOUND_NONE, truth[found_none], counts[found_none], facts)
+    if DETECTOR_FOUND_NONE in calibration.intervals:
+        routes[found_none] = DETECTOR_FOUND_NONE
+    else:
+        calibration.record[DETECTOR_FOUND_NONE]["kept"] = (
+            "the detector route's interval: too few pictures for the level"
+        )
+    for route in (ROUTE_GENERAL, BY_DETECTOR):
+        chosen = routes == route
+        calibration.calibrate(route, truth[chosen], counts[chosen], facts)
 
 
 def route_intervals(
@@ -389,80 +607,16 @@ def route_intervals(
     with too few of them for the level, they stay on ``detector``).
 
     A route with too few pictures for the level keeps the model's interval (``record`` says so)."""
-    from counting.heads.crowd.routing import ROUTE_GENERAL
-    from counting.heads.crowd.sparse_gate import BY_DETECTOR, DETECTOR_FOUND_NONE
-
     head = model.density_head
-    names = list(head.specialists)
     level = model.interval.level if model.interval is not None else 0.9
-    plain = general_heads(model)
+    mixing = _Mixing(head, list(head.specialists), general_heads(model), cache)
     sent_paths = set() if gated is None else {path for path, sent in zip(gated[0], gated[3], strict=True) if sent}
-    intervals, record = {}, {}
-
-    def calibrate(route: str, truth: np.ndarray, counts: np.ndarray, facts: dict) -> None:
-        record[route] = {"pictures": len(truth)} | facts
-        fitted = _route_interval(truth, counts, level, seed)
-        if fitted is None:
-            record[route]["kept"] = "the model's interval: too few pictures for the level"
-        else:
-            intervals[route] = fitted
-            record[route] |= {
-                "scale": fitted.scale,
-                "out_of_fold_mae": round(float(np.mean(np.abs(counts - truth))), 4),
-            }
-        if log is not None:
-            mine = intervals.get(route)
-            width = (
-                "keeps the model's"
-                if mine is None
-                else f"{mine.scale} scale, +/- {mine.half_width(np.array([np.median(truth)]))[0]:.1f} "
-                f"at its median count {np.median(truth):g}; out-of-fold MAE {record[route]['out_of_fold_mae']:.2f}"
-            )
-            log(f"interval for route {route}: {len(truth)} pictures, {width}")
-
+    calibration = _RouteCalibration(level, seed, log)
     for name, (samples, sums) in held_out.items():
-        paths = [str(sample.path) for sample in samples]
-        usable = ~np.isnan(sums).any(axis=1) & np.array([path in probes and path not in sent_paths for path in paths])
-        weights = np.zeros((len(paths), 1 + len(names)))
-        weights[usable] = head.router.mixture(np.stack([probes[path] for path in np.array(paths)[usable]]), names)
-        column = 1 + names.index(name)
-        mine = usable & (head.router.routes(weights, names) == name)
-        chosen = [path for path, keep in zip(paths, mine, strict=True) if keep]
-        if general_sums is not None and all(path in general_sums for path in chosen):
-            general, source = np.stack([general_sums[path] for path in chosen]), "general heads' out-of-fold sums"
-        else:
-            general, source = head_rows(plain, chosen, cache), "general head's own sums (in-sample)"
-        mixed = weights[mine, :1] * general + weights[mine, column, None] * sums[mine]
-        for other, specialist in head.specialists.items():
-            share = weights[mine, 1 + names.index(other)]
-            if other != name and share.any():
-                own = replace(plain, density_head=specialist)
-                mixed[share > 0] += share[share > 0, None] * head_rows(own, np.array(chosen)[share > 0].tolist(), cache)
-        truth = np.array([float(sample.count) for sample, keep in zip(samples, mine, strict=True) if keep])
-        facts = {
-            "routed_elsewhere": int((usable & ~mine).sum()),
-            "sent_to_detector": sum(path in sent_paths for path in paths),
-            "general_part": source,
-        }
-        calibrate(name, truth, plain.predict_features(mixed), facts)
+        calibration.calibrate(name, *_specialist_pairs(mixing, name, samples, sums, probes, general_sums, sent_paths))
     if gated is not None:
-        paths, truth, counts, sent = gated
-        known = np.array([path in probes for path in paths]) & np.isfinite(counts)
-        routes = np.full(len(paths), "", dtype=object)
-        statistics = np.stack([probes[path] for path in np.array(paths)[known]])
-        routes[known] = head.router.routes(head.router.mixture(statistics, names), names)
-        routes[known & sent] = BY_DETECTOR
-        found_none = (routes == BY_DETECTOR) & (counts == 0)  # the detector's count: whole people
-        facts = {"counted": "the gate's out-of-fold counts"}
-        calibrate(DETECTOR_FOUND_NONE, truth[found_none], counts[found_none], facts)
-        if DETECTOR_FOUND_NONE in intervals:
-            routes[found_none] = DETECTOR_FOUND_NONE
-        else:
-            record[DETECTOR_FOUND_NONE]["kept"] = "the detector route's interval: too few pictures for the level"
-        for route in (ROUTE_GENERAL, BY_DETECTOR):
-            chosen = routes == route
-            calibrate(route, truth[chosen], counts[chosen], facts)
-    return intervals, record
+        _calibrate_gated_routes(calibration, mixing, probes, gated)
+    return calibration.intervals, calibration.record
 
 
 def _route_interval(truth: np.ndarray, counts: np.ndarray, level: float, seed: int) -> Any:
@@ -739,7 +893,12 @@ def gate_inputs(
         heads, probes = plain.predict_features(found.features), found.probes
     familiarity = model.familiarity.scores_without_self(probes)
     grids: dict[int, tuple[int, int]] = {}
-    persons, _ = plain.person_rows(paths, np.isfinite(heads), {}, grids=grids)
+
+    def keep_grid(k: int, tensor: Any) -> None:
+        grids[k] = plain.density_grid(tensor)
+
+    backbone = plain.get_backbone()
+    persons, _, _ = person_rows(paths, np.isfinite(heads), {}, backbone, plain.preprocessing(), keep_grid)
     projected = model.familiarity.project(probes)
     photos = model.gate_photos([grids.get(k, (0, 0)) for k in range(len(paths))])
     inputs = GateInputs(paths, truth, heads, persons, familiarity, projected, photos=photos)
