@@ -14,6 +14,7 @@ Exit status: pytest's, or 2 when the environment cannot be built (the reason on 
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -109,5 +110,18 @@ def main(pytest_args: list[str]) -> int:
     return status
 
 
+def pytest_arguments(argv: list[str]) -> list[str]:
+    """``argv`` unchanged for pytest; ``-h`` / ``--help`` print this script's usage and exit (they
+    would otherwise build the environment only to show pytest's help)."""
+    parser = argparse.ArgumentParser(
+        usage="%(prog)s [PYTEST_ARGS...]",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.parse_known_args(argv)
+    return argv
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(pytest_arguments(sys.argv[1:])))

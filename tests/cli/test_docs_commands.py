@@ -34,7 +34,7 @@ def _bash_lines(page: Path) -> list[str]:
 
 
 def cited_scripts() -> list[str]:
-    names = {match for page in PAGES for match in re.findall(r"python3? (scripts/[a-z_0-9]+\.py)", page.read_text())}
+    names = {match for page in PAGES for match in re.findall(r"python3? (scripts/[a-z_0-9/]+\.py)", page.read_text())}
     return sorted(names)
 
 

@@ -9,7 +9,7 @@ several score thresholds, against the whole photo's count. From the original fil
 model's prepared input. Prints MAE / RMSE per set and part, the coco-voc20 photos by how many
 people they hold, and the class photo's row.
 
-    python scripts/detector_tiles_study.py --data ../shared/data
+    python scripts/studies/detector_tiles_study.py --data ../shared/data
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Does the crowd model's router mix its heads better by regions of a picture than whole?
 
-    python scripts/router_regions_study.py --data ../shared/data [-m models/crowd.npz]
+    python scripts/studies/router_regions_study.py --data ../shared/data [-m models/crowd.npz]
         [--cache-dir DIR] [--grids 1x1 2x2 3x3 2x1 1x2]
 
 The crowd model's density heads (a general head and specialists) are mixed by a router that reads

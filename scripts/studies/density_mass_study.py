@@ -1,6 +1,6 @@
 """Where a density model's mass lies on everyday photos: on the people, or on the background.
 
-    python scripts/density_mass_study.py --data ../shared/data [-m models/crowd.npz] [--top 8]
+    python scripts/studies/density_mass_study.py --data ../shared/data [-m models/crowd.npz] [--top 8]
 
 For every photo of the crowd model's coco-voc20 validation part (counting.data.datasets.crowd: a
 seeded random quarter, photos with a person crowd box left out) the model's density map is split
