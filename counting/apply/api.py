@@ -34,51 +34,13 @@ from typing import Any
 
 import numpy as np
 
+from counting.apply.records import count_rows, picture_record
 from counting.core import defaults
-from counting.core.columns import class_column
 from counting.core.errors import CountingError, ImageError
 from counting.core.files import unique_files
-from counting.heads.familiarity import familiarity_fields
 from counting.model.counting_model import CountingModel, CountResult, load_model
 
 __all__ = ["Counts", "count", "count_rows", "disputed_warning", "familiarity_warning", "load_model"]
-
-
-def count_rows(
-    model: CountingModel, result: CountResult, zone_records: Mapping[str, dict] | None = None
-) -> list[dict[str, Any]]:
-    """One record per counted picture (failed ones are left out: they are in ``result.errors``).
-
-    ``zone_records`` (``{source: {zone: {"count", "low", "high"}}}``, counting.apply.zones) adds
-    the columns ``zone_NAME``, ``zone_NAME_low``, ``zone_NAME_high`` after the frame's.
-    """
-    from counting.apply.zones import zone_fields
-
-    rows: list[dict[str, Any]] = []
-    low, high = result.low, result.high
-    for k, source in enumerate(result.sources):
-        if not result.ok[k]:
-            continue
-        if model.class_names:
-            row: dict[str, Any] = {"image": source, "total": float(np.sum(result.counts[k]))}
-            for c, name in enumerate(model.class_names):
-                row[class_column("count", name)] = float(result.counts[k, c])
-                if low is not None and high is not None:
-                    row[class_column("low", name)] = float(low[k, c])
-                    row[class_column("high", name)] = float(high[k, c])
-        else:
-            row = {"image": source, "count": float(result.counts[k])}
-            if low is not None and high is not None:
-                row["low"], row["high"] = float(low[k]), float(high[k])
-        if zone_records is not None:
-            row.update(zone_fields(zone_records[source]))
-        row.update(familiarity_fields(model, result.familiarity, k))
-        if result.counted_by is not None:
-            row["counted_by"] = str(result.counted_by[k])
-        if result.disputed is not None:
-            row["disputed"] = bool(result.disputed[k])
-        rows.append(row)
-    return rows
 
 
 def familiarity_warning(rows: Sequence[Mapping[str, Any]]) -> str | None:
@@ -163,9 +125,6 @@ def count(
     ``zone_NAME_high``), the count inside each zone (counting.apply.zones). A model that cannot
     localise raises :class:`~counting.apply.zones.ZoneError` before anything is counted.
     """
-    from counting.apply.chunks import count_in_chunks
-    from counting.data.paths import expand_image_paths
-
     items = _listed(images)
     if not items:
         raise ImageError("no images given: pass image files, folders, glob patterns or arrays")
@@ -178,82 +137,103 @@ def count(
         from counting.apply.zones import check_localises
 
         check_localises(counting_model)
-    rows: list[dict[str, Any]] = []
-    skipped: dict[str, str] = {}
-    run: list[str] = []  # consecutive paths, counted together (batches, chunks, cache)
+    counter = _InputCounter(counting_model, zone_list, {"cache": cache, "batch_size": batch_size, "progress": progress})
+    paths: list[str] = []  # consecutive paths, counted together (batches, chunks, cache)
+    for position, item in enumerate(items):
+        if not isinstance(item, (str, os.PathLike)):
+            counter.count_paths(paths)  # records stay in the order of the inputs
+            paths = []
+            counter.count_picture(f"array:{position}", item)
+        elif os.fspath(item).strip():
+            paths.append(os.fspath(item))
+        else:
+            counter.skipped[repr(os.fspath(item))] = "an empty path names no image (it would mean the current folder)"
+    counter.count_paths(paths)
+    return counter.counts()
 
-    def count_run() -> None:
-        files = []
-        for path in run:  # one at a time, so each problem is keyed by the path that has it
+
+@dataclass
+class _InputCounter:
+    """What :func:`count` counts, in the order of its inputs: each run of paths together (their
+    batches, chunks and cache), each in-memory picture alone; the records of what was counted and
+    the one-line reason for each input that was not."""
+
+    model: CountingModel
+    zones: list[Any]
+    options: dict[str, Any]  # cache, batch_size, progress: for count_in_chunks
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def count_paths(self, paths: Sequence[str]) -> None:
+        """The records of the pictures under ``paths`` (files, folders, globs)."""
+        files = unique_files(self._files(paths))
+        if not files:
+            return
+        zone_records = None
+        if self.zones:
+            from counting.apply.zones import count_paths_in_zones
+
+            result, zone_records = count_paths_in_zones(self.model, files, self.zones, **self.options)
+        else:
+            from counting.apply.chunks import count_in_chunks
+
+            result = count_in_chunks(self.model, files, **self.options)
+        self.rows.extend(count_rows(self.model, result, zone_records))
+        self.skipped.update(result.errors)
+
+    def _files(self, paths: Sequence[str]) -> list[str]:
+        from counting.data.paths import expand_image_paths
+
+        files: list[str] = []
+        for path in paths:  # one at a time, so each problem is keyed by the path that has it
             try:
                 found, problems = expand_image_paths([path])
             except ImageError as error:  # nothing found under it
                 found, problems = [], [str(error)]
             files += found
             if problems:
-                skipped[path] = problems[0]
-        if files:
-            options = {"cache": cache, "batch_size": batch_size, "progress": progress}
-            zone_records = None
-            if zone_list:
-                from counting.apply.zones import count_paths_in_zones
+                self.skipped[path] = problems[0]
+        return files
 
-                result, zone_records = count_paths_in_zones(counting_model, unique_files(files), zone_list, **options)
-            else:
-                result = count_in_chunks(counting_model, unique_files(files), **options)
-            rows.extend(count_rows(counting_model, result, zone_records))
-            skipped.update(result.errors)
-        run.clear()
-
-    for position, item in enumerate(items):
-        if isinstance(item, (str, os.PathLike)):
-            if not os.fspath(item).strip():
-                skipped[repr(os.fspath(item))] = "an empty path names no image (it would mean the current folder)"
-                continue
-            run.append(os.fspath(item))
-            continue
-        count_run()  # records stay in the order of the inputs
-        source = f"array:{position}"
-        zone_records = None
+    def count_picture(self, source: str, item: Any) -> None:
+        """The record of one RGB array or PIL image, named ``source``."""
         try:
             if not isinstance(item, np.ndarray):
                 # A PIL image as opened: turned as its EXIF says, as a path to the same file is.
                 from counting.data import upright
 
                 item = upright(item)
-            if zone_list:
+            if self.zones:
                 from counting.apply.zones import count_frames
 
-                record = count_frames(counting_model, [item], zone_list)[0]
-                counts = np.array([record["count"]])
-                zone_records = {source: record["zones"]}
-                familiarity = None if record.get("familiarity") is None else np.array([record["familiarity"]])
-                counted_by = None if "counted_by" not in record else np.array([record["counted_by"]])
-                disputed = None if "disputed" not in record else np.array([record["disputed"]])
-                # The record's interval is on the picture's route (count_frames).
-                bounds = (np.array([record["low"]]), np.array([record["high"]])) if "low" in record else None
+                zoned = count_frames(self.model, [item], self.zones)[0]
             else:
-                batch = counting_model.count_batch([counting_model.prepare_image(item)])
-                counts, familiarity = batch.counts, batch.familiarity
-                counted_by, disputed = batch.counted_by, batch.disputed
-                bounds = (batch.low, batch.high)
+                batch = self.model.count_batch([self.model.prepare_image(item)])
         except CountingError as error:
-            skipped[source] = f"{source}: {str(error).splitlines()[0]}"
-            continue
+            self.skipped[source] = f"{source}: {str(error).splitlines()[0]}"
+            return
         except (OSError, ValueError) as error:  # a PIL image that is truncated, closed, ...
-            skipped[source] = (
+            self.skipped[source] = (
                 f"{source}: cannot decode the image ({str(error).splitlines()[0] or type(error).__name__})"
             )
-            continue
-        result = _one_result(counting_model, source, np.asarray(counts), familiarity, counted_by, bounds, disputed)
-        rows.extend(count_rows(counting_model, result, zone_records))
-    count_run()
-    if not rows:
-        reasons = list(skipped.values())
-        if len(reasons) == 1:
-            raise ImageError(reasons[0])
-        raise ImageError(f"nothing could be counted ({len(reasons)} inputs; first: {reasons[0]})")
-    return Counts(model=counting_model.name, rows=rows, skipped=skipped)
+            return
+        if self.zones:
+            self.rows.append(
+                picture_record(
+                    self.model, _zoned_result(self.model, source, zoned), 0, {"image": source}, zoned["zones"]
+                )
+            )
+        else:
+            self.rows.append(picture_record(self.model, batch, 0, {"image": source}))
+
+    def counts(self) -> Counts:
+        """The records, or ImageError saying why nothing at all could be counted."""
+        if not self.rows:
+            reasons = list(self.skipped.values())
+            if len(reasons) == 1:
+                raise ImageError(reasons[0])
+            raise ImageError(f"nothing could be counted ({len(reasons)} inputs; first: {reasons[0]})")
+        return Counts(model=self.model.name, rows=self.rows, skipped=self.skipped)
 
 
 def _listed(images: Any) -> list[Any]:
@@ -319,18 +299,15 @@ def _feature_cache(cache: Any) -> Any:
     raise TypeError(f"cache must be a FeatureCache or a folder for one, got {type(cache).__name__}")
 
 
-def _one_result(
-    model: CountingModel,
-    source: str,
-    counts: np.ndarray,
-    familiarity: np.ndarray | None = None,
-    counted_by: np.ndarray | None = None,
-    bounds: tuple[np.ndarray | None, np.ndarray | None] | None = None,
-    disputed: np.ndarray | None = None,
-) -> CountResult:
-    """A :class:`CountResult` for one in-memory picture, with ``bounds`` (its ``(low, high)``),
-    or without them the model's interval."""
-    low, high = model.intervals(counts) if bounds is None else bounds
+def _zoned_result(model: CountingModel, source: str, record: Mapping[str, Any]) -> CountResult:
+    """A :class:`CountResult` of one in-memory picture from its record of
+    :func:`counting.apply.zones.count_frames`: its interval is the record's (on the picture's
+    route), or without one the model's."""
+    counts = np.array([record["count"]])
+    if "low" in record:
+        low, high = np.array([record["low"]]), np.array([record["high"]])
+    else:
+        low, high = model.intervals(counts)
     return CountResult(
         sources=[source],
         counts=counts,
@@ -338,7 +315,7 @@ def _one_result(
         high=high,
         ok=np.array([True]),
         errors={},
-        familiarity=familiarity,
-        counted_by=counted_by,
-        disputed=disputed,
+        familiarity=None if record.get("familiarity") is None else np.array([record["familiarity"]]),
+        counted_by=None if "counted_by" not in record else np.array([record["counted_by"]]),
+        disputed=None if "disputed" not in record else np.array([record["disputed"]]),
     )

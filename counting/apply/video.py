@@ -35,17 +35,18 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
+from counting.apply.records import FRAME_COLUMNS, frame_columns, picture_record
 from counting.apply.smoothing import CausalSmoother
 from counting.apply.zone_drawing import draw_zones
-from counting.apply.zones import Zone, check_localises, density_records, zone_fields, zone_weights
+from counting.apply.zones import Zone, check_localises, density_records, zone_weights
 from counting.core import defaults
-from counting.core.columns import class_column, zone_column
+from counting.core.columns import class_column
 from counting.core.errors import CountingError, StreamError
 from counting.core.files import flush_standard_streams, open_descriptor, reason
 from counting.core.inflight import computed_in_order
 from counting.core.signals import sigterm_as_interrupt
 from counting.heads.crowd.sparse_gate import BY_BOTH
-from counting.model.results import CountBatch
+from counting.heads.results import CountBatch
 
 if TYPE_CHECKING:  # annotations only: the model is imported where it counts
     from counting.model.counting_model import CountingModel
@@ -696,187 +697,259 @@ def count_video(
     if zones:
         check_localises(model)
     video = source if isinstance(source, VideoSource) else VideoSource.parse(source)
-    names = model.class_names
-    # Per-class columns are named as `counting count` names them (counting.core.columns).
-    count_fields = [class_column("count", name) for name in names] if names else ["count"]
-    fields = ["frame", "time_s"] + count_fields
-    if model.interval is not None:
-        fields += [class_column(kind, name) for kind in ("low", "high") for name in names] if names else ["low", "high"]
-    if smooth_window > 1:
-        smoothed_kinds = ["smoothed"] + (["smoothed_low", "smoothed_high"] if model.interval is not None else [])
-        fields += [class_column(kind, name) for kind in smoothed_kinds for name in names] if names else smoothed_kinds
-    zone_kinds = ["count"] + (["low", "high"] if model.interval is not None else [])
-    fields += [zone_column(kind, zone.name) for zone in zones for kind in zone_kinds]
-    fields += ["familiarity", "unfamiliar"]  # empty for a model file without a familiarity section
-    if model.sparse_gate is not None:  # which route counted each frame (count's columns)
-        fields += ["counted_by", "disputed"]
-    smoother = CausalSmoother(smooth_window) if smooth_window > 1 else None
-    # A crowd model's smoothed count as it would be with each disputed frame at its other reading
-    # (CountingModel.intervals' readings): the smoothed interval covers both (_smoothed_fields).
-    other_smoother = CausalSmoother(smooth_window) if smoother is not None and model.sparse_gate is not None else None
-    sink = None
-    writer = None
-    video_temporary: Path | None = None
-    video_frames = 0  # frames handed to the writer, to check the finished file against
+    columns = frame_columns(model, zones, smoothed=smooth_window > 1)
+    outputs = _FrameOutputs(records_path, columns, records_format, output_video)
     run = VideoRun(source=video.spec, stride=stride)
-    total = 0.0
+    smoothing = _FrameSmoothing.of(model, smooth_window)
+    frames = _FrameCounter(model, zones, run, outputs, keep_records, on_record, smoothing)
     started = time.perf_counter()
     stack = ExitStack()
     stack.enter_context(sigterm_as_interrupt())  # SIGTERM stops the run like Ctrl-C (counting.core.signals)
     failed = True  # until the run ends without an exception
     try:
-
-        def prepare(image: np.ndarray) -> Any:
-            # Runs in the reader thread: colour conversion, resize and normalisation overlap
-            # the forward pass of the previous batch (OpenCV, PIL and torch release the GIL).
-            return model.prepare_image(image, source=video.spec, bgr=True)
-
-        reader = FrameReader(
-            video,
-            stride,
-            max_frames,
-            max_retries,
-            backoff,
-            on_retry=on_retry,
-            prepare=prepare,
-            skip_bad_frames=skip_bad_frames,
-            on_problem=on_problem,
-            keep=picture_for_drawing if output_video is not None else no_picture,
-            # Prepared frames waiting: the two batches in flight can be read ahead, no more (a
-            # 720-px frame is 8 MB as network input; 32 of them held 270 MB, issue 21 item 4).
-            buffer=max(2 * batch_size, 4),
-        )
+        reading = _FrameReading(stride, max_frames, max_retries, backoff, skip_bad_frames, batch_size)
+        reader = _open_reader(model, video, reading, output_video is not None, on_retry, on_problem)
         with reader:
-            run.source_fps = reader.fps
-            run.problems = reader.problems
-            frame_width, frame_height = reader.frame_size
-            if zones and frame_width > 0 and frame_height > 0:  # a zone outside the frames fails
-                zone_weights(zones, (frame_height, frame_width), model)  # now, before any output opens
-            # Outputs are opened only now that the source is open and gives frames.
-            if output_video is not None:
-                video_temporary = _temporary_beside(Path(output_video))
-                writer = open_video_writer(video_temporary, reader.fps / stride, annotated_size(reader.frame_size))
-            try:
-                # A density-head model draws its map on the annotated video: one pass gives both.
-                head = model.density_head
-                with_density = (writer is not None or bool(zones)) and head is not None
-                heat_top = 0.0  # the heat map's top so far (video_heat_top)
-                for batch, counted in _counted_batches(model, reader.batches(batch_size), with_density):
-                    counts, familiarity, densities, people = (
-                        counted.counts,
-                        counted.familiarity,
-                        counted.density,
-                        counted.people,
-                    )
-                    readings, interval_routes, counted_by = counted.readings, counted.routes, counted.counted_by
-                    lows, highs = counted.low, counted.high
-                    in_zones = (
-                        density_records(
-                            model,
-                            zones,
-                            batch[0].size,
-                            densities,
-                            counts,
-                            routes=interval_routes,
-                            readings=readings,
-                        )
-                        if zones and densities is not None
-                        else None
-                    )
-                    marked = None if familiarity is None else model.familiarity.unfamiliar(familiarity)
-                    for k, frame in enumerate(batch):
-                        record: dict[str, Any] = {"frame": frame.index, "time_s": round(frame.time_s, 3)}
-                        count = counts[k]
-                        if names:
-                            record.update({class_column("count", n): float(v) for n, v in zip(names, count)})
-                            if lows is not None:
-                                record.update({class_column("low", n): float(v) for n, v in zip(names, lows[k])})
-                                record.update({class_column("high", n): float(v) for n, v in zip(names, highs[k])})
-                        else:
-                            record["count"] = float(count)
-                            if lows is not None:
-                                record["low"], record["high"] = float(lows[k]), float(highs[k])
-                        if smoother is not None:
-                            route = None if interval_routes is None else interval_routes[k : k + 1]
-                            other = None
-                            if other_smoother is not None:
-                                disputed = readings is not None and np.isfinite(readings[k])
-                                other = other_smoother.update(readings[k] if disputed else count)
-                            record.update(_smoothed_fields(model, names, smoother.update(count), route, other))
-                        if in_zones is not None:
-                            record.update(zone_fields(in_zones[k]["zones"]))
-                        record["familiarity"], record["unfamiliar"] = None, None
-                        if people is not None:
-                            record["counted_by"] = counted_by[k]
-                            record["disputed"] = bool(np.isfinite(readings[k]))
-                        if marked is not None and np.isfinite(familiarity[k]):
-                            record["familiarity"], record["unfamiliar"] = float(familiarity[k]), bool(marked[k])
-                        picture = None
-                        if writer is not None:
-                            picture = frame.image
-                            found = None if people is None else people[k]
-                            if densities is not None and (found is None or counted_by[k] == BY_BOTH):
-                                # (A wide frame the detector counted in part: the head's heat where the head counted.)
-                                from counting.heads.density.heatmap import overlay_density
-
-                                heat_top = video_heat_top(heat_top, densities[k], head.settings.get("display_max"))
-                                picture = overlay_density(picture, densities[k], heat_top)
-                            if found is not None:
-                                # Counted by the crowd model's detector: its people, not a heat map.
-                                from counting.apply.people_drawing import draw_people
-                                from counting.heads.crowd.sparse_gate import people_in_pixels
-
-                                picture = picture.copy()
-                                draw_people(picture, people_in_pixels(found, picture.shape[:2]))
-                            if in_zones is not None:
-                                drawn = zones_on_picture(zones, frame.size, picture.shape[:2])
-                                picture = draw_zones(picture, drawn, in_zones[k]["zones"])
-                            # Zones are drawn with the frame's own counts: so is the frame's then.
-                            label = overlay_label(record, names, raw=in_zones is not None)
-                            picture = annotate(picture, label, overlay_note(record))
-                        with _interrupts_held():  # the row, the picture and the line: all or none
-                            if records_path is not None:
-                                if sink is None:  # opened at the first row: a source that gives
-                                    sink = RecordSink(records_path, fields, records_format)  # no frame keeps the file
-                                sink.write(record)
-                            if writer is not None:
-                                writer.write(picture)
-                                video_frames += 1
-                            run.frames += 1
-                            if not names:
-                                total += record["count"]
-                            run.disputed_frames += int(record.get("disputed", False))
-                            if record["familiarity"] is not None:
-                                run.scored_frames += 1
-                                run.unfamiliar_frames += int(record["unfamiliar"])
-                            if keep_records:
-                                run.records.append(record)
-                            if on_record is not None:
-                                on_record(record)
-            except KeyboardInterrupt:
-                run.interrupted = True
-            run.retries = reader.retries_used
+            _count_frames(frames, reader, reading)
         failed = False
     finally:
         stack.close()
         run.seconds = time.perf_counter() - started
-        if sink is not None:
-            sink.close()
+        outputs.close(run, failed)
+    if run.frames == 0 and not run.interrupted:
+        raise StreamError(f"{video.spec}: no frame could be decoded (not a video, or an empty one)")
+    if run.frames and not model.class_names:
+        run.mean_count = frames.total / run.frames
+    return run
+
+
+@dataclass(frozen=True)
+class _FrameReading:
+    """How count_video reads its source: which frames, how many, how it retries and batches them."""
+
+    stride: int
+    max_frames: int | None
+    max_retries: int
+    backoff: float
+    skip_bad_frames: bool
+    batch_size: int
+
+
+def _open_reader(
+    model: CountingModel,
+    video: VideoSource,
+    reading: _FrameReading,
+    annotated: bool,
+    on_retry: Callable[[int, float], None] | None,
+    on_problem: Callable[[DecodeProblem], None] | None,
+) -> FrameReader:
+    """The source opened, its frames prepared for the model in the reader thread."""
+
+    def prepare(image: np.ndarray) -> Any:
+        # Runs in the reader thread: colour conversion, resize and normalisation overlap
+        # the forward pass of the previous batch (OpenCV, PIL and torch release the GIL).
+        return model.prepare_image(image, source=video.spec, bgr=True)
+
+    return FrameReader(
+        video,
+        reading.stride,
+        reading.max_frames,
+        reading.max_retries,
+        reading.backoff,
+        on_retry=on_retry,
+        prepare=prepare,
+        skip_bad_frames=reading.skip_bad_frames,
+        on_problem=on_problem,
+        keep=picture_for_drawing if annotated else no_picture,
+        # Prepared frames waiting: the two batches in flight can be read ahead, no more (a
+        # 720-px frame is 8 MB as network input; 32 of them held 270 MB, issue 21 item 4).
+        buffer=max(2 * reading.batch_size, 4),
+    )
+
+
+def _count_frames(frames: _FrameCounter, reader: FrameReader, reading: _FrameReading) -> None:
+    """Count the open source's frames batch by batch until it ends (or Ctrl-C: ``run.interrupted``)."""
+    model, zones, run = frames.model, frames.zones, frames.run
+    run.source_fps = reader.fps
+    run.problems = reader.problems
+    frame_width, frame_height = reader.frame_size
+    if zones and frame_width > 0 and frame_height > 0:  # a zone outside the frames fails
+        zone_weights(zones, (frame_height, frame_width), model)  # now, before any output opens
+    # Outputs are opened only now that the source is open and gives frames.
+    frames.outputs.open_video(reader.fps / reading.stride, annotated_size(reader.frame_size))
+    try:
+        # A density-head model draws its map on the annotated video: one pass gives both.
+        drawn = frames.outputs.writer is not None
+        with_density = (drawn or bool(zones)) and model.density_head is not None
+        painter = _FramePainter(model, zones) if drawn else None
+        for batch, counted in _counted_batches(model, reader.batches(reading.batch_size), with_density):
+            frames.take(batch, counted, painter)
+    except KeyboardInterrupt:
+        run.interrupted = True
+    run.retries = reader.retries_used
+
+
+@dataclass
+class _FrameSmoothing:
+    """Each frame's smoothed count (``smooth_window`` > 1) and its own interval (:func:`_smoothed_fields`)."""
+
+    model: CountingModel
+    smoother: CausalSmoother
+    # A crowd model's smoothed count as it would be with each disputed frame at its other reading
+    # (CountingModel.intervals' readings): the smoothed interval covers both (_smoothed_fields).
+    other: CausalSmoother | None
+
+    @classmethod
+    def of(cls, model: CountingModel, window: int) -> _FrameSmoothing | None:
+        if window <= 1:
+            return None
+        return cls(model, CausalSmoother(window), CausalSmoother(window) if model.sparse_gate is not None else None)
+
+    def fields(self, counted: CountBatch, k: int) -> dict[str, float]:
+        """The smoothed fields of frame ``k`` of the batch, the frames before it already seen."""
+        count, readings = counted.counts[k], counted.readings
+        route = None if counted.routes is None else counted.routes[k : k + 1]
+        other = None
+        if self.other is not None:
+            disputed = readings is not None and np.isfinite(readings[k])
+            other = self.other.update(readings[k] if disputed else count)
+        return _smoothed_fields(self.model, self.model.class_names, self.smoother.update(count), route, other)
+
+
+@dataclass
+class _FrameCounter:
+    """Each counted frame's record (counting.apply.records) and what is done with it: written with
+    its picture, added to the run's tally, handed to ``on_record``."""
+
+    model: CountingModel
+    zones: Sequence[Zone]
+    run: VideoRun
+    outputs: _FrameOutputs
+    keep_records: bool = False
+    on_record: Callable[[dict], None] | None = None
+    smoothing: _FrameSmoothing | None = None
+    total: float = 0.0  # of the frames' counts (single-count models), for the run's mean
+
+    def take(self, frames: list[Frame], counted: CountBatch, painter: _FramePainter | None) -> None:
+        """One batch of frames and their counts, frame by frame in order."""
+        in_zones = None
+        if self.zones and counted.density is not None:
+            in_zones = density_records(
+                self.model,
+                self.zones,
+                frames[0].size,
+                counted.density,
+                counted.counts,
+                routes=counted.routes,
+                readings=counted.readings,
+            )
+        for k, frame in enumerate(frames):
+            zone_record = None if in_zones is None else in_zones[k]["zones"]
+            smoothed = None if self.smoothing is None else self.smoothing.fields(counted, k)
+            leading = {"frame": frame.index, "time_s": round(frame.time_s, 3)}
+            record = picture_record(self.model, counted, k, leading, zone_record, smoothed, FRAME_COLUMNS)
+            picture = None if painter is None else painter.draw(frame, record, counted, k, zone_record)
+            with _interrupts_held():  # the row, the picture and the line: all or none
+                self.outputs.write(record, picture)
+                self._tally(record)
+
+    def _tally(self, record: dict[str, Any]) -> None:
+        run = self.run
+        run.frames += 1
+        if not self.model.class_names:
+            self.total += record["count"]
+        run.disputed_frames += int(record.get("disputed", False))
+        if record["familiarity"] is not None:
+            run.scored_frames += 1
+            run.unfamiliar_frames += int(record["unfamiliar"])
+        if self.keep_records:
+            run.records.append(record)
+        if self.on_record is not None:
+            self.on_record(record)
+
+
+@dataclass
+class _FramePainter:
+    """The annotated video's picture of a frame: the density map's heat (scaled by
+    :func:`video_heat_top`), the people a crowd model's detector counted, the zones with their
+    counts, and the count's label (:func:`overlay_label`, :func:`overlay_note`)."""
+
+    model: CountingModel
+    zones: Sequence[Zone]
+    heat_top: float = 0.0  # the heat map's top so far (video_heat_top)
+
+    def draw(self, frame: Frame, record: dict[str, Any], counted: CountBatch, k: int, zone_record: Any) -> np.ndarray:
+        picture = frame.image
+        found = None if counted.people is None else counted.people[k]
+        if counted.density is not None and (found is None or record["counted_by"] == BY_BOTH):
+            # (A wide frame the detector counted in part: the head's heat where the head counted.)
+            picture = self._heat(picture, counted.density[k])
+        if found is not None:
+            # Counted by the crowd model's detector: its people, not a heat map.
+            from counting.apply.people_drawing import draw_people
+            from counting.heads.crowd.sparse_gate import people_in_pixels
+
+            picture = picture.copy()
+            draw_people(picture, people_in_pixels(found, picture.shape[:2]))
+        if zone_record is not None:
+            drawn = zones_on_picture(self.zones, frame.size, picture.shape[:2])
+            picture = draw_zones(picture, drawn, zone_record)
+        # Zones are drawn with the frame's own counts: so is the frame's then.
+        label = overlay_label(record, self.model.class_names, raw=zone_record is not None)
+        return annotate(picture, label, overlay_note(record))
+
+    def _heat(self, picture: np.ndarray, density: np.ndarray) -> np.ndarray:
+        from counting.heads.density.heatmap import overlay_density
+
+        model_top = self.model.density_head.settings.get("display_max")
+        self.heat_top = video_heat_top(self.heat_top, density, model_top)
+        return overlay_density(picture, density, self.heat_top)
+
+
+class _FrameOutputs:
+    """Where each frame goes: its row into the counts file (opened at the first row: a source that
+    gives no frame keeps the file as it was), its picture into the annotated video (under a
+    temporary name, put in place when whole: :func:`_finish_video`)."""
+
+    def __init__(
+        self, records_path: str | Path | None, columns: list[str], records_format: str | None, video: str | Path | None
+    ) -> None:
+        self.records_path, self.columns, self.records_format = records_path, columns, records_format
+        self.video = video
+        self.sink: RecordSink | None = None
+        self.writer: cv2.VideoWriter | None = None
+        self.video_temporary: Path | None = None
+        self.video_frames = 0  # frames handed to the writer, to check the finished file against
+
+    def open_video(self, fps: float, size: tuple[int, int]) -> None:
+        """The annotated video's writer, when one was asked for."""
+        if self.video is not None:
+            self.video_temporary = _temporary_beside(Path(self.video))
+            self.writer = open_video_writer(self.video_temporary, fps, size)
+
+    def write(self, record: dict[str, Any], picture: np.ndarray | None) -> None:
+        if self.records_path is not None:
+            if self.sink is None:
+                self.sink = RecordSink(self.records_path, self.columns, self.records_format)
+            self.sink.write(record)
+        if self.writer is not None:
+            self.writer.write(picture)
+            self.video_frames += 1
+
+    def close(self, run: VideoRun, failed: bool) -> None:
+        """Close both, and say in ``run`` what was written; ``failed``: an error is in flight."""
+        if self.sink is not None:
+            self.sink.close()
             run.records_written = True
-        if writer is not None:
-            writer.release()
-        if video_temporary is not None:
+        if self.writer is not None:
+            self.writer.release()
+        if self.video_temporary is not None:
             try:
-                run.video_written = _finish_video(video_temporary, Path(output_video), video_frames)  # type: ignore[arg-type]
+                run.video_written = _finish_video(self.video_temporary, Path(self.video), self.video_frames)  # type: ignore[arg-type]
             except CountingError:
                 if not failed:
                     raise
                 # else the error in flight is the one said (the video most often failed with it)
-    if run.frames == 0 and not run.interrupted:
-        raise StreamError(f"{video.spec}: no frame could be decoded (not a video, or an empty one)")
-    if run.frames and not names:
-        run.mean_count = total / run.frames
-    return run
 
 
 def _smoothed_fields(

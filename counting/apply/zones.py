@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import shapely
 
+from counting.apply.records import count_fields, zone_fields  # zone_fields: the zones' columns of every record
 from counting.apply.zone_specs import (
     Zone,
     ZoneError,
@@ -51,7 +52,6 @@ from counting.apply.zone_specs import (
     parse_zone,
     zones_from_entries,
 )
-from counting.core.columns import zone_column
 from counting.core.errors import CountingError
 
 if TYPE_CHECKING:  # annotations only: the model is imported where it counts
@@ -85,11 +85,11 @@ _NO_MASS = 1e-9
 
 def map_size(model: CountingModel, frame_size: tuple[int, int]) -> tuple[int, int]:
     """``(h, w)`` of the density map the model makes of a ``(height, width)`` frame."""
-    from counting.heads.density.maps import HEAD_STRIDE, head_grid
+    from counting.heads.density.maps import head_grid
 
     height, width = frame_size
     input_width, input_height = model.preprocessing().target_size(width, height)
-    return head_grid((input_height, input_width), getattr(model.density_head, "stride", HEAD_STRIDE))
+    return head_grid((input_height, input_width), model.density_head.stride)
 
 
 @lru_cache(maxsize=64)
@@ -276,14 +276,8 @@ def counted_zones(weights: np.ndarray) -> np.ndarray:
 
 def interval_level(model: CountingModel) -> float:
     """The nominal coverage of ``model``'s intervals (:data:`_SCATTER_LEVEL` where it says none)."""
-    level = getattr(model.interval, "level", None)
+    level = None if model.interval is None else model.interval.level
     return float(level) if level is not None and 0 < float(level) < 1 else _SCATTER_LEVEL
-
-
-def zone_fields(zone_record: dict[str, dict[str, float]]) -> dict[str, float]:
-    """A frame's zones as flat columns (``zone_NAME``, ``zone_NAME_low``, ``zone_NAME_high``),
-    as the table, CSV, JSON and JSONL outputs write them."""
-    return {zone_column(kind, name): value for name, entry in zone_record.items() for kind, value in entry.items()}
 
 
 def count_frames(model: CountingModel, frames: Sequence[Any], zones: Sequence[Zone]) -> list[dict[str, Any]]:
@@ -372,10 +366,7 @@ def _whole_frame_records(model: CountingModel, frames: Sequence[Any]) -> list[di
                     classes[name] |= {"low": float(low[k, c]), "high": float(high[k, c])}
             records.append({"count": float(counts[k].sum()), "classes": classes, "zones": {}})
             continue
-        record: dict[str, Any] = {"count": float(counts[k])}
-        if low is not None and high is not None:
-            record["low"], record["high"] = float(low[k]), float(high[k])
-        records.append(record | {"zones": {}})
+        records.append(count_fields(None, *_row(k, counts, low, high)) | {"zones": {}})
     return _with_familiarity(records, familiarity, model)
 
 
@@ -412,12 +403,13 @@ def density_records(
         zones, shares, counts, low, high, interval_level(model), counted_zones(weights)
     )
     for k, zone_record in enumerate(records_of_zones):
-        record: dict[str, Any] = {"count": float(counts[k])}
-        if low is not None and high is not None:
-            record["low"], record["high"] = float(low[k]), float(high[k])
-        record["zones"] = zone_record
-        records.append(record)
+        records.append(count_fields(None, *_row(k, counts, low, high)) | {"zones": zone_record})
     return records
+
+
+def _row(k: int, counts: np.ndarray, low: np.ndarray | None, high: np.ndarray | None) -> tuple[Any, Any, Any]:
+    """Picture ``k``'s count and interval bounds (None for a model without intervals)."""
+    return counts[k], None if low is None else low[k], None if high is None else high[k]
 
 
 def routed_intervals(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -21,6 +22,7 @@ from counting.cli.common import (
     say_outputs_on_interrupt,
     use_runtime,
 )
+from counting.cli.option_groups import with_groups
 from counting.cli.options import (
     CLUSTER_STREAMS,
     OUTPUT,
@@ -76,64 +78,106 @@ def records_file(csv: Path | None, jsonl: Path | None, counts: Path | None) -> t
     return counts, None
 
 
+# Options only `video` takes, one alias each; grouped below as the command reads them.
+SourceArgument = Annotated[
+    Optional[str],
+    typer.Argument(
+        help="Video file, webcam index (0, 1, ...) or stream URL (rtsp://..., http://...).",
+        show_default=False,
+        metavar="SOURCE",
+    ),
+]
+VideoCsvOption = Annotated[Optional[Path], csv_option("Write the per-frame counts as CSV, row by row.")]
+VideoJsonlOption = Annotated[Optional[Path], jsonl_option("Write the per-frame counts as JSON lines, row by row.")]
+OldCountsOption = Annotated[
+    Optional[Path], deprecated_alias("--counts", "-c", instead="--csv FILE.csv or --jsonl FILE")
+]
+AnnotatedVideoOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--annotated",
+        metavar="FILE",
+        help="Write an annotated video (.avi or .mp4) with the count drawn on each frame.",
+        show_default=False,
+        rich_help_panel=OUTPUT,
+    ),
+]
+StrideOption = Annotated[int, typer.Option(min=1, metavar="N", help="Count every N-th frame.")]
+MaxFramesOption = Annotated[
+    Optional[int], typer.Option(min=1, metavar="N", help="Stop after this many counted frames.", show_default=False)
+]
+RetriesOption = Annotated[
+    int,
+    typer.Option(
+        min=0, metavar="N", help="Reconnection attempts when a live stream drops (back-off 0.5 s, 1 s, 2 s, ...)."
+    ),
+]
+VideoStrictOption = Annotated[
+    bool,
+    strict_option(
+        "Stop at the first frame of a file that cannot be decoded (exit 1; the counts so far are kept). "
+        "Without it such frames are skipped with a line on stderr."
+    ),
+]
+IgnoreErrorsFlag = Annotated[bool, retired_flag("--ignore-errors", SKIPPED_BY_DEFAULT)]
+StreamsClusterOption = Annotated[Optional[str], cluster_option(CLUSTER_STREAMS)]
+
+
+@dataclass(frozen=True)
+class VideoFiles:
+    """Where a single source's counts go (one file, as CSV or JSON lines) and its annotated video."""
+
+    csv: VideoCsvOption = None
+    jsonl: VideoJsonlOption = None
+    counts: OldCountsOption = None
+    output_video: AnnotatedVideoOption = None
+
+
+@dataclass(frozen=True)
+class FrameReading:
+    """Which frames are counted and how: stride, smoothing, how many, retries, damaged frames."""
+
+    stride: StrideOption = 1
+    smooth: SmoothOption = SMOOTH_DEFAULT
+    max_frames: MaxFramesOption = None
+    retries: RetriesOption = 5
+    strict: VideoStrictOption = False
+    ignore_errors: IgnoreErrorsFlag = False
+
+
+@dataclass(frozen=True)
+class VideoRunOptions:
+    """How the frames are run through the model (``PictureRun``'s options, with video's batch)."""
+
+    cache_dir: CacheDirOption = None
+    no_cache: NoCacheOption = False
+    batch_size: VideoBatchSizeOption = defaults.VIDEO_BATCH_SIZE
+    progress: ProgressOption = PROGRESS_DEFAULT
+    quiet: QuietOption = False
+    runtime: RuntimeOption = defaults.RUNTIME
+    threads: ThreadsOption = None
+
+
+@dataclass(frozen=True)
+class StreamList:
+    """Many streams at once: a list of sources, a folder for their counts, a cluster."""
+
+    sources: SourcesOption = None
+    counts_dir: CountsDirOption = None
+    cluster: StreamsClusterOption = None
+
+
+@with_groups
 def video(
-    source: Annotated[
-        Optional[str],
-        typer.Argument(
-            help="Video file, webcam index (0, 1, ...) or stream URL (rtsp://..., http://...).",
-            show_default=False,
-            metavar="SOURCE",
-        ),
-    ] = None,
+    source: SourceArgument = None,
     model: ModelOption = None,
-    csv: Annotated[Optional[Path], csv_option("Write the per-frame counts as CSV, row by row.")] = None,
-    jsonl: Annotated[Optional[Path], jsonl_option("Write the per-frame counts as JSON lines, row by row.")] = None,
-    counts: Annotated[
-        Optional[Path], deprecated_alias("--counts", "-c", instead="--csv FILE.csv or --jsonl FILE")
-    ] = None,
-    output_video: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--annotated",
-            metavar="FILE",
-            help="Write an annotated video (.avi or .mp4) with the count drawn on each frame.",
-            show_default=False,
-            rich_help_panel=OUTPUT,
-        ),
-    ] = None,
-    stride: Annotated[int, typer.Option(min=1, metavar="N", help="Count every N-th frame.")] = 1,
-    smooth: SmoothOption = SMOOTH_DEFAULT,
-    max_frames: Annotated[
-        Optional[int],
-        typer.Option(min=1, metavar="N", help="Stop after this many counted frames.", show_default=False),
-    ] = None,
-    retries: Annotated[
-        int,
-        typer.Option(
-            min=0, metavar="N", help="Reconnection attempts when a live stream drops (back-off 0.5 s, 1 s, 2 s, ...)."
-        ),
-    ] = 5,
-    strict: Annotated[
-        bool,
-        strict_option(
-            "Stop at the first frame of a file that cannot be decoded (exit 1; the counts so far are kept). "
-            "Without it such frames are skipped with a line on stderr."
-        ),
-    ] = False,
-    ignore_errors: Annotated[bool, retired_flag("--ignore-errors", SKIPPED_BY_DEFAULT)] = False,
+    files: VideoFiles = VideoFiles(),
+    reading: FrameReading = FrameReading(),
     weights: WeightsOption = None,
     zones_file: ZonesFileOption = None,
     zone: ZoneOption = None,
-    cache_dir: CacheDirOption = None,
-    no_cache: NoCacheOption = False,
-    batch_size: VideoBatchSizeOption = defaults.VIDEO_BATCH_SIZE,
-    progress: ProgressOption = PROGRESS_DEFAULT,
-    quiet: QuietOption = False,
-    runtime: RuntimeOption = defaults.RUNTIME,
-    threads: ThreadsOption = None,
-    sources: SourcesOption = None,
-    counts_dir: CountsDirOption = None,
-    cluster: Annotated[Optional[str], cluster_option(CLUSTER_STREAMS)] = None,
+    run: VideoRunOptions = VideoRunOptions(),
+    streams: StreamList = StreamList(),
 ) -> None:
     """Count people in each frame of a video file, webcam or RTSP/HTTP stream.
 
@@ -144,151 +188,200 @@ def video(
     stops and keeps everything written so far. Frames are never cached (--cache-dir, --no-cache:
     no effect here).
     """
-    use_runtime(runtime, threads)
-    from counting.apply.video import VideoSource, count_video, overlay_note
-    from counting.core.files import OutputError, check_writable, open_descriptor, printable, shares_stdout
-
-    # What the run did and where it wrote (done:, counts written to ...) are diagnostics: stdout
-    # holds the per-frame lines a pipe reads, or nothing, and never a line it would take for one.
-    say = informational(quiet, on_stderr=True)
-    records, records_format = records_file(csv, jsonl, counts)
+    use_runtime(run.runtime, run.threads)
+    records, records_format = records_file(files.csv, files.jsonl, files.counts)
     zones = zones_option(zones_file, zone)  # a bad zone fails before anything is opened
     if zones:
         from counting.apply.zones import check_localises
 
         check_localises(load_model_option(model))  # once here, not once per stream
-    if sources is not None or source is None or cluster is not None:
+    if streams.sources is not None or source is None or streams.cluster is not None:
         count_sources(
             source,
-            sources,
-            counts_dir,
-            cluster,
+            streams.sources,
+            streams.counts_dir,
+            streams.cluster,
             model,
             records,
-            output_video,
+            files.output_video,
             weights,
-            quiet=quiet,
-            stride=stride,
-            smooth_window=smooth,
-            max_frames=max_frames,
-            max_retries=retries,
-            batch_size=batch_size,
+            quiet=run.quiet,
+            stride=reading.stride,
+            smooth_window=reading.smooth,
+            max_frames=reading.max_frames,
+            max_retries=reading.retries,
+            batch_size=run.batch_size,
             zones=zones,
         )
         return
+    from counting.apply.video import VideoSource
+
     video_source = VideoSource.parse(source)  # a missing file fails before the model loads
-    if records is not None:
-        check_writable(records, in_place=True)  # rows are streamed into the file itself
-    if output_video is not None:
-        check_writable(output_video)
-        if open_descriptor(output_video) is not None:  # count --annotated refuses it too
-            raise OutputError(
-                f"{output_video}: is an open file descriptor; the annotated video is written beside its file "
-                "and renamed into place when whole: give a file name"
-            )
-    refuse_outputs_on_inputs(
-        [records, output_video],
-        inputs=[video_source.spec if video_source.kind == "file" else None, weights, zones_file],
-        model=model,
-    )
-    # A Ctrl-C before the run starts counting (the model loading) says the files are unchanged.
-    say_outputs_on_interrupt([records, output_video])
-    existed = {path: os.path.lexists(path) for path in (records, output_video) if path is not None}
+    outputs = _SingleOutputs(records, records_format, files.output_video)
+    outputs.check(video_source, weights, zones_file, model)
     counting_model = load_model_option(model)
     counting_model.get_backbone(weights)
+    lines = _FrameLines(outputs, zones, run, _FramesBar.wanted(run, outputs.records, video_source, reading))
+    with lines.bar if lines.bar is not None else nullcontext():
+        counted = _count_source(counting_model, source, video_source, reading, run, outputs, lines.show, zones)
+    _say_the_end(counted, outputs, lines.stdout, reading.strict, source, informational(run.quiet, on_stderr=True))
 
-    # The per-frame lines are the results unless a file takes the counts; then, on a terminal,
-    # a progress bar (stderr) replaces them. A bar never shares a terminal with the lines.
-    lines_are_results = records is None
-    bar = progress and not quiet and on_terminal(error_console) and not (lines_are_results and on_terminal(console))
-    # Rows into stdout itself (`--csv /dev/stdout`): the lines would be mixed into them.
-    print_lines = lines_are_results or not (quiet or bar or shares_stdout(records))
-    frames_bar = _FramesBar(video_source, stride, max_frames) if bar else None
-    # The lines go through `stdout`, which keeps going when stdout fails (a full disk behind
-    # `> file`, a reader that closed the pipe) and says so once, after the files (cli/common.py).
-    stdout = Stdout()
 
-    def show(record: dict) -> None:
-        if frames_bar is not None:
-            frames_bar.advance()
-        if not print_lines:
-            return
-        value = record.get("count")
-        if value is None:  # multi-class models: one column per class
-            console.print(f"frame {record['frame']}")
-            return
-        text = f"frame {record['frame']:>6}  t={record['time_s']:8.2f}s  count {value:6.1f}"
-        if "low" in record:  # the interval belongs to the frame's own count, so it sits beside it
-            text += f" [{record['low']:.1f}, {record['high']:.1f}]"
-        if "smoothed" in record:  # and the smoothed count beside its own interval
-            text += f"  smoothed {record['smoothed']:6.1f}"
-            if "smoothed_low" in record:
-                text += f" [{record['smoothed_low']:.1f}, {record['smoothed_high']:.1f}]"
-        for item in zones:  # each zone's count after the frame's
-            text += f"  {escape(item.name)} {record[zone_column('count', item.name)]:.1f}"
-        note = overlay_note(record)  # the marks count's table shows: "unlike training", "disputed"
-        if note is not None:
-            text += f"  [bold red]{note}[/]"
-        stdout.write(lambda: console.print(text))
-        if stdout.error is not None and records is None and output_video is None:
-            # The lines were the run's only output: stop now (a live stream would run on for
-            # nothing), with the one line (none for a closed pipe, as `| head` expects). With a
-            # counts file or a video the run goes on without its lines, and both are finished
-            # whole: stopping here would leave them cut at this frame.
-            stdout.finish()
+@dataclass
+class _SingleOutputs:
+    """A single source's outputs: the counts file and its format, the annotated video, and which
+    of them existed before the run (to say that one was left as it was)."""
+
+    records: Path | None
+    records_format: str | None
+    video: Path | None
+    existed: dict[Path, bool] = field(default_factory=dict)
+
+    def check(self, video_source: Any, weights: Path | None, zones_file: Path | None, model: Path | None) -> None:
+        """Refuse outputs that cannot be written, or that would replace an input, before any work."""
+        from counting.core.files import OutputError, check_writable, open_descriptor
+
+        if self.records is not None:
+            check_writable(self.records, in_place=True)  # rows are streamed into the file itself
+        if self.video is not None:
+            check_writable(self.video)
+            if open_descriptor(self.video) is not None:  # count --annotated refuses it too
+                raise OutputError(
+                    f"{self.video}: is an open file descriptor; the annotated video is written beside its file "
+                    "and renamed into place when whole: give a file name"
+                )
+        refuse_outputs_on_inputs(
+            [self.records, self.video],
+            inputs=[video_source.spec if video_source.kind == "file" else None, weights, zones_file],
+            model=model,
+        )
+        # A Ctrl-C before the run starts counting (the model loading) says the files are unchanged.
+        say_outputs_on_interrupt([self.records, self.video])
+        self.existed = {path: os.path.lexists(path) for path in (self.records, self.video) if path is not None}
+
+
+def _count_source(
+    counting_model: Any,
+    source: str,
+    video_source: Any,
+    reading: FrameReading,
+    run: VideoRunOptions,
+    outputs: _SingleOutputs,
+    show: Any,
+    zones: Any,
+) -> Any:
+    """``count_video`` on the one source, its warnings (reconnections, damaged frames) on stderr."""
+    from counting.apply.video import count_video
 
     def retrying(attempt: int, delay: float) -> None:
         error_console.print(
             f"[yellow]warning:[/] {escape(source)}: stream unavailable; reconnecting in {delay:.1f} s "
-            f"(attempt {attempt}/{retries})",
+            f"(attempt {attempt}/{reading.retries})",
             soft_wrap=True,
         )
 
     def damaged(problem: Any) -> None:
         error_console.print(f"[yellow]warning:[/] {escape(problem.message)}", soft_wrap=True)
 
-    with frames_bar if frames_bar is not None else nullcontext():
-        run = count_video(
-            counting_model,
-            video_source,
-            stride=stride,
-            smooth_window=smooth,
-            records_path=records,
-            records_format=records_format,
-            output_video=output_video,
-            batch_size=batch_size,
-            max_frames=max_frames,
-            max_retries=retries,
-            on_record=show,
-            on_retry=retrying,
-            skip_bad_frames=not strict,
-            on_problem=damaged,
-            zones=zones,
-        )
-    status = ("terminated" if was_terminated() else "interrupted") if run.interrupted else "done"
-    mean = f", mean count {run.mean_count:.1f}" if run.mean_count is not None else ""
-    # A diagnostic (stderr): an interruption is always said, the end of a run unless --quiet.
-    (error_console.print if run.interrupted else say)(
-        f"[green]{status}:[/] {run.frames} frames in {run.seconds:.1f} s "
-        f"({run.frames_per_second:.1f} frames/s, {run.realtime_ratio:.2f}× real time){mean}"
+    return count_video(
+        counting_model,
+        video_source,
+        stride=reading.stride,
+        smooth_window=reading.smooth,
+        records_path=outputs.records,
+        records_format=outputs.records_format,
+        output_video=outputs.video,
+        batch_size=run.batch_size,
+        max_frames=reading.max_frames,
+        max_retries=reading.retries,
+        on_record=show,
+        on_retry=retrying,
+        skip_bad_frames=not reading.strict,
+        on_problem=damaged,
+        zones=zones,
     )
-    say_marked_frames(run)
+
+
+class _FrameLines:
+    """The per-frame lines on stdout: the results unless a file takes the counts; then, on a
+    terminal, a progress bar (stderr) replaces them. A bar never shares a terminal with the lines."""
+
+    def __init__(self, outputs: _SingleOutputs, zones: Any, run: VideoRunOptions, bar: _FramesBar | None) -> None:
+        from counting.core.files import shares_stdout
+
+        self.outputs, self.zones, self.bar = outputs, zones, bar
+        # Rows into stdout itself (`--csv /dev/stdout`): the lines would be mixed into them.
+        lines_are_results = outputs.records is None
+        self.print_lines = lines_are_results or not (run.quiet or bar is not None or shares_stdout(outputs.records))
+        # The lines go through `stdout`, which keeps going when stdout fails (a full disk behind
+        # `> file`, a reader that closed the pipe) and says so once, after the files (cli/common.py).
+        self.stdout = Stdout()
+
+    def show(self, record: dict) -> None:
+        if self.bar is not None:
+            self.bar.advance()
+        if not self.print_lines:
+            return
+        if record.get("count") is None:  # multi-class models: one column per class
+            console.print(f"frame {record['frame']}")
+            return
+        text = _frame_line(record, self.zones)
+        self.stdout.write(lambda: console.print(text))
+        if self.stdout.error is not None and self.outputs.records is None and self.outputs.video is None:
+            # The lines were the run's only output: stop now (a live stream would run on for
+            # nothing), with the one line (none for a closed pipe, as `| head` expects). With a
+            # counts file or a video the run goes on without its lines, and both are finished
+            # whole: stopping here would leave them cut at this frame.
+            self.stdout.finish()
+
+
+def _frame_line(record: dict, zones: Any) -> str:
+    """One frame's line: its count and interval, the smoothed count and its own, its zones, its marks."""
+    from counting.apply.video import overlay_note
+
+    text = f"frame {record['frame']:>6}  t={record['time_s']:8.2f}s  count {record['count']:6.1f}"
+    if "low" in record:  # the interval belongs to the frame's own count, so it sits beside it
+        text += f" [{record['low']:.1f}, {record['high']:.1f}]"
+    if "smoothed" in record:  # and the smoothed count beside its own interval
+        text += f"  smoothed {record['smoothed']:6.1f}"
+        if "smoothed_low" in record:
+            text += f" [{record['smoothed_low']:.1f}, {record['smoothed_high']:.1f}]"
+    for item in zones:  # each zone's count after the frame's
+        text += f"  {escape(item.name)} {record[zone_column('count', item.name)]:.1f}"
+    note = overlay_note(record)  # the marks count's table shows: "unlike training", "disputed"
+    if note is not None:
+        text += f"  [bold red]{note}[/]"
+    return text
+
+
+def _say_the_end(counted: Any, outputs: _SingleOutputs, stdout: Stdout, strict: bool, source: str, say: Any) -> None:
+    """What the run did and where it wrote, on stderr (stdout holds the per-frame lines a pipe
+    reads, or nothing, and never a line it would take for one); then the exit code."""
+    from counting.core.files import printable
+
+    status = ("terminated" if was_terminated() else "interrupted") if counted.interrupted else "done"
+    mean = f", mean count {counted.mean_count:.1f}" if counted.mean_count is not None else ""
+    # An interruption is always said, the end of a run unless --quiet.
+    (error_console.print if counted.interrupted else say)(
+        f"[green]{status}:[/] {counted.frames} frames in {counted.seconds:.1f} s "
+        f"({counted.frames_per_second:.1f} frames/s, {counted.realtime_ratio:.2f}× real time){mean}"
+    )
+    say_marked_frames(counted)
     # Only what was written is said written: a run stopped before its first frame left both as they were.
-    if records is not None:
-        name = escape(printable(str(records)))
-        said = f"counts written to {name}" if run.records_written else f"{name} {_left_as_it_was(existed[records])}"
-        say(said, soft_wrap=True)  # a path stays whole, copy-pasteable
-    if output_video is not None:
-        name = escape(printable(str(output_video)))
-        said = f"annotated video written to {name}"
-        say(said if run.video_written else f"{name} {_left_as_it_was(existed[output_video])}", soft_wrap=True)
-    if run.interrupted:
+    for path, written, what in (
+        (outputs.records, counted.records_written, "counts written to"),
+        (outputs.video, counted.video_written, "annotated video written to"),
+    ):
+        if path is not None:
+            name = escape(printable(str(path)))
+            say(f"{what} {name}" if written else f"{name} {_left_as_it_was(outputs.existed[path])}", soft_wrap=True)
+    if counted.interrupted:
         raise typer.Exit(EXIT_TERMINATED if was_terminated() else 130)
     stdout.finish()  # after the files: one line, exit 1, when stdout failed
-    if run.problems and strict:
+    if counted.problems and strict:
         print_error(
-            f"{source}: {len(run.problems)} frame(s) could not be decoded, first at frame "
-            f"{run.problems[0].frame} (--strict stops there; without it they are skipped)"
+            f"{source}: {len(counted.problems)} frame(s) could not be decoded, first at frame "
+            f"{counted.problems[0].frame} (--strict stops there; without it they are skipped)"
         )
         raise typer.Exit(1)
 
@@ -333,6 +426,18 @@ class _FramesBar:
             transient=True,
         )
         self.task = self.progress.add_task("counting frames", total=total)
+
+    @classmethod
+    def wanted(
+        cls, run: VideoRunOptions, records: Path | None, video_source: Any, reading: FrameReading
+    ) -> _FramesBar | None:
+        """The bar, where it is shown: with a counts file taking the lines' place, on a terminal."""
+        lines_are_results = records is None
+        if not run.progress or run.quiet or not on_terminal(error_console):
+            return None
+        if lines_are_results and on_terminal(console):
+            return None
+        return cls(video_source, reading.stride, reading.max_frames)
 
     def __enter__(self) -> _FramesBar:
         self.progress.start()

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from counting.apply.api import Counts, count_rows
+from counting.apply.api import Counts
+from counting.apply.records import count_rows
 from counting.apply.serve.cameras import CameraWorker
 from counting.apply.serve.config import ServeConfig
 from counting.apply.serve.counter import FrameCounter, annotated_jpeg, camera_zones
