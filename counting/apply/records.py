@@ -96,7 +96,7 @@ def count_fields(
     return fields
 
 
-def mark_fields(model: CountingModel | Any, counted: CountResult | CountBatch, k: int) -> dict[str, Any]:
+def mark_fields(model: CountingModel, counted: CountResult | CountBatch, k: int) -> dict[str, Any]:
     """What says how far picture ``k``'s count can be trusted: ``familiarity``, ``unfamiliar``,
     and for a gated crowd model ``counted_by`` and ``disputed`` (module docstring)."""
     fields = familiarity_fields(model, counted.familiarity, k)
@@ -109,7 +109,7 @@ def mark_fields(model: CountingModel | Any, counted: CountResult | CountBatch, k
 
 
 def picture_record(
-    model: CountingModel | Any,
+    model: CountingModel,
     counted: CountResult | CountBatch,
     k: int,
     leading: Mapping[str, Any],
@@ -132,7 +132,7 @@ def picture_record(
 
 
 def count_rows(
-    model: CountingModel | Any, result: CountResult, zone_records: Mapping[str, ZoneRecord] | None = None
+    model: CountingModel, result: CountResult, zone_records: Mapping[str, ZoneRecord] | None = None
 ) -> list[dict[str, Any]]:
     """One record per counted picture (failed ones are left out: they are in ``result.errors``).
 

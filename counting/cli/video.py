@@ -6,7 +6,7 @@ import os
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -58,6 +58,9 @@ from counting.core.signals import EXIT_TERMINATED, was_terminated
 from counting.core.terminal import on_terminal
 from counting.heads.crowd.sparse_gate import disputed_summary
 from counting.heads.familiarity import unfamiliar_summary
+
+if TYPE_CHECKING:
+    from counting.model.counting_model import CountingModel
 
 
 def records_file(csv: Path | None, jsonl: Path | None, counts: Path | None) -> tuple[Path | None, str | None]:
@@ -261,7 +264,7 @@ class _SingleOutputs:
 
 
 def _count_source(
-    counting_model: Any,
+    counting_model: CountingModel,
     source: str,
     video_source: Any,
     reading: FrameReading,
