@@ -31,6 +31,7 @@ from __future__ import annotations
 import codecs
 import errno
 import json
+import math
 import os
 import re
 import stat
@@ -549,18 +550,22 @@ def printable(text: str) -> str:
 def dumps_json(document: Any, *, indent: int | None = 2) -> str:
     """``json.dumps`` for files people open: every string through :func:`printable`, so an
     undecodable file-name byte is the text ``\\xNN`` (not ``\\udcNN``, which decodes to a lone
-    surrogate no UTF-8 tool can write), and non-ASCII names stay readable (``ensure_ascii=False``)."""
+    surrogate no UTF-8 tool can write), and non-ASCII names stay readable (``ensure_ascii=False``).
+    A number that is not finite (an unbounded interval's end) is ``null``: JSON has no Infinity
+    or NaN, and browsers and ``jq`` refuse a file holding them."""
 
     def text(value: Any) -> Any:
         if isinstance(value, str):
             return printable(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
         if isinstance(value, dict):
             return {text(key) if isinstance(key, str) else key: text(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
             return [text(item) for item in value]
         return value
 
-    return json.dumps(text(document), indent=indent, ensure_ascii=False)
+    return json.dumps(text(document), indent=indent, ensure_ascii=False, allow_nan=False)
 
 
 def _same_file(first: str, second: str) -> bool:

@@ -171,7 +171,7 @@ class Familiarity:
         if not isinstance(document, dict):
             raise FamiliarityError("familiarity: expected an object")
         version = document.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version > FAMILIARITY_VERSION:
+        if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= FAMILIARITY_VERSION:
             raise FamiliarityError(f"familiarity: version {version!r:.20} is not one this counting reads")
         probe = document.get("probe")
         if probe not in ("descriptor", "map-statistics"):

@@ -528,7 +528,9 @@ def _check_interval(interval: Mapping[str, Any], n_outputs: int, prefix: str) ->
         if value is not None:  # null: an infinite quantile (too few calibration samples)
             _number(value, prefix + "quantile", 0.0)
     if interval.get("lower_bound") is not None:
-        _number(interval["lower_bound"], prefix + "lower_bound")
+        # A floor under the low ends (counts are not negative): above 0 it would lift a low end
+        # over its count and its high end.
+        _number(interval["lower_bound"], prefix + "lower_bound", high=0.0)
     if "n_calibration" in interval:
         _integer(interval["n_calibration"], prefix + "n_calibration", 0, 1 << 40)
     rules = {

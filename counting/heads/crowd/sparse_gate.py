@@ -566,7 +566,7 @@ class SparseGate:
             sparse_max = float(document.get("sparse_max", SPARSE_MAX))
             axes = int(document.get("axes", 0))
             head_limit = _optional_number(document.get("head_limit"), "head_limit")
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, OverflowError) as error:  # Overflow: int(Infinity)
             raise SparseGateError(f"{what} section is incomplete or not numeric ({error})") from None
         if not 0 <= axes <= max(AXES_GRID):
             raise SparseGateError(f"{what} reads 0 to {max(AXES_GRID)} familiarity axes, not {axes}")
