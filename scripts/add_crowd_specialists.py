@@ -6,7 +6,8 @@
         --gate-out-of-fold crowd-gate-oof.csv    (one command)
 
 The fourth step of the crowd model's reproduction (after train_crowd_model.py,
-familiarize_several.py and fit_crowd_gate.py; docs/density.md, "Specialists"). For each ``--set``
+familiarize_several.py and fit_crowd_gate.py; docs/density.md, "Specialists"); `counting train
+--recipe recipes/crowd.toml` runs the shipped model's steps in order (its `specialists` step). For each ``--set``
 (default: ShanghaiTech B, the set the general heads count worst against one trained on it alone)
 one conv head is trained on that set's train pictures alone (and, a quarter of its crops, on their
 grayscale copies: ``--gray-share``), and a router is fitted on every train picture's map

@@ -8,9 +8,10 @@
 
 Each --data is NAME:ROOT:SPLIT, the split the model was trained with (its train part is used).
 The score is fitted on all their train pictures together, each dataset cut into its own
-contiguous calibration runs (counting.heads.familiarity, groups=); the model is written to -o
+contiguous calibration runs (counting.train.familiarize_on_several); the model is written to -o
 with only its familiarity section added (its counts are unchanged). One dataset: use
-`counting familiarize`.
+`counting familiarize`. The shipped crowd model runs this as its recipe's `familiarize` step
+(`counting train --recipe recipes/crowd.toml`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from pathlib import Path
 
 
 def main() -> None:
-    from counting.data import load_dataset
     from counting.features import FeatureCache
     from counting.model import load_model
-    from counting.train import add_familiarity
+    from counting.train import DatasetPart, familiarize_on_several
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-m", "--model", type=Path, required=True)
@@ -35,26 +35,9 @@ def main() -> None:
     if args.out.resolve() == args.model.resolve():
         raise SystemExit(f"{args.out}: is the input model; write elsewhere, then move it")
     model = load_model(args.model)
-    paths: list[str] = []
-    order: list[int] = []
-    groups: list[str] = []
-    for spec in args.data:
-        name, root, split = spec.split(":", 2)
-        samples = load_dataset(name, Path(root), split=split).subset("train").samples
-        paths += [str(sample.path) for sample in samples]
-        order += [sample.index for sample in samples]
-        groups += [f"{name}:{root}"] * len(samples)
-        print(f"{spec}: {len(samples)} train pictures", flush=True)
+    parts = [DatasetPart(name, Path(root), split) for name, root, split in (spec.split(":", 2) for spec in args.data)]
     cache = FeatureCache(args.cache_dir) if args.cache_dir is not None else None
-    section = add_familiarity(
-        model,
-        paths,
-        order=order,
-        groups=groups,
-        cache=cache,
-        flag_rate=args.flag_rate,
-        trained_on=" + ".join(args.data),
-    )
+    section = familiarize_on_several(model, parts, cache=cache, flag_rate=args.flag_rate, log=print)
     model.save(args.out)
     print(
         f"familiarity: {section.probe} probe, {section.settings['n_pictures']} pictures, "

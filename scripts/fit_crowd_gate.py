@@ -5,7 +5,8 @@
         [--gate-out-of-fold crowd-gate-oof.csv]
 
 The third step of the crowd model's reproduction, after `scripts/train_crowd_model.py` and
-`scripts/familiarize_several.py` (the gate reads familiarity). The gate is fitted on every train
+`scripts/familiarize_several.py` (the gate reads familiarity); `counting train --recipe
+recipes/crowd.toml` runs the shipped model's steps in order (its `gate` step is this fit). The gate is fitted on every train
 picture of `--out-of-fold` (the CSV train_crowd_model.py wrote: each picture's count by the head
 that never trained on it; an ensemble needs it), or, for a one-head model, on the quarter the head
 never trained on (counting.train.crowd.head_validation_samples), and on an everyday copy of each

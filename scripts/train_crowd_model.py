@@ -3,8 +3,10 @@
     export COUNTING_CACHE_DIR=/work/cache-crowd
     python scripts/train_crowd_model.py --data ../shared/data -o crowd-heads.npz --out-of-fold crowd-oof.csv
 
-The first of three steps (then scripts/familiarize_several.py and scripts/fit_crowd_gate.py;
-the whole reproduction is in docs/density.md, "The ensemble").
+The first step of the crowd model (then scripts/familiarize_several.py, scripts/fit_crowd_gate.py,
+scripts/add_crowd_specialists.py and scripts/calibrate_zero_floor.py; docs/density.md, "The ensemble").
+The shipped model's steps run in order in one command: `counting train --recipe recipes/crowd.toml`;
+this script stays for studies of other settings.
 
 Reads the four shared sets (counting.data.datasets.crowd: ShanghaiTech A and B train, Mall
 frames 1-800, coco-voc20 person boxes), trains on their train parts (counting.train.crowd) and

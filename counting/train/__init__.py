@@ -12,6 +12,10 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ".pipeline": "TrainingConfig make_regressor train_model",
         ".fitting": "agp_counts conv_ensemble_counts fit_agp",
         ".familiarity": "add_familiarity",
+        ".several_sets": "DatasetPart familiarize_on_several",
+        ".zero_floor": "ZeroFloor calibrate_zero_floor without_floor zero_width_routes",
+        ".recipe": "Recipe RecipeData read_recipe shared_data_root",
+        ".recipe_steps": "run_crowd_recipe",
         ".class_intervals": "OutOfFoldCounts out_of_fold_counts recalibrate_class_intervals",
         ".crowd": (
             "CrowdSettings GateInputs GateOutOfFold add_specialists crowd_figures fit_crowd_gate gate_inputs "
