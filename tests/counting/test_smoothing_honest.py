@@ -25,9 +25,9 @@ from counting.apply.smoothing import (
 from counting.apply.video import count_video, overlay_label, overlay_note
 from counting.evaluate.evaluation import EvaluationResult, score_predictions
 from counting.evaluate.report import figure_rows
+from counting.heads.results import CountBatch
 from counting.heads.uncertainty import ConformalInterval
 from counting.model.counting_model import default_model_path, load_model
-from counting.heads.results import CountBatch
 
 LABEL = re.compile(r"(count|smoothed) (-?\d+\.\d) \[(\d+)-(\d+)\]")
 
