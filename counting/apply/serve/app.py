@@ -38,7 +38,7 @@ from swagger_ui_bundle import swagger_ui_path
 from counting.apply.serve.history import ROW_LIMIT
 from counting.apply.serve.service import Service
 from counting.apply.serve.uploads import UploadError, decode_upload, image_bytes
-from counting.core.errors import CountingError
+from counting.core.errors import CountingError, ModelFileError
 from counting.core.version import __version__
 
 # Swagger UI's files (the swagger-ui-bundle package), served by this process for /docs.
@@ -269,6 +269,11 @@ def picture_routes(service: Service) -> APIRouter:
             return await asyncio.to_thread(service.count_upload, rgb, camera)
         except UploadError as error:
             return JSONResponse({"detail": error.message}, status_code=error.status)
+        except ModelFileError as error:
+            # The model, not the picture: loaded at the first upload, a broken file was a 422
+            # blaming the picture. The service cannot count until the file is replaced.
+            problem = str(error).splitlines()[0]
+            return JSONResponse({"detail": f"cannot count: {problem}"}, status_code=503)
         except CountingError as error:
             # A picture the model refuses, e.g. one of another size than the camera's region of
             # interest (a 1024x768 photo with ?camera= of a 640x480 Mall camera): a 500 before.

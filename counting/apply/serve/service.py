@@ -11,14 +11,15 @@ from typing import Any
 import numpy as np
 
 from counting.apply.api import Counts
-from counting.apply.records import count_rows
+from counting.apply.records import picture_record
 from counting.apply.serve.cameras import CameraWorker
 from counting.apply.serve.config import ServeConfig
 from counting.apply.serve.counter import FrameCounter, annotated_jpeg, camera_zones
 from counting.apply.serve.history import FRAME_ZONE, History, Row
 from counting.apply.serve.metrics import ServeMetrics
+from counting.apply.zones import density_records
 from counting.core.errors import CountingError
-from counting.model.counting_model import CountResult, default_model_path, load_model
+from counting.model.counting_model import default_model_path, load_model
 
 
 class _SharedModel:
@@ -137,31 +138,22 @@ class Service:
         return jpeg
 
     def count_upload(self, rgb: np.ndarray, camera: str | None = None) -> dict[str, Any]:
-        """What ``counting count --json`` writes for one picture (``image`` is ``"upload"``); with
-        ``camera``, counted by that camera's model, with its zones."""
+        """What ``counting count --json`` writes for one picture (``image`` is ``"upload"``), from
+        the one record builder (counting.apply.records); with ``camera``, counted by that
+        camera's model, with its zones."""
         if camera is None:
             model, lock, zones = self.upload_model.model, self.upload_model.lock, []
         else:
             counter = self.workers[camera].counter
             model, lock, zones = counter.model, counter.lock, counter.zones
         self.metrics.uploads.inc()
-        if model.class_names:  # per-class records, as count writes them
-            with lock:
-                counts = np.asarray(model.count_images([rgb]))
-            low, high = model.intervals(counts)
-            result = CountResult(["upload"], counts, low, high, np.array([True]))
-            return Counts(model=model.name, rows=count_rows(model, result)).as_dict()
-        record, _ = FrameCounter(model, lock, zones).count(rgb)
-        row: dict[str, Any] = {"image": "upload", "count": record["count"]}
-        if "low" in record:
-            row["low"], row["high"] = record["low"], record["high"]
-        if zones:
-            from counting.apply.zones import zone_fields
-
-            row.update(zone_fields(record["zones"]))
-        # As count's rows end: how familiar the picture is, whether marked (None: a model without it).
-        row["familiarity"], row["unfamiliar"] = record.get("familiarity"), record.get("unfamiliar")
-        if "counted_by" in record:  # a crowd model with a sparse gate: which route counted it
-            row["counted_by"] = record["counted_by"]
-            row["disputed"] = record.get("disputed", False)
+        with lock:
+            batch = model.count_batch([model.prepare_image(rgb)], with_density=bool(zones))
+        zone_record = None
+        if zones:  # the camera's zones were checked against its model when it started
+            (in_zones,) = density_records(
+                model, zones, rgb.shape[:2], batch.density, batch.counts, routes=batch.routes, readings=batch.readings
+            )
+            zone_record = in_zones["zones"]
+        row = picture_record(model, batch, 0, {"image": "upload"}, zone_record)
         return Counts(model=model.name, rows=[row]).as_dict()
