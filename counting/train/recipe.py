@@ -151,15 +151,27 @@ class Recipe:
         return {"name": self.name, "sha256": self.sha256}
 
     def data_root(self) -> Path:
-        return shared_data_root(self.path) / self.data.root
+        """The recipe's data folder; TrainingError naming the recipe, ``data.root`` and where it
+        was looked for when it is not there (before any work)."""
+        shared = shared_data_root(self.path)
+        root = shared / self.data.root
+        if not root.is_dir():
+            raise TrainingError(
+                f"{self.path}: data.root {self.data.root!r}: no folder {root} (the shared data is "
+                f"$COUNTING_SHARED_DATA, else {shared}: set it to the folder holding the shared sets)"
+            )
+        return root
 
 
 def shared_data_root(recipe_path: Path) -> Path:
-    """``$COUNTING_SHARED_DATA``, else ``../shared/data`` beside the checkout holding the recipe."""
+    """``$COUNTING_SHARED_DATA``, else ``../shared/data`` beside the checkout: the one holding the
+    recipe when it lies in a checkout's ``recipes/`` folder, else the one counting runs from."""
     given = os.environ.get("COUNTING_SHARED_DATA")
     if given:
         return Path(given).expanduser().resolve()
-    return recipe_path.resolve().parent.parent.parent / "shared" / "data"
+    folder = recipe_path.resolve().parent
+    checkout = folder.parent if folder.name == "recipes" else Path(__file__).resolve().parents[2]
+    return checkout.parent / "shared" / "data"
 
 
 def read_recipe(path: Path | str) -> Recipe:
@@ -241,7 +253,7 @@ def _checked_data(document: dict, where: _Where, steps: tuple[str, ...]) -> Reci
 
 def _check_relative(root: str, where: _Where, key: str) -> None:
     """A root is a folder under the shared data: a recipe names no machine's own paths."""
-    if Path(root).is_absolute() or root.startswith("~"):
+    if Path(root).is_absolute() or root.startswith("~") or ".." in Path(root).parts:
         raise where.error(key, f"{root!r}: give a folder relative to the shared data ($COUNTING_SHARED_DATA)")
 
 

@@ -123,6 +123,21 @@ def _recipe(tmp_path: Path, text: str) -> Path:
 GOOD = 'steps = ["train"]\n[data]\ndataset = "mall"\nroot = "mall-train"\n'
 
 
+def test_a_recipe_whose_data_is_not_there_says_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Was: "<shared>/no-such-set: folder not found" from the reader, naming neither the recipe nor
+    # data.root, and for a recipe outside a checkout's recipes/ the shared data three folders up.
+    monkeypatch.delenv("COUNTING_SHARED_DATA", raising=False)
+    path = _recipe(tmp_path, GOOD.replace('"mall-train"', '"no-such-set"'))
+    out = tmp_path / "model.npz"
+    out.write_bytes(b"before")
+    result = CliRunner().invoke(app, ["train", "--recipe", str(path), "-o", str(out)])
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    checkout = Path(__file__).resolve().parents[2]
+    assert line.startswith(f"error: {path}: data.root 'no-such-set': no folder {checkout.parent / 'shared' / 'data'}")
+    assert "$COUNTING_SHARED_DATA" in line and out.read_bytes() == b"before"
+
+
 @pytest.mark.parametrize(
     ("text", "key"),
     [
@@ -136,6 +151,7 @@ GOOD = 'steps = ["train"]\n[data]\ndataset = "mall"\nroot = "mall-train"\n'
         ),
         (GOOD + "colour = 1\n", "colour: unknown key"),
         (GOOD.replace('"mall-train"', '"/data/mall"'), "data.root: '/data/mall': give a folder relative"),
+        (GOOD.replace('"mall-train"', '"../../etc"'), "data.root: '../../etc': give a folder relative"),
         (GOOD.replace('"mall"', '"crowd"', 1), "data.dataset: 'crowd' is not one of"),
         (GOOD.replace('["train"]', '["evaluate"]'), "steps: the first step, and only it, makes the model"),
         (GOOD.replace('["train"]', '["train", "gate"]'), "steps: step 'gate' works on the crowd model"),
