@@ -244,9 +244,8 @@ def _read_regressor(source: Path) -> tuple[Any, dict[str, Any]]:
     if not isinstance(metadata, dict) or metadata.get("kind") != MODEL_KIND:
         raise ModelFileError(f"{source}: an AGP regressor file without counting metadata, not a counting model")
     version = metadata.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ModelFileError(f"{source}: its format_version {version!r:.20} is missing or not a whole number from 1")
-    if version > FORMAT_VERSION:
+    # Only a whole number can be newer: anything else is the schema's to refuse (below), saying what it is.
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
         raise ModelFileError(
             f"{source}: counting model format version {version!r} is newer than this "
             f"version of counting reads ({FORMAT_VERSION}); upgrade counting"
