@@ -221,10 +221,12 @@ class FamiliarityStage:
 
     def __call__(self, batch: CountBatch, pictures: Pictures) -> CountBatch:
         probes = pictures.rows.probes
-        if probes is None:
-            return batch
+        return batch if probes is None else replace(batch, familiarity=self.scores(probes))
+
+    def scores(self, probes: np.ndarray) -> np.ndarray:
+        """Each picture's familiarity from its probe (a row, or the rows of its views, flattened)."""
         array = np.asarray(probes, dtype=float)
-        return replace(batch, familiarity=self.familiarity.scores(array.reshape(len(array), -1)))
+        return self.familiarity.scores(array.reshape(len(array), -1))
 
 
 def fit_familiarity(

@@ -12,7 +12,6 @@ registered once (:data:`counting.model.stages.STAGES`), as the head kinds are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -57,8 +56,3 @@ class Stage(Protocol):
     field: ClassVar[str]
 
     def __call__(self, batch: CountBatch, pictures: Pictures) -> CountBatch: ...
-
-
-def rows_of(values: Sequence[Any] | None, n: int) -> list[Any]:
-    """``values`` as a list of ``n`` (None for each when there are none)."""
-    return [None] * n if values is None else list(values)

@@ -20,6 +20,7 @@ from counting.core import defaults
 from counting.core.errors import BackboneError, ModelFileError
 from counting.heads.applied import Chunking, DensityHeadApplied, PathRows, PreparedRows
 from counting.heads.crowd.gate_stage import photos_in_grids
+from counting.heads.familiarity import FamiliarityStage
 from counting.heads.results import CountBatch, CountResult
 from counting.heads.stage import Pictures
 from counting.model.default_path import default_model_path
@@ -146,8 +147,7 @@ class CountingModel(ModelFile):
         """Familiarity of each picture from its probes, or None without a familiarity section."""
         if self.familiarity is None or probes is None:
             return None
-        array = np.asarray(probes, dtype=float)
-        return self.familiarity.scores(array.reshape(len(array), -1))
+        return FamiliarityStage(self.familiarity).scores(probes)
 
     def familiarity_dim(self) -> int:
         """Numbers per picture the familiarity probe holds for this model."""
