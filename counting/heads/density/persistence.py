@@ -137,6 +137,10 @@ def head_to_document(head: DensityHead) -> dict[str, Any]:
         from counting.heads.density.conv.persistence import conv_head_to_document
 
         return conv_head_to_document(head)  # type: ignore[arg-type]
+    if getattr(head, "kind", None) == "network":
+        from counting.heads.density.network.persistence import network_head_to_document
+
+        return network_head_to_document(head)  # type: ignore[arg-type]
     arrays, document = _state(head)
     document["arrays"] = {name: encode_array(value) for name, value in arrays.items()}
     return document
@@ -148,6 +152,10 @@ def head_from_document(document: Any, source: str) -> DensityHead:
         from counting.heads.density.conv.persistence import conv_head_from_document
 
         return conv_head_from_document(document, source)  # type: ignore[return-value]
+    if isinstance(document, dict) and document.get("head_kind") == "network":
+        from counting.heads.density.network.persistence import network_head_from_document
+
+        return network_head_from_document(document, source)  # type: ignore[return-value]
     if not isinstance(document, dict) or not isinstance(document.get("arrays"), dict):
         raise DensityHeadError(f"{source}: density head section has no arrays")
     arrays: dict[str, np.ndarray] = {}

@@ -1,0 +1,1 @@
+"""The trained crowd network as a density head (issue 48)."""

@@ -1,0 +1,1 @@
+"""Training the crowd network: crops, degradations, losses, the resumable loop (issue 48)."""
