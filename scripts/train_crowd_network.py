@@ -111,7 +111,7 @@ def main() -> None:
         log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True),
     )
     _write_history(state.history, args.output.with_name(args.output.stem + ".history.csv"))
-    _plot(state.history, args.output.with_name(args.output.stem + ".curves.png"))
+    _plot(state.history, args.output.with_name(args.output.stem + ".curves.png"), settings.loss)
     if state.step < settings.steps:
         return
     save_network(state, settings, args.output)
@@ -131,7 +131,7 @@ def _write_history(history: list[dict[str, float]], path: Path) -> None:
         writer.writerows(history)
 
 
-def _plot(history: list[dict[str, float]], path: Path) -> None:
+def _plot(history: list[dict[str, float]], path: Path, loss: str) -> None:
     if not history:
         return
     import matplotlib
@@ -143,7 +143,7 @@ def _plot(history: list[dict[str, float]], path: Path) -> None:
     keys = [key for key in history[0] if key.endswith("MAE")]
     figure, axes = plt.subplots(1, len(keys) + 1, figsize=(4 * (len(keys) + 1), 3.2))
     axes[0].plot(steps, [row["loss"] for row in history])
-    axes[0].set_title("training loss (Bayesian)")
+    axes[0].set_title(f"training loss ({loss})")
     for axis, key in zip(axes[1:], keys, strict=True):
         axis.plot(steps, [row.get(key, np.nan) for row in history], marker="o")
         axis.set_title(f"validation {key}")
