@@ -53,6 +53,7 @@ def main() -> None:
         "--loss", choices=("density", "bayesian"), default=defaults.loss, help="docs/network.md says why density"
     )
     parser.add_argument("--width", type=int, default=defaults.width, help="the decoder's channels")
+    parser.add_argument("--init", help="a network file to start from (a finished run), not the ImageNet weights")
     parser.add_argument("--device", default="auto", help="auto (a GPU when torch sees one), cpu, cuda")
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--mall-every", type=int, default=4)
@@ -72,6 +73,7 @@ def main() -> None:
         seed=args.seed,
         loss=args.loss,
         width=args.width,
+        init=args.init,
     )
     started = time.time()
     checkpoint = args.output.with_name(args.output.name + ".ckpt")

@@ -349,3 +349,25 @@ def test_a_stopped_runs_network_can_be_written_from_its_checkpoint(tmp_path: Pat
         assert int(file["step"]) == 1
     with pytest.raises(ValueError, match="other.ckpt: no checkpoint there"):
         checkpoint_state(_TINY, tmp_path / "other.ckpt")
+
+
+def test_a_run_can_start_from_a_finished_runs_network(tmp_path: Path) -> None:
+    pictures = _pictures(tmp_path)
+    first = train_network(_TINY, pictures, {}, tmp_path / "one.ckpt", device="cpu", log=lambda _line: None)
+    save_network(first, _TINY, tmp_path / "one.npz")
+    settings = replace(_TINY, init=str(tmp_path / "one.npz"), steps=1)
+    started = train_network(
+        settings, pictures, {}, tmp_path / "two.ckpt", device="cpu", stop_after=0.0, log=lambda _line: None
+    )
+    # Its weights began as the first run's average: after one step they are near it, not ImageNet's.
+    change = max(
+        float((started.network.trained_arrays()[name] - value).abs().max())
+        for name, value in first.average.items()
+        if value.dtype.is_floating_point
+    )
+    assert change < 0.01
+    assert torch.equal(started.network.trained_arrays()["decoder.0.scale"], first.average["decoder.0.scale"])
+    with pytest.raises(ValueError, match="missing.npz: network file not found"):
+        train_network(
+            replace(_TINY, init=str(tmp_path / "missing.npz")), pictures, {}, tmp_path / "three.ckpt", device="cpu"
+        )

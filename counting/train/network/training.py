@@ -68,6 +68,9 @@ class NetworkSettings:
     depth: int = 3
     seed: int = 0
     loss: str = "density"  # or "bayesian" (counting.train.network.loss says why not by default)
+    # A network file (save_network) to start from instead of the ImageNet weights and a fresh
+    # decoder: a run that goes on from a finished one, with its own rate schedule.
+    init: str | None = None
 
     def __post_init__(self) -> None:
         if self.loss not in ("density", "bayesian"):
@@ -153,8 +156,11 @@ def _new_state(settings: NetworkSettings, where: torch.device, pictures: Trainin
     torch.manual_seed(settings.seed)
     network = CrowdNetwork(width=settings.width, depth=settings.depth).to(where)
     network = network.to(memory_format=torch.channels_last)
-    # The decoder's standardisation, from crops no step draws (a resumed run reads it back).
-    if pictures is not None:
+    if settings.init is not None:
+        start, _ = load_network(Path(settings.init))
+        network.load_trained_arrays({name: value.to(where) for name, value in start.trained_arrays().items()})
+    elif pictures is not None:
+        # The decoder's standardisation, from crops no step draws (a resumed run reads it back).
         _calibrate(network, settings, pictures, where)
     network.train()
     groups = [
@@ -295,6 +301,8 @@ def save_network(state: TrainState, settings: NetworkSettings, path: Path) -> No
 
 def load_network(path: Path) -> tuple[CrowdNetwork, dict[str, Any]]:
     """A network saved by :func:`save_network`, and its settings."""
+    if not path.is_file():
+        raise ValueError(f"{path}: network file not found")
     with np.load(path, allow_pickle=False) as file:
         if "format" not in file or str(file["format"]) != FORMAT:
             raise ValueError(f"{path}: not a crowd network file")
