@@ -29,14 +29,10 @@ import numpy as np
 
 import counting
 from counting.data import image_size, load_image, read_crowd
-from counting.features import cpu_description, default_threads
-from counting.features.backbones import get_backbone
-from counting.features.backbones.preprocessing import Preprocessing
-from counting.heads.density.network.head import NetworkDensityHead
-from counting.heads.density.network.module import LOWER_TAP
+from counting.features import Preprocessing, cpu_description, default_threads, get_backbone
+from counting.heads import LOWER_TAP, NetworkDensityHead
 from counting.model import default_model_path, load_model
-from counting.train.network.crops import INPUT_SIZE
-from counting.train.network.training import load_network
+from counting.train import INPUT_SIZE, load_network
 
 MISLABELLED = {"000000002299"}
 

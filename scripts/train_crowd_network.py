@@ -26,15 +26,15 @@ import numpy as np
 import torch
 
 from counting.data import read_crowd
-from counting.train.network.crops import TrainingPictures
-from counting.train.network.training import (
+from counting.train import (
     NetworkSettings,
+    TrainingPictures,
     averaged_network,
     checkpoint_state,
     save_network,
     train_network,
+    validation_figures,
 )
-from counting.train.network.validation import validation_figures
 
 MISLABELLED = {"000000002299"}  # ../shared/data/README.md, errata
 

@@ -30,6 +30,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
         # the conv density head, its ensemble and the AGP's correction of the ensemble's sum
         ".density.conv.fitting": "ConvSettings fit_conv_heads stride8_maps",
         ".density.conv.head": "ensemble",
+        # the trained crowd network (issue 48) as a density head on the backbone's block4 tap
+        ".density.network.head": "NetworkDensityHead",
+        ".density.network.module": "LOWER_TAP CrowdNetwork",
         ".density.conv.training": (
             "CONV_LAYERS CORRECTION_WEIGHT DEFAULT_CONV_SETTINGS=DEFAULT_SETTINGS "
             "corrected_counts correction_targets validation_parts"
