@@ -26,7 +26,7 @@ import torch
 
 from counting.heads.crowd.people_mask import PeopleMask
 from counting.heads.crowd.routing import SetRouter
-from counting.heads.density.ridge.head import DensityHead, MapHead
+from counting.heads.density.ridge.head import MapHead
 from counting.heads.familiarity import map_statistics
 
 __all__ = ["CONV_STRIDE", "ConvDensityHead", "build_network", "ensemble", "folded_weights", "parameter_shapes"]
@@ -209,14 +209,6 @@ class ConvDensityHead(MapHead):
         if self.people_mask is not None:
             out *= self.people_mask.weights(array)
         return out
-
-    def region_counts(
-        self, maps: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
-    ) -> np.ndarray:
-        """``(n, 1 + cells)``: density summed over the ROI, then over each grid cell's part of it."""
-        return self.sum_regions(self.density(maps), roi_mask, grid)
-
-    sum_regions = staticmethod(DensityHead.sum_regions)
 
 
 def ensemble(heads: list[ConvDensityHead]) -> ConvDensityHead:

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from counting.heads.density.network.module import LOWER_TAP, NETWORK_STRIDE, CrowdNetwork
-from counting.heads.density.ridge.head import DensityHead, MapHead
+from counting.heads.density.ridge.head import MapHead
 
 __all__ = ["NetworkDensityHead", "network_shapes"]
 
@@ -88,11 +88,3 @@ class NetworkDensityHead(MapHead):
                 chunk = torch.from_numpy(np.ascontiguousarray(array[start : start + _BATCH], dtype=np.float32))
                 out[start : start + len(chunk)] = network.from_lower(chunk).double().numpy()
         return out
-
-    def region_counts(
-        self, maps: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
-    ) -> np.ndarray:
-        """``(n, 1 + cells)``: density summed over the ROI, then over each grid cell's part of it."""
-        return self.sum_regions(self.density(maps), roi_mask, grid)
-
-    sum_regions = staticmethod(DensityHead.sum_regions)

@@ -48,6 +48,24 @@ class MapHead:
             raise ValueError(f"expected (n, {self.n_channels}, h, w) feature maps, got shape {np.shape(maps)}")
         return array
 
+    def density(self, maps: np.ndarray) -> np.ndarray:
+        """``(n, C, h, w)`` feature maps -> ``(n, h, w)`` people per cell: each kind's own."""
+        raise NotImplementedError
+
+    def region_counts(
+        self, maps: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        """``(n, 1 + cells)``: density summed over the ROI, then over each grid cell's part of it."""
+        return self.sum_regions(self.density(maps), roi_mask, grid)
+
+    @staticmethod
+    def sum_regions(
+        density: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
+    ) -> np.ndarray:
+        """``(n, h, w)`` density maps -> ``(n, 1 + cells)`` region sums (see :meth:`region_counts`)."""
+        weights = region_weights(roi_mask, density.shape[1:], grid)
+        return density.reshape(len(density), -1) @ weights.T
+
 
 @dataclass
 class DensityHead(MapHead):
@@ -105,17 +123,3 @@ class DensityHead(MapHead):
             chunk = pixels[start : start + _CHUNK_PIXELS]
             out[start : start + len(chunk)] = self.pixel_features(chunk) @ coef
         return (out + self.intercept).reshape(count, rows, cols)
-
-    def region_counts(
-        self, maps: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
-    ) -> np.ndarray:
-        """``(n, 1 + cells)``: density summed over the ROI, then over each grid cell's part of it."""
-        return self.sum_regions(self.density(maps), roi_mask, grid)
-
-    @staticmethod
-    def sum_regions(
-        density: np.ndarray, roi_mask: np.ndarray | None = None, grid: tuple[int, int] | None = None
-    ) -> np.ndarray:
-        """``(n, h, w)`` density maps -> ``(n, 1 + cells)`` region sums (see :meth:`region_counts`)."""
-        weights = region_weights(roi_mask, density.shape[1:], grid)
-        return density.reshape(len(density), -1) @ weights.T
