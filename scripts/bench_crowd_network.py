@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ import cv2
 import numpy as np
 
 import counting
+from counting.core import CountingError
 from counting.data import image_size, load_image, read_crowd
 from counting.features import Preprocessing, cpu_description, default_threads, get_backbone
 from counting.heads import LOWER_TAP, NetworkDensityHead
@@ -61,6 +63,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip-validation", action="store_true")
     args = parser.parse_args()
+    if args.n < 1 or args.rounds < 1:
+        parser.error("--n and --rounds must be at least 1")
+    try:
+        _bench(args)
+    except (CountingError, ValueError, OSError) as error:
+        sys.exit(f"bench_crowd_network.py: {error}")
+
+
+def _bench(args: argparse.Namespace) -> None:
     counter = NetworkCounter(args.network)
     print(f"CPU: {cpu_description()}; threads {default_threads()}; load before {os.getloadavg()[0]:.2f}")
     if not args.skip_validation:
@@ -89,11 +100,15 @@ def _validation(counter: NetworkCounter, data: Path) -> None:
 
 def _mjpg_clip(counter: NetworkCounter, data: Path) -> None:
     frames = sorted((data / "mall-train" / "frames").glob("*.jpg"))[600:800]
+    if len(frames) < 200:
+        raise ValueError(f"{data / 'mall-train' / 'frames'}: Mall frames 601-800 are not all there")
     jpeg = np.array([counter.count(load_image(path)) for path in frames])
     with tempfile.TemporaryDirectory() as folder:
         clip = Path(folder) / "mall-601-800.avi"
         first = cv2.imread(str(frames[0]))
         writer = cv2.VideoWriter(str(clip), cv2.VideoWriter_fourcc(*"MJPG"), 25.0, (first.shape[1], first.shape[0]))
+        if not writer.isOpened():
+            raise OSError(f"{clip}: OpenCV opens no MJPG writer here")
         for path in frames:
             writer.write(cv2.imread(str(path)))
         writer.release()
@@ -117,6 +132,8 @@ def _mjpg_clip(counter: NetworkCounter, data: Path) -> None:
 def _speed(counter: NetworkCounter, data: Path, n: int, rounds: int) -> None:
     folder = data / "shanghaitech-B-train" / "images"
     photos = [path for path in sorted(folder.glob("*.jpg")) if image_size(path) == (768, 1024)][:n]
+    if not photos:
+        raise ValueError(f"{folder}: no 1024x768 photos to time")
     for path in photos[:2]:
         counter.count(load_image(path))  # warm-up: the ONNX session, the first shapes
     speeds = []

@@ -1,5 +1,5 @@
-"""Train the crowd network (issue 48: Lite0's blocks 5-10 and a density decoder, Bayesian loss) and
-print its validation figures as it goes.
+"""Train the crowd network (issue 48: Lite0's blocks 5-10 and a density decoder) and print its
+validation figures as it goes.
 
     python scripts/train_crowd_network.py --data ../shared/data -o crowd-network.npz --steps 8000
 
@@ -25,12 +25,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from counting.core import CountingError, check_outputs, check_writable
 from counting.data import read_crowd
 from counting.train import (
     NetworkSettings,
     TrainingPictures,
     averaged_network,
     checkpoint_state,
+    load_network,
     save_network,
     train_network,
     validation_figures,
@@ -54,6 +56,12 @@ def main() -> None:
     )
     parser.add_argument("--width", type=int, default=defaults.width, help="the decoder's channels")
     parser.add_argument("--init", help="a network file to start from (a finished run), not the ImageNet weights")
+    parser.add_argument(
+        "--precision",
+        choices=("float32", "bfloat16"),
+        default=defaults.precision,
+        help="bfloat16: autocast forward, 1.55x faster on CPUs with AVX-512 BF16 or AMX (and GPUs)",
+    )
     parser.add_argument("--device", default="auto", help="auto (a GPU when torch sees one), cpu, cuda")
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--mall-every", type=int, default=4)
@@ -63,6 +71,18 @@ def main() -> None:
         "--export", action="store_true", help="write the checkpoint's network as it stands (a stopped run) and stop"
     )
     args = parser.parse_args()
+    try:
+        _train(args)
+    except (CountingError, ValueError, OSError) as error:
+        sys.exit(f"train_crowd_network.py: {error}")
+    except KeyboardInterrupt:
+        checkpoint = args.output.with_name(args.output.name + ".ckpt")
+        if checkpoint.is_file():
+            sys.exit(f"train_crowd_network.py: interrupted; {checkpoint} is kept: the same command goes on from it")
+        sys.exit("train_crowd_network.py: interrupted before the first checkpoint (every 200 steps); nothing kept")
+
+
+def _train(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = NetworkSettings(
@@ -74,9 +94,19 @@ def main() -> None:
         loss=args.loss,
         width=args.width,
         init=args.init,
+        precision=args.precision,
     )
     started = time.time()
     checkpoint = args.output.with_name(args.output.name + ".ckpt")
+    # Before an hour of training: every file written must be writable and none an input.
+    history_file = args.output.with_name(args.output.stem + ".history.csv")
+    curves_file = args.output.with_name(args.output.stem + ".curves.png")
+    written = [args.output] if args.export else [args.output, checkpoint, history_file, curves_file]
+    for path in written:
+        check_writable(path)
+    check_outputs(written, inputs=[settings.init], input_folders=[args.data])
+    if settings.init is not None:
+        load_network(Path(settings.init))  # a bad file is refused now, not after the pictures are read
     if args.export:
         state = checkpoint_state(settings, checkpoint)
         save_network(state, settings, args.output)
@@ -112,8 +142,8 @@ def main() -> None:
         stop_after=None if args.stop_after is None else args.stop_after * 60,
         log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True),
     )
-    _write_history(state.history, args.output.with_name(args.output.stem + ".history.csv"))
-    _plot(state.history, args.output.with_name(args.output.stem + ".curves.png"), settings.loss)
+    _write_history(state.history, history_file)
+    _plot(state.history, curves_file, settings.loss)
     if state.step < settings.steps:
         return
     save_network(state, settings, args.output)

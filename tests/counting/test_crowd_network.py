@@ -4,6 +4,9 @@ resumable training, the network file."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -371,3 +374,123 @@ def test_a_run_can_start_from_a_finished_runs_network(tmp_path: Path) -> None:
         train_network(
             replace(_TINY, init=str(tmp_path / "missing.npz")), pictures, {}, tmp_path / "three.ckpt", device="cpu"
         )
+
+
+def test_a_bfloat16_run_trains_and_its_network_counts_in_float32(tmp_path: Path) -> None:
+    pictures = _pictures(tmp_path)
+    settings = replace(_TINY, precision="bfloat16")
+    state = train_network(settings, pictures, {}, tmp_path / "run.ckpt", device="cpu", log=lambda _line: None)
+    start = CrowdNetwork(width=8, depth=1).trained_arrays()
+    moved = [name for name, value in state.network.trained_arrays().items() if not torch.equal(value, start[name])]
+    assert any(name.startswith("upper.") for name in moved) and any(name.startswith("decoder.") for name in moved)
+    assert all(value.dtype != torch.bfloat16 for value in state.average.values())  # the weights stay float32
+    save_network(state, settings, tmp_path / "network.npz")
+    loaded, recorded = load_network(tmp_path / "network.npz")
+    assert recorded["precision"] == "bfloat16"
+    counts = count_pictures(loaded, _samples(tmp_path, 1))
+    assert np.isfinite(counts).all() and counts[0] >= 0
+
+
+def test_a_checkpoint_from_before_a_setting_existed_resumes_with_its_default(tmp_path: Path) -> None:
+    pictures = _pictures(tmp_path)
+    checkpoint = tmp_path / "run.ckpt"
+    train_network(_TINY, pictures, {}, checkpoint, device="cpu", stop_after=0.0, log=lambda _line: None)
+    payload = torch.load(checkpoint, weights_only=True)
+    older = json.loads(payload["settings"])
+    del older["precision"]  # as written before the setting was added
+    payload["settings"] = json.dumps(older)
+    torch.save(payload, checkpoint)
+    lines: list[str] = []
+    assert train_network(_TINY, pictures, {}, checkpoint, device="cpu", log=lines.append).step == 4
+    assert any("resumed" in line for line in lines)
+    with pytest.raises(ValueError, match=r"a checkpoint of other settings \(precision differ\)"):
+        train_network(replace(_TINY, precision="bfloat16"), pictures, {}, checkpoint, device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"steps": 0}, "steps must be at least 1"),
+        ({"batch": 0}, "batch must be at least 1"),
+        ({"crop": 100}, "crop must be a multiple of 8"),
+        ({"learning_rate": float("nan")}, "learning rate must be a positive number"),
+        ({"precision": "float16"}, "precision must be 'float32' or 'bfloat16'"),
+        ({"loss": "mse"}, "loss must be 'density' or 'bayesian'"),
+    ],
+)
+def test_settings_that_cannot_train_are_refused(change: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        NetworkSettings(**change)
+
+
+def test_a_damaged_network_file_is_one_line(tmp_path: Path) -> None:
+    pictures = _pictures(tmp_path)
+    state = train_network(_TINY, pictures, {}, tmp_path / "run.ckpt", device="cpu", log=lambda _line: None)
+    good = tmp_path / "network.npz"
+    save_network(state, _TINY, good)
+    (tmp_path / "random.npz").write_bytes(np.random.default_rng(0).bytes(3000))
+    (tmp_path / "cut.npz").write_bytes(good.read_bytes()[:5000])
+    with np.load(good, allow_pickle=False) as file:
+        arrays = dict(file)
+    arrays["network/decoder.1.weight"] = np.full_like(arrays["network/decoder.1.weight"], np.nan)
+    np.savez(tmp_path / "nan.npz", **arrays)
+    arrays = {name: value for name, value in arrays.items() if name != "network/decoder.1.weight"}
+    np.savez(tmp_path / "short.npz", **arrays)
+    for name, message in [
+        ("random.npz", "random.npz: not a crowd network file"),
+        ("cut.npz", "cut.npz: not a crowd network file"),
+        ("nan.npz", "nan.npz: array decoder.1.weight holds values that are not finite"),
+        ("short.npz", "short.npz: network arrays do not match: missing \\['decoder.1.weight'\\]"),
+    ]:
+        with pytest.raises(ValueError, match=message) as caught:
+            load_network(tmp_path / name)
+        assert "\n" not in str(caught.value)
+
+
+def test_a_checkpoint_that_cannot_be_written_keeps_the_one_before(tmp_path: Path, monkeypatch) -> None:
+    pictures = _pictures(tmp_path)
+    checkpoint = tmp_path / "run.ckpt"
+    train_network(_TINY, pictures, {}, checkpoint, device="cpu", stop_after=0.0, log=lambda _line: None)
+    before = checkpoint.read_bytes()
+
+    def full_disk(payload: object, path: Path) -> None:
+        Path(path).write_bytes(b"half a checkpoint")
+        raise RuntimeError("[enforce fail at inline_container.cc:595] . PytorchStreamWriter failed writing file")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError, match="run.ckpt: checkpoint not written .* the one before it, if any, is kept"):
+        train_network(_TINY, pictures, {}, checkpoint, device="cpu", log=lambda _line: None)
+    assert checkpoint.read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir() if "ckpt" in path.name) == ["run.ckpt"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["-o", "run.npz", "--init", "run.npz"], "run.npz: is also an input of this command; choose another name"),
+        (["-o", "data/run.npz"], "which this command reads its data from"),
+        (["-o", "run.npz", "--init", "junk.npz"], "junk.npz: not a crowd network file (not an .npz archive)"),
+        (["-o", "run.npz", "--steps", "0"], "steps must be at least 1, got 0"),
+        (["-o", "run.npz", "--export"], "run.npz.ckpt: no checkpoint there"),
+    ],
+)
+def test_the_training_script_refuses_bad_input_in_one_line_before_reading_pictures(
+    tmp_path: Path, arguments: list[str], message: str
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "junk.npz").write_bytes(b"\x80\x04not an archive")
+    (tmp_path / "run.npz").write_bytes(b"kept")
+    result = subprocess.run(
+        [sys.executable, str(root / "scripts" / "train_crowd_network.py"), "--data", "data", *arguments],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("train_crowd_network.py: ") and message in lines[0], lines
+    assert (tmp_path / "run.npz").read_bytes() == b"kept"  # nothing that existed is touched
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "junk.npz", "run.npz"]

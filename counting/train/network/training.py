@@ -21,6 +21,7 @@ import json
 import math
 import os
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -68,6 +69,11 @@ class NetworkSettings:
     depth: int = 3
     seed: int = 0
     loss: str = "density"  # or "bayesian" (counting.train.network.loss says why not by default)
+    # "bfloat16": the forward pass under torch's autocast (weights, optimiser and loss stay
+    # float32). 1.55x faster steps on a Zen 4 EPYC with AVX-512 BF16 (0.26 -> 0.17 s per step of
+    # 8 crops of 256); far slower on a CPU without bf16 instructions, hence not the default. The
+    # count itself always runs float32.
+    precision: str = "float32"
     # A network file (save_network) to start from instead of the ImageNet weights and a fresh
     # decoder: a run that goes on from a finished one, with its own rate schedule.
     init: str | None = None
@@ -75,6 +81,17 @@ class NetworkSettings:
     def __post_init__(self) -> None:
         if self.loss not in ("density", "bayesian"):
             raise ValueError(f"loss must be 'density' or 'bayesian', got {self.loss!r}")
+        for name in ("steps", "batch", "width", "depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.crop < 4 * NETWORK_STRIDE or self.crop % NETWORK_STRIDE:
+            raise ValueError(
+                f"crop must be a multiple of {NETWORK_STRIDE} of at least {4 * NETWORK_STRIDE}, got {self.crop}"
+            )
+        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
+            raise ValueError(f"learning rate must be a positive number, got {self.learning_rate}")
+        if self.precision not in ("float32", "bfloat16"):
+            raise ValueError(f"precision must be 'float32' or 'bfloat16', got {self.precision!r}")
 
     def degrade_shares(self) -> DegradeShares:
         return DegradeShares(self.degrade_photo, self.degrade_video, self.degrade_gray)
@@ -203,7 +220,9 @@ def _step(
     inputs = normalise(inputs).contiguous(memory_format=torch.channels_last)
     padded, mask = padded_points([torch.from_numpy(item) for item in points])
     state.network.train()
-    density = state.network(inputs)
+    with torch.autocast(where.type, dtype=torch.bfloat16, enabled=settings.precision == "bfloat16"):
+        density = state.network(inputs)
+    density = density.float()
     if settings.loss == "bayesian":
         loss = bayesian_loss(density, padded.to(where), mask.to(where), NETWORK_STRIDE, float(settings.crop))
     else:
@@ -259,8 +278,14 @@ def _write_checkpoint(state: TrainState, settings: NetworkSettings, path: Path) 
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    torch.save(payload, partial)
-    os.replace(partial, path)
+    try:
+        torch.save(payload, partial)
+        os.replace(partial, path)
+    except BaseException as error:  # Ctrl-C too: no half-written file is left behind
+        partial.unlink(missing_ok=True)
+        if isinstance(error, (OSError, RuntimeError)):  # a full disk reaches torch's zip writer as RuntimeError
+            raise OSError(f"{path}: checkpoint not written ({error}); the one before it, if any, is kept") from None
+        raise
 
 
 def _restore(state: TrainState, path: Path, settings: NetworkSettings, where: torch.device) -> None:
@@ -270,7 +295,8 @@ def _restore(state: TrainState, path: Path, settings: NetworkSettings, where: to
         raise ValueError(f"{path}: not a readable checkpoint ({type(error).__name__}: {error})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{path}: not a crowd network checkpoint")
-    recorded = json.loads(payload["settings"])
+    # A setting added since the checkpoint was written reads as its default (what that run used).
+    recorded = {**NetworkSettings().record(), **json.loads(payload["settings"])}
     if recorded != settings.record():
         changed = sorted(
             key for key in recorded.keys() | settings.record().keys() if recorded.get(key) != settings.record().get(key)
@@ -295,23 +321,42 @@ def save_network(state: TrainState, settings: NetworkSettings, path: Path) -> No
     arrays["step"] = np.array(state.step)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial.npz")
-    np.savez(partial, **arrays)
-    os.replace(partial, path)
+    try:
+        np.savez(partial, **arrays)
+        os.replace(partial, path)
+    except BaseException as error:  # Ctrl-C too: no half-written file is left behind
+        partial.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise OSError(f"{path}: network not written ({error.strerror or error})") from None
+        raise
 
 
 def load_network(path: Path) -> tuple[CrowdNetwork, dict[str, Any]]:
-    """A network saved by :func:`save_network`, and its settings."""
+    """A network saved by :func:`save_network`, and its settings; ``ValueError`` naming the file
+    when it is missing, damaged or not a network file."""
     if not path.is_file():
         raise ValueError(f"{path}: network file not found")
-    with np.load(path, allow_pickle=False) as file:
-        if "format" not in file or str(file["format"]) != FORMAT:
-            raise ValueError(f"{path}: not a crowd network file")
-        settings = json.loads(str(file["settings"]))
-        arrays = {
-            name.removeprefix("network/"): torch.from_numpy(file[name])
-            for name in file.files
-            if name.startswith("network/")
-        }
-    network = CrowdNetwork(width=settings["width"], depth=settings["depth"])
-    network.load_trained_arrays(arrays)
+    if not zipfile.is_zipfile(path):  # np.load would read other bytes as a pickle and say so
+        raise ValueError(f"{path}: not a crowd network file (not an .npz archive)")
+    try:
+        with np.load(path, allow_pickle=False) as file:
+            if "format" not in file or str(file["format"]) != FORMAT:
+                raise ValueError(f"{path}: not a crowd network file")
+            settings = json.loads(str(file["settings"]))
+            arrays = {
+                name.removeprefix("network/"): torch.from_numpy(file[name])
+                for name in file.files
+                if name.startswith("network/")
+            }
+        if not isinstance(settings, dict):
+            raise ValueError(f"{path}: its settings are not a record")
+        network = CrowdNetwork(width=int(settings["width"]), depth=int(settings["depth"]))
+        network.load_trained_arrays(arrays)
+    except ValueError as error:
+        raise ValueError(str(error) if str(error).startswith(str(path)) else f"{path}: {error}") from None
+    except Exception as error:  # a damaged zip or array of any kind: say which file
+        raise ValueError(f"{path}: not a readable crowd network file ({type(error).__name__}: {error})") from None
+    for name, value in network.trained_arrays().items():
+        if value.dtype.is_floating_point and not bool(torch.isfinite(value).all()):
+            raise ValueError(f"{path}: array {name} holds values that are not finite")
     return network.eval(), settings
