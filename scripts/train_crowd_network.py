@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from counting.core import CountingError, check_outputs, check_writable
+from counting.core import CountingError, atomic_write, check_outputs, check_writable
 from counting.data import read_crowd
 from counting.train import (
     NetworkSettings,
@@ -157,7 +157,7 @@ def _write_history(history: list[dict[str, float]], path: Path) -> None:
     if not history:
         return
     columns = list(dict.fromkeys(key for row in history for key in row))
-    with path.open("w", newline="") as file:
+    with atomic_write(path, newline="") as file:
         writer = csv.DictWriter(file, fieldnames=columns)
         writer.writeheader()
         writer.writerows(history)
