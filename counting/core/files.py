@@ -294,10 +294,25 @@ def check_writable(path: str | os.PathLike[str], *, in_place: bool = False) -> P
         if not os.access(target, os.W_OK):
             raise OutputError(f"{target}: cannot write here (permission denied)")
         return target
-    if in_place and os.path.exists(target) and os.access(target, os.W_OK):
+    if target.is_file() and not _file_writable(target):
+        # A rename into the folder would replace it whatever its mode; a read-only file is one
+        # its owner means to keep (the shell's `>` refuses it too).
+        raise OutputError(f"{target}: is a read-only file; make it writable or choose another name")
+    if in_place and os.path.exists(target):
         return target
     _check_folder_accepts(_through_link(target).parent, target)
     return target
+
+
+def _file_writable(path: Path) -> bool:
+    """Whether an existing file may be written: the system says so, and some write permission bit
+    is set (root passes ``os.access`` on any file, yet a file with no write bit is one its owner
+    marked read-only)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return True  # vanished or unreadable metadata: the write itself will say
+    return os.access(path, os.W_OK) and bool(stat.S_IMODE(mode) & 0o222)
 
 
 def check_writable_folder(path: str | os.PathLike[str]) -> Path:

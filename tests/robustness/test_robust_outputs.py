@@ -157,6 +157,22 @@ def test_read_only_folder_is_refused_before_work(cli, tmp_path: Path) -> None:
         locked.chmod(0o755)
 
 
+def test_a_read_only_output_file_is_refused_and_kept(cli, tmp_path: Path) -> None:
+    # As root too: root may write any file, but a file with no write bit is one its owner keeps.
+    image = make_image(tmp_path / "a.png")
+    kept = tmp_path / "c.csv"
+    kept.write_text("earlier counts\n")
+    kept.chmod(0o444)
+    try:
+        assert_one_error(cli("count", image, "--csv", kept), "is a read-only file")
+        assert kept.read_text() == "earlier counts\n"
+        kept.chmod(0o644)  # writable again: replaced as before
+        result = cli("count", image, "--csv", kept)
+        assert result.exit_code == 0 and kept.read_text() != "earlier counts\n"
+    finally:
+        kept.chmod(0o644)
+
+
 def test_check_writable_and_atomic_write_library(tmp_path: Path) -> None:
     target = tmp_path / "keep.txt"
     target.write_text("old")
