@@ -25,6 +25,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ".backbones": "BACKBONES Preprocessing get_backbone configure_runtime",
         ".backbones.runtime": "RUNTIMES available_cpus cpu_description default_threads",
         ".detector.backbone": "DetectorBackbone",
+        ".detector": "DETECTOR_PERSON=PERSON detect_counts",
         # the detector's own pieces (its studies re-run the network at other inputs)
         ".detector.decode": "COCO_TO_VOC decode_detections",
         ".detector.runner": "CenterNet DETECTOR_INPUT_NAME=INPUT_NAME ensure_detector_onnx=ensure_onnx resize_tf_bilinear",

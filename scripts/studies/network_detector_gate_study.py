@@ -50,7 +50,7 @@ def main() -> None:
 def _study(args: argparse.Namespace) -> None:
     from counting.core import atomic_write, check_writable
     from counting.data import read_crowd
-    from counting.features.detector import PERSON, detect_counts
+    from counting.features import DETECTOR_PERSON, detect_counts
     from counting.train import count_pictures, load_network
 
     if args.csv is not None:
@@ -70,7 +70,7 @@ def _study(args: argparse.Namespace) -> None:
     part = np.array(parts)
     truth = np.array([float(sample.count) for sample in samples])
     by_network = count_pictures(network, samples)
-    by_detector = detect_counts([sample.path for sample in samples])[:, PERSON].astype(float)
+    by_detector = detect_counts([sample.path for sample in samples])[:, DETECTOR_PERSON].astype(float)
 
     grid = [(u, t) for u in NETWORK_BELOW for t in DETECTOR_AT_MOST]
 

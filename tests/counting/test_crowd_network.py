@@ -464,6 +464,7 @@ def test_a_checkpoint_that_cannot_be_written_keeps_the_one_before(tmp_path: Path
     assert sorted(path.name for path in tmp_path.iterdir() if "ckpt" in path.name) == ["run.ckpt"]
 
 
+@pytest.mark.slow  # a subprocess per case
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
