@@ -182,7 +182,8 @@ def _plot(history: list[dict[str, float]], path: Path, loss: str) -> None:
     for axis in axes:
         axis.set_xlabel("step")
     figure.tight_layout()
-    figure.savefig(path, dpi=90)
+    with atomic_write(path, "wb") as file:
+        figure.savefig(file, format="png", dpi=90)
     plt.close(figure)
 
 

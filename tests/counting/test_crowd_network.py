@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pytest
@@ -453,8 +454,8 @@ def test_a_checkpoint_that_cannot_be_written_keeps_the_one_before(tmp_path: Path
     train_network(_TINY, pictures, {}, checkpoint, device="cpu", stop_after=0.0, log=lambda _line: None)
     before = checkpoint.read_bytes()
 
-    def full_disk(payload: object, path: Path) -> None:
-        Path(path).write_bytes(b"half a checkpoint")
+    def full_disk(payload: object, file: BinaryIO) -> None:
+        file.write(b"half a checkpoint")
         raise RuntimeError("[enforce fail at inline_container.cc:595] . PytorchStreamWriter failed writing file")
 
     monkeypatch.setattr(torch, "save", full_disk)

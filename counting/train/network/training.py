@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 import zipfile
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from counting.core.files import atomic_write
 from counting.data.datasets.base import Sample
 from counting.heads.density.network.module import NETWORK_STRIDE, CrowdNetwork, normalise
 from counting.train.network.crops import TrainingPictures
@@ -276,16 +276,11 @@ def _write_checkpoint(state: TrainState, settings: NetworkSettings, path: Path) 
         "optimizer": state.optimizer.state_dict(),
         "history": json.dumps(state.history),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
     try:
-        torch.save(payload, partial)
-        os.replace(partial, path)
-    except BaseException as error:  # Ctrl-C too: no half-written file is left behind
-        partial.unlink(missing_ok=True)
-        if isinstance(error, (OSError, RuntimeError)):  # a full disk reaches torch's zip writer as RuntimeError
-            raise OSError(f"{path}: checkpoint not written ({error}); the one before it, if any, is kept") from None
-        raise
+        with atomic_write(path, "wb") as file:  # Ctrl-C or a failure leaves the last one
+            torch.save(payload, file)
+    except RuntimeError as error:  # a full disk reaches torch's zip writer as RuntimeError, not OSError
+        raise OSError(f"{path}: checkpoint not written ({error}); the one before it, if any, is kept") from None
 
 
 def _restore(state: TrainState, path: Path, settings: NetworkSettings, where: torch.device) -> None:
@@ -319,16 +314,8 @@ def save_network(state: TrainState, settings: NetworkSettings, path: Path) -> No
     arrays["history"] = np.array(json.dumps(state.history))
     arrays["format"] = np.array(FORMAT)
     arrays["step"] = np.array(state.step)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial.npz")
-    try:
-        np.savez(partial, **arrays)
-        os.replace(partial, path)
-    except BaseException as error:  # Ctrl-C too: no half-written file is left behind
-        partial.unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise OSError(f"{path}: network not written ({error.strerror or error})") from None
-        raise
+    with atomic_write(path, "wb") as file:  # a file object: savez adds no ".npz" to it
+        np.savez(file, **arrays)
 
 
 def load_network(path: Path) -> tuple[CrowdNetwork, dict[str, Any]]:
