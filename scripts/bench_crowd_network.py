@@ -34,9 +34,7 @@ from counting.data import image_size, load_image, read_crowd
 from counting.features import Preprocessing, cpu_description, default_threads, get_backbone
 from counting.heads import LOWER_TAP, NetworkDensityHead
 from counting.model import default_model_path, load_model
-from counting.train import INPUT_SIZE, load_network
-
-MISLABELLED = {"000000002299"}
+from counting.train import INPUT_SIZE, crowd_parts, load_network
 
 
 class NetworkCounter:
@@ -81,13 +79,8 @@ def _bench(args: argparse.Namespace) -> None:
 
 
 def _validation(counter: NetworkCounter, data: Path) -> None:
-    crowd = read_crowd(data)
-    for name in ("shanghaitech-A", "shanghaitech-B", "mall", "coco-voc20"):
-        samples = [
-            sample
-            for sample in crowd.of_source(name).samples
-            if sample.split == "test" and sample.path.stem not in MISLABELLED
-        ]
+    _, validation = crowd_parts(read_crowd(data))
+    for name, samples in validation.items():
         counts = np.array([counter.count(load_image(sample.path)) for sample in samples])
         truth = np.array([float(sample.count) for sample in samples])
         error = counts - truth

@@ -32,13 +32,12 @@ from counting.train import (
     TrainingPictures,
     averaged_network,
     checkpoint_state,
+    crowd_parts,
     load_network,
     save_network,
     train_network,
     validation_figures,
 )
-
-MISLABELLED = {"000000002299"}  # ../shared/data/README.md, errata
 
 
 def main() -> None:
@@ -112,14 +111,7 @@ def _train(args: argparse.Namespace) -> None:
         save_network(state, settings, args.output)
         print(f"wrote {args.output}: the weight average at step {state.step} of {settings.steps}")
         return
-    data = read_crowd(args.data)
-    samples = [sample for sample in data.samples if sample.path.stem not in MISLABELLED]
-    names = data.sources
-    train: dict[str, list] = {}
-    validation: dict[str, list] = {}
-    for sample in samples:
-        part = train if sample.split == "train" else validation
-        part.setdefault(names[str(sample.path)], []).append(sample)
+    train, validation = crowd_parts(read_crowd(args.data))
     watched = {name: (items[:: args.mall_every] if name == "mall" else items) for name, items in validation.items()}
     print(
         f"train pictures {', '.join(f'{k} {len(v)}' for k, v in train.items())}; "

@@ -19,7 +19,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         # the crowd network (issue 48, docs/network.md)
         ".network.crops": "INPUT_SIZE TrainingPictures",
         ".network.training": "NetworkSettings averaged_network checkpoint_state load_network save_network train_network",
-        ".network.validation": "count_pictures validation_figures",
+        ".network.validation": "count_pictures crowd_parts validation_figures",
         ".class_intervals": "OutOfFoldCounts out_of_fold_counts recalibrate_class_intervals",
         ".crowd": (
             "CrowdSettings GateInputs GateOutOfFold add_specialists crowd_figures fit_crowd_gate gate_inputs "

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-MISLABELLED = {"000000002299"}
 NETWORK_BELOW = (3.0, 5.0, 8.0, 12.0, 16.0, 20.0, 30.0, 40.0, 60.0, 80.0, 120.0)
 DETECTOR_AT_MOST = (3.0, 5.0, 8.0, 12.0, 16.0, 20.0, 30.0)
 
@@ -51,22 +50,14 @@ def _study(args: argparse.Namespace) -> None:
     from counting.core import atomic_write, check_writable
     from counting.data import read_crowd
     from counting.features import DETECTOR_PERSON, detect_counts
-    from counting.train import count_pictures, load_network
+    from counting.train import count_pictures, crowd_parts, load_network
 
     if args.csv is not None:
         check_writable(args.csv)
     network, _ = load_network(args.network)
-    crowd = read_crowd(args.data)
-    parts: list[str] = []
-    samples = []
-    for name in ("shanghaitech-A", "shanghaitech-B", "mall", "coco-voc20"):
-        chosen = [
-            sample
-            for sample in crowd.of_source(name).samples
-            if sample.split == "test" and sample.path.stem not in MISLABELLED
-        ]
-        samples += chosen
-        parts += [name] * len(chosen)
+    _, validation = crowd_parts(read_crowd(args.data))
+    samples = [sample for chosen in validation.values() for sample in chosen]
+    parts = [name for name, chosen in validation.items() for _ in chosen]
     part = np.array(parts)
     truth = np.array([float(sample.count) for sample in samples])
     by_network = count_pictures(network, samples)

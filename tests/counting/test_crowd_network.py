@@ -496,3 +496,22 @@ def test_the_training_script_refuses_bad_input_in_one_line_before_reading_pictur
     assert len(lines) == 1 and lines[0].startswith("train_crowd_network.py: ") and message in lines[0], lines
     assert (tmp_path / "run.npz").read_bytes() == b"kept"  # nothing that existed is touched
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "junk.npz", "run.npz"]
+
+
+def test_the_crowd_parts_are_the_fixed_ones_without_the_mislabelled_photo(shared_data: Path) -> None:
+    from counting.data import read_crowd
+    from counting.train import crowd_parts
+
+    train, validation = crowd_parts(read_crowd(shared_data))
+    sizes = {name: len(samples) for name, samples in validation.items()}
+    assert sizes == {"shanghaitech-A": 75, "shanghaitech-B": 100, "mall": 200, "coco-voc20": 133}
+    assert {name: len(samples) for name, samples in train.items()} == {
+        "shanghaitech-A": 225,
+        "shanghaitech-B": 300,
+        "mall": 600,
+        "coco-voc20": 400,
+    }
+    everything = [sample for part in (train, validation) for samples in part.values() for sample in samples]
+    assert "000000002299" not in {sample.path.stem for sample in everything}
+    assert len({str(sample.path) for sample in everything}) == len(everything)  # no picture in both
+    assert [sample.path.stem for sample in validation["mall"][:2]] == ["seq_000601", "seq_000602"]
